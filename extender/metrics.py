@@ -1,0 +1,63 @@
+"""Prometheus metrics, one registry per app instance (no module globals)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Sub-millisecond answers from a warm cache up to the scheduler's 5 s default timeout.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
+
+
+class Metrics:
+    """Every metric archfit exports, prefixed `archfit_`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "archfit_requests", "Scheduler extender calls.", ["verb", "outcome"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "archfit_request_duration_seconds",
+            "Time to answer one extender call.",
+            ["verb"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.node_decisions = Counter(
+            "archfit_node_decisions",
+            "Filter outcomes per node; dry-run counts what would have happened.",
+            ["decision", "mode"],
+            registry=r,
+        )
+        self.unknown_images = Counter(
+            "archfit_unknown_images",
+            "Images whose platforms could not be learned for a request.",
+            ["policy"],
+            registry=r,
+        )
+        self.skipped_pods = Counter(
+            "archfit_skipped_pods", "Pods not examined, and why.", ["reason"], registry=r
+        )
+        self.registry_requests = Counter(
+            "archfit_registry_requests",
+            "HTTP requests sent to registries.",
+            ["host", "method", "kind", "status"],
+            registry=r,
+        )
+        self.cache_lookups = Counter(
+            "archfit_cache_lookups", "Resolver cache lookups.", ["kind", "result"], registry=r
+        )
+        self.registry_ratelimit_remaining = Gauge(
+            "archfit_registry_ratelimit_remaining",
+            "Pulls left, as reported by a registry's ratelimit-remaining header.",
+            ["host"],
+            registry=r,
+        )
+        self.nodes_known = Gauge(
+            "archfit_node_index_nodes", "Nodes in the node index.", registry=r
+        )
+
+    def render(self) -> bytes:
+        """The exposition text for GET /metrics."""
+        return generate_latest(self.registry)

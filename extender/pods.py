@@ -1,0 +1,131 @@
+"""What archfit needs to know about a pod: its images, pull secrets and annotations.
+
+Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.platforms import normalize
+
+SKIP_ANNOTATION = "archfit.io/skip"
+PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
+
+
+@dataclass(frozen=True, slots=True)
+class PullSecretsRef:
+    """Where a pod's registry credentials come from, as kubelet looks them up."""
+
+    namespace: str
+    names: tuple[str, ...] = ()
+    """`spec.imagePullSecrets[*].name`, in the pod's order."""
+    service_account: str = "default"
+    """`spec.serviceAccountName`; its own imagePullSecrets come next."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """The parts of a pod that decisions depend on."""
+
+    namespace: str
+    name: str
+    images: tuple[str, ...]
+    """Container and init container images, deduplicated, in pod order."""
+    pull: PullSecretsRef
+    skip: bool
+    prefer_arch: tuple[str, ...]
+    """From `archfit.io/prefer-arch`, most preferred first; empty when absent."""
+
+
+class PodError(ValueError):
+    """The pod JSON lacks something archfit needs, or has the wrong type."""
+
+
+def facts(pod: Mapping[str, Any]) -> PodFacts:
+    """Extract PodFacts from a v1.Pod. Raises PodError naming the bad field."""
+    metadata = _mapping(pod.get("metadata"), "Pod.metadata")
+    spec = _mapping(pod.get("spec"), "Pod.spec")
+    namespace = _string(metadata.get("namespace"), "Pod.metadata.namespace") or "default"
+    name = _string(metadata.get("name"), "Pod.metadata.name") or _string(
+        metadata.get("generateName"), "Pod.metadata.generateName"
+    )
+    annotations = _mapping(metadata.get("annotations"), "Pod.metadata.annotations")
+    return PodFacts(
+        namespace=namespace,
+        name=name,
+        images=images(spec),
+        pull=PullSecretsRef(
+            namespace=namespace,
+            names=_pull_secret_names(spec),
+            service_account=_string(spec.get("serviceAccountName"), "Pod.spec.serviceAccountName")
+            or "default",
+        ),
+        skip=str(annotations.get(SKIP_ANNOTATION, "")).strip().lower() == "true",
+        prefer_arch=prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION)),
+    )
+
+
+def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every image the pod pulls before it runs: init containers and containers, deduplicated.
+
+    Ephemeral containers are added after scheduling, so they never matter here.
+    """
+    seen: dict[str, None] = {}
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            raise PodError(f"Pod.spec.{key} must be a list")
+        for index, container in enumerate(containers):
+            where = f"Pod.spec.{key}[{index}]"
+            image = _string(_mapping(container, where).get("image"), f"{where}.image").strip()
+            if not image:
+                raise PodError(f"{where}.image is empty")
+            seen.setdefault(image, None)
+    return tuple(seen)
+
+
+def prefer_arch(value: object) -> tuple[str, ...]:
+    """Parse `archfit.io/prefer-arch: arm64` or `amd64,arm64` into a preference order."""
+    if not isinstance(value, str):
+        return ()
+    # The same alias table as images and nodes, so "aarch64" means arm64.
+    order: dict[str, None] = {}
+    for item in value.split(","):
+        if item.strip():
+            order.setdefault(normalize("linux", item).architecture, None)
+    return tuple(order)
+
+
+def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    refs = spec.get("imagePullSecrets")
+    if refs is None:
+        return ()
+    if not isinstance(refs, list):
+        raise PodError("Pod.spec.imagePullSecrets must be a list")
+    names: list[str] = []
+    for index, ref in enumerate(refs):
+        name = _string(_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
+        if name:
+            names.append(name)
+    return tuple(names)
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PodError(f"{where} must be an object")
+    return value
+
+
+def _string(value: object, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PodError(f"{where} must be a string")
+    return value

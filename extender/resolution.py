@@ -1,0 +1,109 @@
+"""Resolving a pod's images to platforms within the request's deadline.
+
+The registry-backed resolver lives in `extender.registry`; this module only
+declares what it must provide and bounds how long a request waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from extender.platforms import Platform
+from extender.pods import PullSecretsRef
+
+
+class PlatformResolver(Protocol):
+    """Answers which platforms an image provides.
+
+    Raises any exception when it cannot tell; the caller then treats the
+    image as unknown under the failure policy, never as unsupported.
+    """
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]: ...
+
+
+class FunctionResolver:
+    """Adapts a plain async function to PlatformResolver (tests, embedding)."""
+
+    def __init__(
+        self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]
+    ) -> None:
+        self._func = func
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        return await self._func(image, pull)
+
+
+class NoResolver:
+    """Used when no registry access is configured: every image is unknown."""
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        raise LookupError("no platform resolver is configured")
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An image whose platforms could not be learned in time, and why."""
+
+    reason: str
+
+
+Resolved = frozenset[Platform] | Unknown
+
+
+class Resolution:
+    """Runs lookups, keeping unfinished ones alive after a request's deadline.
+
+    A lookup that outlives its request keeps running so that the scheduler's
+    next attempt finds the answer cached; the set below holds a reference so
+    the task is not garbage-collected mid-flight.
+    """
+
+    def __init__(self, resolver: PlatformResolver) -> None:
+        self.resolver = resolver
+        self._background: set[asyncio.Task[frozenset[Platform]]] = set()
+
+    async def resolve(
+        self, images: Iterable[str], pull: PullSecretsRef, deadline: float
+    ) -> dict[str, Resolved]:
+        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown."""
+        tasks = {
+            image: asyncio.ensure_future(self.resolver.platforms(image, pull)) for image in images
+        }
+        if not tasks:
+            return {}
+        _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))
+        results: dict[str, Resolved] = {}
+        for image, task in tasks.items():
+            if task in pending:
+                self._background.add(task)
+                task.add_done_callback(self._forget)
+                results[image] = Unknown(f"lookup still running after {deadline:g}s")
+            elif task.cancelled():
+                results[image] = Unknown("lookup cancelled")
+            elif (error := task.exception()) is not None:
+                results[image] = Unknown(_describe(error))
+            else:
+                results[image] = task.result()
+        return results
+
+    def _forget(self, task: asyncio.Task[frozenset[Platform]]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # mark retrieved: its error was already reported as Unknown
+
+    async def aclose(self) -> None:
+        """Cancel lookups still running in the background (at shutdown)."""
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    # Registry error bodies can be long; the reason ends up in logs and events.
+    return text if len(text) <= 200 else text[:197] + "..."
