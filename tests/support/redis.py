@@ -1,0 +1,82 @@
+"""A throwaway `redis-server` on 127.0.0.1 with no persistence."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.registry import free_port, require_binary
+
+REDIS_BINARY = "/usr/bin/redis-server"
+
+
+@dataclass
+class RedisProcess:
+    """One redis-server process; `url` is what CacheSettings.url takes."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        """`redis://127.0.0.1:<port>/0`."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @classmethod
+    def start(cls, workdir: Path) -> RedisProcess:
+        """Start redis-server on a free port and wait until it answers PING."""
+        binary = require_binary(REDIS_BINARY, "redis-server")
+        workdir.mkdir(parents=True, exist_ok=True)
+        for _attempt in range(3):
+            port = free_port()
+            log = workdir / "redis.log"
+            process = subprocess.Popen(
+                [
+                    binary,
+                    "--port", str(port),
+                    "--bind", "127.0.0.1",
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--dir", str(workdir),
+                    "--logfile", str(log),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            redis = cls(port, process)
+            if redis._wait_ready():
+                return redis
+            redis.stop()
+        raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def flush(self) -> None:
+        """Drop every key, so each test starts from an empty shared cache."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+            sock.sendall(b"FLUSHALL\r\n")
+            sock.recv(16)
+
+    def stop(self) -> None:
+        """Terminate the process and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)

@@ -1,0 +1,248 @@
+"""A real CNCF distribution registry process on 127.0.0.1, and what it saw.
+
+Start one with `RegistryProcess.start(workdir)`; optionally behind htpasswd Basic auth
+or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REGISTRY_BINARY = "/usr/bin/docker-registry"
+_START_TIMEOUT = 15.0
+_SYNC_TIMEOUT = 5.0
+_SYNC_PATH = "/v2/?archfit-sync="
+
+
+def require_binary(path: str, package: str) -> str:
+    """Return `path` if it is executable; otherwise fail under CI=true, or skip loudly.
+
+    CI must never pass by skipping the real thing, so a missing binary fails there.
+    """
+    found = shutil.which(path)
+    if found:
+        return found
+    message = f"{path} not found: apt-get install -y {package}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(f"!!! SKIPPED, NOT TESTED: {message}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class TokenAuthConfig:
+    """What the registry needs to verify Bearer tokens (see tests.support.tokens)."""
+
+    realm: str
+    service: str
+    issuer: str
+    root_cert_bundle: Path
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One request as the registry logged it."""
+
+    method: str
+    path: str
+    status: int
+
+
+@dataclass
+class RegistryProcess:
+    """One `docker-registry` process with filesystem storage under `workdir`."""
+
+    host: str
+    """`127.0.0.1:<port>`, the registry part of image references."""
+    workdir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    basic_auth: tuple[str, str] | None = None
+    """The htpasswd user, when the registry requires Basic auth."""
+    _log_offset: int = field(default=0, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The base URL, `http://127.0.0.1:<port>`."""
+        return f"http://{self.host}"
+
+    @classmethod
+    def start(
+        cls,
+        workdir: Path,
+        *,
+        htpasswd: tuple[str, str] | None = None,
+        token: TokenAuthConfig | None = None,
+    ) -> RegistryProcess:
+        """Start a registry on a free port and wait until it answers /v2/."""
+        binary = require_binary(REGISTRY_BINARY, "docker-registry")
+        workdir.mkdir(parents=True, exist_ok=True)
+        last_error = ""
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            port = free_port()
+            config = workdir / "config.yml"
+            config.write_text(_config(workdir, port, htpasswd, token))
+            log_path = workdir / "registry.log"
+            with log_path.open("wb") as log:
+                process = subprocess.Popen(
+                    [binary, "serve", str(config)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            registry = cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
+            if registry._wait_ready():
+                return registry
+            registry.stop()
+            last_error = log_path.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"docker-registry did not start; its log ends:\n{last_error}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + _START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
+                return True
+            except urllib.error.HTTPError:
+                return True  # 401 from an auth-protected registry means it is up
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        """Terminate the process and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+    # -- counting what the registry saw -------------------------------------------------
+
+    def mark(self) -> int:
+        """A position in the log; `requests_since(mark)` returns what came after it."""
+        self._sync()
+        return self.log_path.stat().st_size
+
+    def requests_since(self, mark: int) -> list[LoggedRequest]:
+        """Every request the registry answered after `mark`, sync probes excluded."""
+        self._sync()
+        with self.log_path.open("rb") as log:
+            log.seek(mark)
+            lines = log.read().splitlines()
+        seen = []
+        for line in lines:
+            entry = _parse(line)
+            if entry is not None and not entry.path.startswith(_SYNC_PATH):
+                seen.append(entry)
+        return seen
+
+    def count_since(self, mark: int) -> Counter[tuple[str, str]]:
+        """Requests after `mark` by (method, kind), kind being manifests, blobs, or base."""
+        return Counter((r.method, _kind(r.path)) for r in self.requests_since(mark))
+
+    def _sync(self) -> None:
+        # The registry writes a log line after answering, so a probe we send after our own
+        # requests and then see in the log means the earlier lines are written too.
+        marker = uuid.uuid4().hex
+        try:
+            urllib.request.urlopen(f"{self.url}{_SYNC_PATH}{marker}", timeout=2).close()  # noqa: S310
+        except urllib.error.HTTPError as error:
+            error.close()
+        deadline = time.monotonic() + _SYNC_TIMEOUT
+        needle = marker.encode()
+        while time.monotonic() < deadline:
+            if needle in self.log_path.read_bytes():
+                time.sleep(0.02)  # lines of concurrent earlier requests land in the same burst
+                return
+            time.sleep(0.01)
+        raise RuntimeError("registry log did not show the sync probe")
+
+
+def _kind(path: str) -> str:
+    if "/manifests/" in path:
+        return "manifests"
+    if "/blobs/" in path:
+        return "blobs"
+    return "base"
+
+
+def _parse(line: bytes) -> LoggedRequest | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or not str(entry.get("msg", "")).startswith(
+        "response completed"
+    ):
+        return None
+    return LoggedRequest(
+        method=str(entry.get("http.request.method", "")),
+        path=str(entry.get("http.request.uri", "")),
+        status=int(entry.get("http.response.status", 0)),
+    )
+
+
+def _config(
+    workdir: Path,
+    port: int,
+    htpasswd: tuple[str, str] | None,
+    token: TokenAuthConfig | None,
+) -> str:
+    storage = workdir / "storage"
+    storage.mkdir(exist_ok=True)
+    auth = ""
+    if htpasswd is not None:
+        path = workdir / "htpasswd"
+        path.write_text(_htpasswd_line(*htpasswd))
+        auth = f"auth:\n  htpasswd:\n    realm: archfit-test\n    path: {path}\n"
+    elif token is not None:
+        auth = (
+            "auth:\n  token:\n"
+            f"    realm: {token.realm}\n"
+            f"    service: {token.service}\n"
+            f"    issuer: {token.issuer}\n"
+            f"    rootcertbundle: {token.root_cert_bundle}\n"
+        )
+    return (
+        "version: 0.1\n"
+        "log:\n  level: info\n  formatter: json\n  accesslog:\n    disabled: true\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n"
+        "  delete:\n    enabled: true\n"
+        "  cache:\n    blobdescriptor: inmemory\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n  secret: archfit-test-{uuid.uuid4().hex}\n"
+        f"{auth}"
+    )
+
+
+def _htpasswd_line(user: str, password: str) -> str:
+    # distribution accepts bcrypt only; apache2-utils' htpasswd makes one.
+    binary = require_binary("/usr/bin/htpasswd", "apache2-utils")
+    result = subprocess.run(
+        [binary, "-nbB", user, password], capture_output=True, check=True, timeout=30
+    )
+    return result.stdout.decode().strip() + "\n"
