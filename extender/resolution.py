@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
+from extender.placement import Resolved, Unknown
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
 
@@ -42,16 +42,6 @@ class NoResolver:
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
         raise LookupError("no platform resolver is configured")
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """An image whose platforms could not be learned in time, and why."""
-
-    reason: str
-
-
-Resolved = frozenset[Platform] | Unknown
 
 
 class Resolution:

@@ -1,0 +1,251 @@
+"""The aiohttp application: routes, resources under AppKeys, and their lifecycle.
+
+Handlers only translate; decisions are in `placement`, explanations in `explain`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+import structlog
+from aiohttp import web
+
+from extender import explain
+from extender.config import Settings
+from extender.metrics import Metrics
+from extender.placement import Candidate, Policy, decide_filter, decide_scores
+from extender.platforms import node_platform
+from extender.pods import PodError, PodFacts, facts
+from extender.resolution import PlatformResolver
+from extender.scheduler_api import (
+    ExtenderArgs,
+    WireError,
+    node_labels_and_info,
+    node_name,
+    parse_args,
+    render_error,
+    render_filter,
+    render_priorities,
+)
+from extender.services import NodeSource, Services, open_services
+
+log = structlog.get_logger("archfit")
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+SERVICES = web.AppKey("services", Services)
+
+_JSON = "application/json"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    resolver: PlatformResolver | None = None,
+    nodes: NodeSource | None = None,
+) -> web.Application:
+    """Build the app. `resolver` and `nodes` replace the ones the settings would build."""
+    app = web.Application(
+        client_max_size=settings.server.max_body_bytes,
+        middlewares=[_errors_middleware],
+    )
+    app[SETTINGS] = settings
+    app[METRICS] = Metrics()
+
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with open_services(settings, app[METRICS], resolver, nodes) as services:
+            app[SERVICES] = services
+            yield
+
+    app.cleanup_ctx.append(services_ctx)
+    prefix = settings.server.prefix.rstrip("/")
+    app.router.add_post(f"{prefix}/filter", filter_handler)
+    app.router.add_post(f"{prefix}/prioritize", prioritize_handler)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_handler)
+    return app
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One verb call, decoded: the wire args, the pod's facts and the candidates."""
+
+    args: ExtenderArgs
+    pod: PodFacts
+    candidates: list[Candidate]
+
+
+async def _decode(request: web.Request, verb: str) -> _Call:
+    """Parse the body, bind the log context and find each candidate's platform."""
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(
+        request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb=verb
+    )
+    args = parse_args(await request.read())
+    pod = facts(args.pod)
+    structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
+    services = request.app[SERVICES]
+    if args.node_names is not None:
+        if services.nodes is None:
+            raise _NoNodeIndex
+        await services.nodes.wait_synced(request.app[SETTINGS].policy.resolve_deadline_seconds)
+        candidates = [Candidate(name, services.nodes.platform(name)[1]) for name in args.node_names]
+    else:
+        candidates = []
+        for node in args.nodes or ():
+            labels, info = node_labels_and_info(node)
+            candidates.append(Candidate(node_name(node), node_platform(labels, info)))
+    return _Call(args, pod, candidates)
+
+
+def _skip_reason(request: web.Request, pod: PodFacts) -> str | None:
+    if pod.skip:
+        return "annotation"
+    if pod.namespace in request.app[SETTINGS].policy.excluded_namespaces:
+        return "excluded_namespace"
+    if not pod.images:
+        return "no_images"
+    return None
+
+
+async def filter_handler(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    app = request.app
+    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
+    call = await _decode(request, "filter")
+    args, pod, candidates = call.args, call.pod, call.candidates
+    names = [c.name for c in candidates]
+    if (skip := _skip_reason(request, pod)) is not None:
+        metrics.skipped_pods.labels(skip).inc()
+        explain.skipped("filter", skip, len(names), started)
+        metrics.requests.labels("filter", "skipped").inc()
+        return _json(render_filter(args, names, {}, {}))
+    policy = _policy(settings)
+    try:
+        resolved = await services.resolution.resolve(
+            pod.images, pod.pull, settings.policy.resolve_deadline_seconds
+        )
+        decision = decide_filter(pod.images, resolved, candidates, policy)
+    except Exception:
+        # archfit's own failure must never reject a node: pass everything, loudly.
+        log.exception("filter_internal_error", candidates=len(names))
+        metrics.requests.labels("filter", "internal_error").inc()
+        return _json(render_filter(args, names, {}, {}))
+    dry_run = settings.policy.mode == "dry-run"
+    explain.filtered(pod, candidates, resolved, decision, policy, dry_run, metrics, started)
+    metrics.request_seconds.labels("filter").observe(time.perf_counter() - started)
+    metrics.requests.labels("filter", "ok").inc()
+    if dry_run:
+        return _json(render_filter(args, names, {}, {}))
+    return _json(
+        render_filter(args, decision.passed, decision.failed(policy), decision.unresolvable)
+    )
+
+
+async def prioritize_handler(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    app = request.app
+    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
+    call = await _decode(request, "prioritize")
+    pod, candidates = call.pod, call.candidates
+    flat = {c.name: 0 for c in candidates}
+    if (skip := _skip_reason(request, pod)) is not None:
+        explain.skipped("prioritize", skip, len(candidates), started)
+        metrics.requests.labels("prioritize", "skipped").inc()
+        return _json(render_priorities(flat))
+    policy = _policy(settings)
+    try:
+        resolved = await services.resolution.resolve(
+            pod.images, pod.pull, settings.policy.resolve_deadline_seconds
+        )
+        decision = decide_scores(pod.images, resolved, candidates, policy, pod.prefer_arch)
+    except Exception:
+        log.exception("prioritize_internal_error", candidates=len(candidates))
+        metrics.requests.labels("prioritize", "internal_error").inc()
+        return _json(render_priorities(flat))
+    dry_run = settings.policy.mode == "dry-run"
+    explain.scored(pod, decision, dry_run, started)
+    metrics.request_seconds.labels("prioritize").observe(time.perf_counter() - started)
+    metrics.requests.labels("prioritize", "ok").inc()
+    return _json(render_priorities(flat if dry_run else decision.scores))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app.get(SERVICES)
+    checks: dict[str, bool] = {"started": services is not None}
+    if services is not None and services.nodes is not None:
+        checks["nodeIndexSynced"] = services.nodes.synced
+    ready = all(checks.values())
+    return web.Response(
+        body=orjson.dumps({"ready": ready, "checks": checks}),
+        status=200 if ready else 503,
+        content_type=_JSON,
+    )
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    body = request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+class _NoNodeIndex(Exception):
+    """NodeNames arrived but archfit list-watches no Nodes."""
+
+
+_NO_NODE_INDEX = (
+    "archfit got NodeNames (nodeCacheCapable: true) but has no node index: "
+    "enable kubernetes.nodeIndex with API access, or set nodeCacheCapable: false"
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Map domain errors to HTTP answers, in one place."""
+    try:
+        return await handler(request)
+    except (WireError, PodError) as error:
+        # The client's mistake: answer 400 and log at warning, never error.
+        log.warning("bad_request", path=request.path, problem=str(error))
+        _count_bad(request)
+        return web.json_response({"error": str(error)}, status=400)
+    except _NoNodeIndex:
+        # Misconfiguration, not a rejection: Error makes it an extender error
+        # that shows in the scheduler's log and the pod's event.
+        log.error("no_node_index", hint=_NO_NODE_INDEX)
+        _count_bad(request)
+        return _json(render_error(_NO_NODE_INDEX))
+    except web.HTTPException as error:
+        if error.status in (405, 413):
+            log.warning("bad_request", path=request.path, problem=error.reason)
+            _count_bad(request)
+            return web.json_response({"error": error.reason}, status=error.status)
+        raise
+
+
+def _count_bad(request: web.Request) -> None:
+    verb = request.path.rsplit("/", 1)[-1]
+    if verb in ("filter", "prioritize"):
+        request.app[METRICS].requests.labels(verb, "bad_request").inc()
+
+
+def _policy(settings: Settings) -> Policy:
+    return Policy(
+        failure_policy=settings.policy.failure_policy,
+        loose_matching=settings.policy.loose_matching,
+        arch_preference=settings.policy.arch_preference,
+    )
+
+
+def _json(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type=_JSON)

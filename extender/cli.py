@@ -1,0 +1,78 @@
+"""Command line: `archfit serve`, `archfit inspect IMAGE...`, `archfit config`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from extender import config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = config.load(args.config, os.environ)
+    except config.ConfigError as error:
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
+    command: str = args.command
+    if command == "serve":
+        return _serve(settings)
+    if command == "inspect":
+        from extender.inspect import run_inspect
+
+        as_json = args.json or not sys.stdout.isatty()
+        return asyncio.run(
+            run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+        )
+    print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
+    return 0
+
+
+def _serve(settings: config.Settings) -> int:
+    from aiohttp import web
+
+    from extender.app import create_app
+    from extender.logs import configure
+
+    configure(settings.logging.level, settings.logging.format)
+    web.run_app(
+        create_app(settings),
+        host=settings.server.host,
+        port=settings.server.port,
+        shutdown_timeout=settings.server.shutdown_grace_seconds,
+        access_log=None,  # the summary line per request says more
+        print=None,
+        handle_signals=True,
+    )
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archfit",
+        description="kube-scheduler extender that keeps pods off nodes their images can't run on",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML settings file (default: config/archfit.yaml if present); "
+        "ARCHFIT_* env vars override it",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
+    inspect = commands.add_parser(
+        "inspect", parents=[common], help="print the digest and platforms of images"
+    )
+    inspect.add_argument("images", nargs="+", metavar="IMAGE")
+    inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    commands.add_parser("config", parents=[common], help="print the effective settings")
+    return parser

@@ -1,0 +1,93 @@
+"""Explanations: one structured line per rejected node and one summary line per request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from extender.metrics import Metrics
+from extender.placement import Candidate, FilterDecision, Policy, Resolved, ScoreDecision, Unknown
+from extender.pods import PodFacts
+
+log = structlog.get_logger("archfit")
+
+
+def filtered(
+    pod: PodFacts,
+    candidates: Sequence[Candidate],
+    resolved: Mapping[str, Resolved],
+    decision: FilterDecision,
+    policy: Policy,
+    dry_run: bool,
+    metrics: Metrics,
+    started: float,
+) -> None:
+    """Log and count one filter decision."""
+    mode = "dry-run" if dry_run else "enforce"
+    for rejection in decision.rejected:
+        log.info(
+            "node_rejected",
+            node=rejection.node,
+            node_platform=str(rejection.node_platform),
+            image=rejection.image,
+            image_platforms=sorted(str(p) for p in rejection.image_platforms),
+            reason=rejection.reason,
+            dry_run=dry_run,
+        )
+    unknown = {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
+    for image, why in unknown.items():
+        # Warning, not error: the failure policy handles it, and the registry's
+        # trouble is not archfit's.
+        log.warning(
+            "image_platforms_unknown",
+            image=image,
+            error=why,
+            failure_policy=policy.failure_policy,
+            dry_run=dry_run,
+        )
+    if unknown:
+        metrics.unknown_images.labels(policy.failure_policy).inc(len(unknown))
+    doubted_nodes = [d.node for d in decision.doubted if d.image is None]
+    if doubted_nodes:
+        log.warning("node_platform_unknown", nodes=doubted_nodes[:20], count=len(doubted_nodes))
+    failed = decision.failed(policy)
+    metrics.node_decisions.labels("passed", mode).inc(len(decision.passed))
+    metrics.node_decisions.labels("rejected", mode).inc(len(decision.rejected))
+    metrics.node_decisions.labels("failed_unknown", mode).inc(len(failed))
+    log.info(
+        "filter_done",
+        candidates=len(candidates),
+        passed=len(candidates) if dry_run else len(decision.passed),
+        rejected=len(decision.rejected),
+        failed_unknown=len(failed),
+        would_reject=len(decision.rejected) + len(failed) if dry_run else None,
+        images=len(resolved),
+        unknown_images=sorted(unknown),
+        dry_run=dry_run,
+        duration_ms=_ms(started),
+    )
+
+
+def scored(pod: PodFacts, decision: ScoreDecision, dry_run: bool, started: float) -> None:
+    """The summary line of one prioritize call."""
+    top = max(decision.scores.values(), default=0)
+    log.info(
+        "prioritize_done",
+        candidates=len(decision.scores),
+        multi_arch=decision.multi_arch,
+        architectures=list(decision.architectures),
+        prefer_arch=list(pod.prefer_arch) or None,
+        preferred_nodes=sum(1 for s in decision.scores.values() if s == top and top > 0),
+        dry_run=dry_run,
+        duration_ms=_ms(started),
+    )
+
+
+def skipped(verb: str, why: str, candidates: int, started: float) -> None:
+    log.info(f"{verb}_done", skipped=why, candidates=candidates, duration_ms=_ms(started))
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

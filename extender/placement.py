@@ -1,0 +1,201 @@
+"""Placement decisions: which candidate nodes a pod's images can run on, and how to score them.
+
+Pure: takes resolved image platforms and node platforms, returns decisions and
+the facts to explain them. No I/O, no logging; the caller logs and answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from extender.platforms import Platform, accepts, any_accepts
+
+# kube-scheduler cuts the event message at 1024 bytes and groups identical
+# reasons; an image name longer than this is cut so the clause stays short.
+_MAX_IMAGE_IN_REASON = 120
+
+MISMATCH_PREFIX = "node(s) didn't match image platform"
+UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An image whose platforms could not be learned in time, and why."""
+
+    reason: str
+
+
+Resolved = frozenset[Platform] | Unknown
+"""What a request knows of one image: its platforms, or that it does not know."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The decision knobs, taken from settings."""
+
+    failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
+    loose_matching: bool = False
+    arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    name: str
+    platform: Platform | None
+    """None when neither labels nor nodeInfo say what the node is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why one node cannot run the pod: the first image that has no entry for it."""
+
+    node: str
+    node_platform: Platform
+    image: str
+    image_platforms: frozenset[Platform]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Doubt:
+    """A node archfit could not judge (unknown image or node platform), and why."""
+
+    node: str
+    reason: str
+    image: str | None
+    """The unknown image, or None when the node's own platform is unknown."""
+
+
+@dataclass(slots=True)
+class FilterDecision:
+    passed: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help)."""
+    doubted: list[Doubt] = field(default_factory=list)
+    """Unknowns: passed under fail-open, FailedNodes under fail-closed."""
+
+    @property
+    def unresolvable(self) -> dict[str, str]:
+        return {r.node: r.reason for r in self.rejected}
+
+    def failed(self, policy: Policy) -> dict[str, str]:
+        if policy.failure_policy == "fail-open":
+            return {}
+        return {d.node: d.reason for d in self.doubted}
+
+
+def mismatch_reason(image: str, node_platform: Platform) -> str:
+    """The same text for every node of a platform, so the scheduler groups them."""
+    return f"{MISMATCH_PREFIX}: {_short(image)} has no {node_platform}"
+
+
+def unknown_reason(image: str) -> str:
+    return f"{UNKNOWN_PREFIX}: platforms of {_short(image)} are unknown"
+
+
+UNKNOWN_NODE_REASON = f"{UNKNOWN_PREFIX}: node has no kubernetes.io/arch label"
+
+
+def decide_filter(
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    candidates: Sequence[Candidate],
+    policy: Policy,
+) -> FilterDecision:
+    """Split candidates into passed, rejected (mismatch) and doubted (unknown).
+
+    A node passes only if every image has an entry it accepts. A known mismatch
+    outranks an unknown: one image that surely cannot run is enough to reject.
+    Doubted nodes pass under fail-open.
+    """
+    decision = FilterDecision()
+    known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
+    # An image missing from `resolved` is as unknown as one that timed out.
+    unknown = [image for image in images if not isinstance(resolved.get(image), frozenset)]
+    for node in candidates:
+        if node.platform is None:
+            decision.doubted.append(Doubt(node.name, UNKNOWN_NODE_REASON, None))
+            if policy.failure_policy == "fail-open":
+                decision.passed.append(node.name)
+            continue
+        mismatch = next(
+            (
+                (image, platforms)
+                for image, platforms in known
+                if not any_accepts(node.platform, platforms, loose=policy.loose_matching)
+            ),
+            None,
+        )
+        if mismatch is not None:
+            image, platforms = mismatch
+            reason = mismatch_reason(image, node.platform)
+            decision.rejected.append(Rejection(node.name, node.platform, image, platforms, reason))
+            continue
+        if unknown:
+            decision.doubted.append(Doubt(node.name, unknown_reason(unknown[0]), unknown[0]))
+            if policy.failure_policy == "fail-closed":
+                continue
+        decision.passed.append(node.name)
+    return decision
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreDecision:
+    scores: dict[str, int]
+    multi_arch: bool
+    """Whether the pod runs on two or more candidate architectures (and so got a preference)."""
+    architectures: tuple[str, ...]
+    """Candidate architectures the pod runs on."""
+
+
+def decide_scores(
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    candidates: Sequence[Candidate],
+    policy: Policy,
+    prefer_arch: Sequence[str] = (),
+) -> ScoreDecision:
+    """Score nodes by architecture preference, only for pods that run on ≥2 candidate archs.
+
+    Every other pod gets equal (zero) scores, so archfit adds no bias: an image
+    with an unknown platform, a single-arch pod, or a pod without images.
+    """
+    flat = {c.name: 0 for c in candidates}
+    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
+    if not images or len(known) != len(images):
+        return ScoreDecision(flat, False, ())
+    runnable = {
+        c.platform
+        for c in candidates
+        if c.platform is not None
+        and all(
+            any(accepts(c.platform, p, loose=policy.loose_matching) for p in platforms)
+            for platforms in known
+        )
+    }
+    arches = tuple(sorted({p.architecture for p in runnable}))
+    if len(arches) < 2:
+        return ScoreDecision(flat, False, arches)
+    preference = _annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
+    scores = {
+        c.name: preference.get(c.platform.architecture, 0)
+        if c.platform is not None and c.platform in runnable
+        else 0
+        for c in candidates
+    }
+    return ScoreDecision(scores, True, arches)
+
+
+def _annotation_preference(order: Sequence[str]) -> dict[str, int]:
+    """`amd64,arm64` → {amd64: 10, arm64: 5}: first is best, unlisted get 0."""
+    step = 10 // len(order)
+    return {arch: 10 - i * step for i, arch in enumerate(order)}
+
+
+def _short(image: str) -> str:
+    printable = "".join(ch if ch.isprintable() else "?" for ch in image)
+    if len(printable) <= _MAX_IMAGE_IN_REASON:
+        return printable
+    return printable[: _MAX_IMAGE_IN_REASON - 3] + "..."

@@ -1,0 +1,82 @@
+"""The app's long-lived services (resolver, node index) and how settings turn into them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from extender.config import Settings
+from extender.metrics import Metrics
+from extender.platforms import Platform
+from extender.resolution import NoResolver, PlatformResolver, Resolution
+
+log = structlog.get_logger("archfit")
+
+
+class NodeSource(Protocol):
+    """Knows the platform of nodes by name (for NodeNames-only requests)."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    def platform(self, name: str) -> tuple[bool, Platform | None]: ...
+
+    async def wait_synced(self, timeout: float) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    resolution: Resolution
+    nodes: NodeSource | None
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings,
+    metrics: Metrics,
+    resolver: PlatformResolver | None = None,
+    nodes: NodeSource | None = None,
+) -> AsyncIterator[Services]:
+    """Build what the settings ask for (unless given), and close it all on exit."""
+    async with AsyncExitStack() as stack:
+        from extender.kube.client import build_api_client  # keeps tests free of kube import cost
+
+        api = None
+        wants_kube = (nodes is None and settings.kubernetes.node_index) or (
+            resolver is None and settings.kubernetes.pull_secrets
+        )
+        if wants_kube:
+            api = build_api_client(settings.kubernetes)
+            if api is not None:
+                stack.callback(api.close)
+        if nodes is None and api is not None and settings.kubernetes.node_index:
+            from extender.kube.nodes import NodeIndex
+
+            index = NodeIndex(api, on_change=metrics.nodes_known.set)
+            index.start()
+            stack.push_async_callback(index.stop)
+            nodes = index
+        if resolver is None:
+            resolver = await stack.enter_async_context(_registry_resolver(settings, metrics, api))
+        resolution = Resolution(resolver)
+        stack.push_async_callback(resolution.aclose)
+        log.info(
+            "services_ready",
+            resolver=type(resolver).__name__,
+            node_index=nodes is not None,
+            mode=settings.policy.mode,
+            failure_policy=settings.policy.failure_policy,
+        )
+        yield Services(resolution=resolution, nodes=nodes)
+
+
+@asynccontextmanager
+async def _registry_resolver(
+    settings: Settings, metrics: Metrics, api: object | None
+) -> AsyncIterator[PlatformResolver]:
+    # Wired to the registry client once it lands; until then nothing pretends.
+    yield NoResolver()

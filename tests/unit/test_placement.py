@@ -1,0 +1,157 @@
+"""Filter and score decisions over resolved image platforms (pure table tests)."""
+
+import pytest
+
+from extender.placement import (
+    Candidate,
+    Policy,
+    Unknown,
+    decide_filter,
+    decide_scores,
+    mismatch_reason,
+)
+from extender.platforms import parse
+
+
+def plats(*texts):
+    return frozenset(parse(t) for t in texts)
+
+
+MULTI = plats("linux/amd64", "linux/arm64")
+AMD = plats("linux/amd64")
+ARM = plats("linux/arm64")
+ARMV7 = plats("linux/arm/v7")
+
+NODES = [
+    Candidate("amd-1", parse("linux/amd64")),
+    Candidate("amd-2", parse("linux/amd64")),
+    Candidate("arm-1", parse("linux/arm64")),
+    Candidate("arm-2", parse("linux/arm64")),
+]
+
+
+@pytest.mark.parametrize(
+    ("resolved", "passed", "rejected"),
+    [
+        ({"a": MULTI}, ["amd-1", "amd-2", "arm-1", "arm-2"], []),
+        ({"a": AMD}, ["amd-1", "amd-2"], ["arm-1", "arm-2"]),
+        ({"a": ARM}, ["arm-1", "arm-2"], ["amd-1", "amd-2"]),
+        ({"a": ARMV7}, [], ["amd-1", "amd-2", "arm-1", "arm-2"]),
+        ({"a": frozenset()}, [], ["amd-1", "amd-2", "arm-1", "arm-2"]),
+        ({"a": MULTI, "b": AMD}, ["amd-1", "amd-2"], ["arm-1", "arm-2"]),
+    ],
+)
+def test_a_node_passes_only_if_every_image_has_a_matching_entry(resolved, passed, rejected):
+    """Mismatched nodes are rejected; matching nodes pass."""
+    decision = decide_filter(list(resolved), resolved, NODES, Policy())
+    assert (passed, rejected) == (decision.passed, [r.node for r in decision.rejected])
+
+
+def test_arm64_node_is_rejected_when_an_init_container_is_amd64_only():
+    """The init container's image restricts the pod like any other."""
+    resolved = {"migrate:1": AMD, "app:1": MULTI}
+    decision = decide_filter(["migrate:1", "app:1"], resolved, NODES, Policy())
+    assert {
+        "arm-1": mismatch_reason("migrate:1", parse("linux/arm64")),
+        "arm-2": mismatch_reason("migrate:1", parse("linux/arm64")),
+    } == decision.unresolvable
+
+
+def test_the_reason_is_the_same_for_every_node_of_a_platform_and_omits_the_node_name():
+    """kube-scheduler groups identical reasons into one event clause."""
+    decision = decide_filter(["docker.io/acme/api:1.2"], {"docker.io/acme/api:1.2": AMD}, NODES,
+                             Policy())
+    reasons = set(decision.unresolvable.values())
+    assert {"node(s) didn't match image platform: docker.io/acme/api:1.2 has no linux/arm64"} == (
+        reasons
+    )
+    assert not any(r.node in r.reason for r in decision.rejected)
+
+
+def test_a_huge_image_name_is_cut_in_the_reason():
+    """Event messages are cut at 1024 bytes, so reasons stay short."""
+    image = "registry.example.com/" + "a" * 2000 + ":1"
+    decision = decide_filter([image], {image: AMD}, NODES, Policy())
+    assert all(len(reason) < 250 for reason in decision.unresolvable.values())
+
+
+def test_unknown_images_pass_every_node_under_fail_open():
+    """Fail-open: archfit's ignorance never rejects a node."""
+    resolved = {"a": Unknown("registry timeout")}
+    decision = decide_filter(["a"], resolved, NODES, Policy("fail-open"))
+    assert ([n.name for n in NODES], {}, {}) == (
+        decision.passed,
+        decision.failed(Policy("fail-open")),
+        decision.unresolvable,
+    )
+    assert 4 == len(decision.doubted)
+
+
+def test_unknown_images_fail_every_node_under_fail_closed_in_failed_nodes():
+    """Fail-closed: FailedNodes (may pass later), never FailedAndUnresolvableNodes."""
+    resolved = {"a": Unknown("registry timeout")}
+    policy = Policy("fail-closed")
+    decision = decide_filter(["a"], resolved, NODES, policy)
+    expected = "node(s) couldn't verify image platform: platforms of a are unknown"
+    assert ([], {n.name: expected for n in NODES}, {}) == (
+        decision.passed,
+        decision.failed(policy),
+        decision.unresolvable,
+    )
+
+
+def test_a_known_mismatch_outranks_an_unknown_image():
+    """One image that surely cannot run is enough to reject, whatever else is unknown."""
+    resolved = {"a": Unknown("timeout"), "b": AMD}
+    decision = decide_filter(["a", "b"], resolved, NODES, Policy("fail-closed"))
+    assert (["arm-1", "arm-2"], ["amd-1", "amd-2"]) == (
+        [r.node for r in decision.rejected],
+        [d.node for d in decision.doubted],
+    )
+
+
+def test_a_node_without_architecture_follows_the_failure_policy():
+    """A node that names no architecture cannot be judged either way."""
+    nodes = [Candidate("mystery", None)]
+    open_ = decide_filter(["a"], {"a": AMD}, nodes, Policy("fail-open"))
+    closed = decide_filter(["a"], {"a": AMD}, nodes, Policy("fail-closed"))
+    assert (["mystery"], []) == (open_.passed, closed.passed)
+    assert ["mystery"] == list(closed.failed(Policy("fail-closed")))
+
+
+def test_loose_matching_lets_arm64_nodes_run_arm_v7_images():
+    """The containerd 1.x fallback is opt-in."""
+    decision = decide_filter(["a"], {"a": ARMV7}, NODES, Policy(loose_matching=True))
+    assert ["arm-1", "arm-2"] == decision.passed
+
+
+@pytest.mark.parametrize(
+    ("resolved", "prefer", "expected", "multi"),
+    [
+        ({"a": MULTI}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 10, "arm-2": 10}, True),
+        ({"a": MULTI}, ("amd64",), {"amd-1": 10, "amd-2": 10, "arm-1": 0, "arm-2": 0}, True),
+        ({"a": MULTI}, ("amd64", "arm64"), {"amd-1": 10, "amd-2": 10, "arm-1": 5, "arm-2": 5}, True),
+        ({"a": AMD}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),
+        ({"a": MULTI, "b": AMD}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),
+        ({"a": Unknown("x")}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),
+    ],
+)
+def test_only_pods_that_run_on_two_candidate_architectures_get_a_preference(
+    resolved, prefer, expected, multi
+):
+    """Multi-arch pods favour the preferred architecture; everyone else gets equal scores."""
+    decision = decide_scores(list(resolved), resolved, NODES, Policy(), prefer)
+    assert (expected, multi) == (decision.scores, decision.multi_arch)
+
+
+def test_a_multi_arch_image_is_not_multi_arch_among_single_arch_candidates():
+    """With only arm64 candidates there is nothing to prefer between."""
+    arm_only = [c for c in NODES if c.name.startswith("arm")]
+    decision = decide_scores(["a"], {"a": MULTI}, arm_only, Policy())
+    assert ({"arm-1": 0, "arm-2": 0}, False) == (decision.scores, decision.multi_arch)
+
+
+def test_configured_preference_applies_to_every_candidate_architecture():
+    """An operator can prefer amd64 through the policy instead."""
+    decision = decide_scores(["a"], {"a": MULTI}, NODES, Policy(arch_preference={"amd64": 7}))
+    assert {"amd-1": 7, "amd-2": 7, "arm-1": 0, "arm-2": 0} == decision.scores
