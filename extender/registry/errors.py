@@ -1,0 +1,80 @@
+"""Why a registry lookup failed: one small hierarchy, safe to log and show in events.
+
+    RegistryError
+    ├── InvalidReference        the image name is not a valid reference (also a ValueError)
+    ├── AddressForbidden        the SSRF guard refused a host, address or redirect hop
+    ├── Unreachable             no HTTP answer: DNS, connect or TLS failure
+    │   └── Timeout             connect or total time limit hit
+    ├── Unauthorized            401/403 after every credential (and anonymous) was tried
+    ├── NotFound                404: the repository, tag or digest is unknown
+    ├── UnexpectedStatus        any other status (5xx, 429, ...), with a cut body
+    ├── TooLarge                a body exceeded its size cap
+    └── ManifestInvalid         a body we cannot read as a manifest, config or token
+        ├── DigestMismatch      a body fetched by digest does not hash to it
+        └── Schema1Unsupported  a Docker schema 1 manifest (containerd 2.x refuses them)
+
+Messages never carry credentials; bodies are cut with `snippet`.
+"""
+
+from __future__ import annotations
+
+_SNIPPET = 200
+
+
+def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
+    """The start of an error body, made printable and cut to `limit` characters."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    text = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class RegistryError(Exception):
+    """Any failure to learn an image's platforms from its registry."""
+
+
+class InvalidReference(RegistryError, ValueError):
+    """The image name does not parse as a distribution reference."""
+
+
+class AddressForbidden(RegistryError):
+    """A request would go to an address outside what the SSRF guard allows."""
+
+
+class Unreachable(RegistryError):
+    """The registry gave no HTTP answer (DNS, connection or TLS failure)."""
+
+
+class Timeout(Unreachable):
+    """A connect or total time limit was hit."""
+
+
+class Unauthorized(RegistryError):
+    """The registry refused every credential we had, and anonymous access."""
+
+
+class NotFound(RegistryError):
+    """The registry does not know the repository, tag or digest."""
+
+
+class UnexpectedStatus(RegistryError):
+    """Any status we do not handle specially (5xx, 429 ...)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TooLarge(RegistryError):
+    """A response body was bigger than its cap."""
+
+
+class ManifestInvalid(RegistryError):
+    """A body that should be a manifest, config or token cannot be read as one."""
+
+
+class DigestMismatch(ManifestInvalid):
+    """The body fetched by digest hashes to something else."""
+
+
+class Schema1Unsupported(ManifestInvalid):
+    """Docker image manifest schema 1: deprecated, refused by containerd 2.x."""

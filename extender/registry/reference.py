@@ -1,0 +1,161 @@
+"""Image references normalised as distribution/reference does (`nginx` → docker.io/library/nginx).
+
+Pure: the grammar is expressed as regular expressions; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from extender.registry.errors import InvalidReference, snippet
+
+DEFAULT_DOMAIN = "docker.io"
+LEGACY_DEFAULT_DOMAIN = "index.docker.io"
+DOCKER_HUB_API_HOST = "registry-1.docker.io"
+DEFAULT_TAG = "latest"
+
+NAME_MAX = 255
+"""distribution's NameTotalLengthMax: domain and path together."""
+_INPUT_MAX = 1024
+"""Longest input we even look at: a name, a tag (128) and a sha512 digest fit easily."""
+
+# The grammar of distribution/reference (regexp.go), restated.
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_REMOTE_NAME = rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+# IPv6 in brackets, compressed or not; zone ids and embedded IPv4 are deliberately excluded.
+_IPV6 = r"\[[a-fA-F0-9:]+\]"
+_DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+
+_REFERENCE_RE = re.compile(
+    rf"((?:{_DOMAIN}/)?{_REMOTE_NAME})(?::({_TAG}))?(?:@({_DIGEST}))?", re.ASCII
+)
+_NAME_RE = re.compile(rf"(?:({_DOMAIN})/)?({_REMOTE_NAME})", re.ASCII)
+_IDENTIFIER_RE = re.compile(r"[a-f0-9]{64}")
+
+_DIGEST_HEX_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A normalised image reference.
+
+    `tag` is "latest" when neither a tag nor a digest was given; when both were,
+    `digest` is what gets fetched and `tag` is kept only for display.
+    """
+
+    domain: str
+    """Registry as written in the name, normalised: `docker.io`, `ghcr.io`, `127.0.0.1:5000`."""
+    path: str
+    """Repository path: `library/nginx`."""
+    tag: str = ""
+    digest: str = ""
+
+    @property
+    def name(self) -> str:
+        """`domain/path`, the repository's full name."""
+        return f"{self.domain}/{self.path}"
+
+    @property
+    def api_host(self) -> str:
+        """The host that serves the registry API for this domain."""
+        return DOCKER_HUB_API_HOST if self.domain == DEFAULT_DOMAIN else self.domain
+
+    @property
+    def object(self) -> str:
+        """What goes after `/manifests/`: the digest if there is one, otherwise the tag."""
+        return self.digest or self.tag
+
+    def with_digest(self, digest: str) -> Reference:
+        """The same repository pinned to `digest` (the tag kept for display)."""
+        return Reference(self.domain, self.path, self.tag, digest)
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.tag:
+            text += f":{self.tag}"
+        if self.digest:
+            text += f"@{self.digest}"
+        return text
+
+
+def parse(text: str) -> Reference:
+    """Parse and normalise an image reference the way docker and kubelet do.
+
+    Raises InvalidReference with a message naming what is wrong.
+    """
+    if not text:
+        raise InvalidReference("invalid image reference: it is empty")
+    shown = snippet(text, 80)
+    if len(text) > _INPUT_MAX:
+        raise InvalidReference(f"invalid image reference {shown!r}: longer than {_INPUT_MAX}")
+    if _IDENTIFIER_RE.fullmatch(text):
+        raise InvalidReference(
+            f"invalid image reference {shown!r}: a 64-character hex string is an image ID"
+        )
+    domain, remainder = _split_domain(text)
+    remote = remainder.split(":", 1)[0].split("@", 1)[0]
+    if remote.lower() != remote:
+        raise InvalidReference(f"invalid image reference {shown!r}: repository must be lowercase")
+    match = _REFERENCE_RE.fullmatch(f"{domain}/{remainder}")
+    if match is None:
+        raise InvalidReference(
+            f"invalid image reference {shown!r}: not a valid name[:tag][@digest]"
+        )
+    name, tag, digest = match.group(1), match.group(2) or "", match.group(3) or ""
+    if len(name) > NAME_MAX:
+        raise InvalidReference(f"invalid image reference {shown!r}: name longer than {NAME_MAX}")
+    name_match = _NAME_RE.fullmatch(name)
+    if name_match is None:  # pragma: no cover - the reference pattern already matched it
+        raise InvalidReference(f"invalid image reference {shown!r}: bad repository name")
+    if digest:
+        _check_digest(digest, shown)
+    if not tag and not digest:
+        tag = DEFAULT_TAG
+    return Reference(name_match.group(1), name_match.group(2), tag, digest)
+
+
+def _split_domain(text: str) -> tuple[str, str]:
+    # The first component is a registry only if it looks like one: localhost, or it has a
+    # dot or a port, or (distribution's quirk) an uppercase letter.
+    first, slash, rest = text.partition("/")
+    if not slash or (
+        "." not in first and ":" not in first and first != "localhost" and first.lower() == first
+    ):
+        domain, remainder = DEFAULT_DOMAIN, text
+    else:
+        domain, remainder = first, rest
+    if domain == LEGACY_DEFAULT_DOMAIN:
+        domain = DEFAULT_DOMAIN
+    if domain == DEFAULT_DOMAIN and "/" not in remainder:
+        remainder = f"library/{remainder}"
+    return domain, remainder
+
+
+def _check_digest(digest: str, shown: str) -> None:
+    algorithm, _, encoded = digest.partition(":")
+    expected = _DIGEST_HEX_LENGTHS.get(algorithm)
+    if expected is None:
+        raise InvalidReference(f"invalid image reference {shown!r}: unsupported digest algorithm")
+    if len(encoded) != expected or encoded.lower() != encoded:
+        raise InvalidReference(
+            f"invalid image reference {shown!r}: {algorithm} digest needs {expected} lowercase hex"
+        )
+
+
+def parse_digest(digest: str) -> tuple[str, str]:
+    """Split and check a digest string from a registry: ("sha256", hex).
+
+    Raises InvalidReference when it is malformed or uses an algorithm we cannot verify.
+    """
+    if len(digest) > 200 or re.fullmatch(_DIGEST, digest, re.ASCII) is None:
+        raise InvalidReference(f"invalid digest {snippet(digest, 80)!r}")
+    _check_digest(digest, snippet(digest, 80))
+    algorithm, _, encoded = digest.partition(":")
+    return algorithm, encoded
