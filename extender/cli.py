@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from extender import config
+from extender import config, settings_doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(
             run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
         )
-    print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
+    if args.table:
+        print(settings_doc.markdown_table(), end="")
+    elif args.defaults:
+        print(settings_doc.commented_defaults(), end="")
+    else:
+        print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
     return 0
 
 
@@ -39,18 +44,29 @@ def _serve(settings: config.Settings) -> int:
     from aiohttp import web
 
     from extender.app import create_app
+    from extender.kube.client import KubeConfigError
     from extender.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
-    web.run_app(
-        create_app(settings),
-        host=settings.server.host,
-        port=settings.server.port,
-        shutdown_timeout=settings.server.shutdown_grace_seconds,
-        access_log=None,  # the summary line per request says more
-        print=None,
-        handle_signals=True,
-    )
+    try:
+        web.run_app(
+            create_app(settings),
+            host=settings.server.host,
+            port=settings.server.port,
+            shutdown_timeout=settings.server.shutdown_grace_seconds,
+            access_log=None,  # the summary line per request says more
+            print=None,
+        )
+    except KubeConfigError as error:
+        print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the port is taken, the address does not exist
+        print(
+            f"archfit: cannot listen on {settings.server.host}:{settings.server.port}: "
+            f"{error.strerror}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -74,5 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
-    commands.add_parser("config", parents=[common], help="print the effective settings")
+    show = commands.add_parser("config", parents=[common], help="print the effective settings")
+    what = show.add_mutually_exclusive_group()
+    what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
+    what.add_argument("--defaults", action="store_true", help="a commented default config file")
     return parser

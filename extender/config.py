@@ -7,7 +7,6 @@ upper snake case with `__` between levels: `ARCHFIT_POLICY__FAILURE_POLICY=fail-
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port: {self.port} is not a TCP port")
-        if not self.prefix.startswith("/") or self.prefix.endswith("/") and self.prefix != "/":
+        if not self.prefix.startswith("/") or (self.prefix.endswith("/") and self.prefix != "/"):
             raise ValueError(f"prefix: {self.prefix!r} must start with / and not end with /")
         if self.max_body_bytes < 1024:
             raise ValueError("maxBodyBytes: must be at least 1024")
@@ -72,7 +71,9 @@ class PolicySettings:
             if not 0 <= score <= 10:
                 raise ValueError(f"archPreference.{arch}: score {score} is outside 0..10")
         # Normalise aliases once, so "aarch64: 10" means arm64.
-        normal = {normalize("linux", arch).architecture: s for arch, s in self.arch_preference.items()}
+        normal = {
+            normalize("linux", arch).architecture: s for arch, s in self.arch_preference.items()
+        }
         object.__setattr__(self, "arch_preference", normal)
         if not 0 < self.resolve_deadline_seconds <= 60:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 60]")
@@ -81,7 +82,7 @@ class PolicySettings:
 @dataclass(frozen=True)
 class KubernetesSettings:
     mode: Literal["auto", "in-cluster", "kubeconfig", "off"] = "auto"
-    """How to reach the API server; `auto` is in-cluster when run in a pod, else off."""
+    """API server access. `auto`: in-cluster in a pod, else `kubeconfig` if set, else off."""
     kubeconfig: str = ""
     """Kubeconfig path for `mode: kubeconfig` (empty: $KUBECONFIG or ~/.kube/config)."""
     node_index: bool = True
@@ -134,7 +135,8 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
 
 def from_mapping(data: Mapping[str, Any]) -> Settings:
     """Build validated Settings from plain data (camelCase keys)."""
-    return _build(Settings, data, "")
+    settings: Settings = _build(Settings, data, "")
+    return settings
 
 
 def camel(name: str) -> str:
@@ -238,16 +240,8 @@ def to_mapping(settings: Any) -> dict[str, Any]:
         elif isinstance(value, tuple):
             value = [to_mapping(v) if dataclasses.is_dataclass(v) else v for v in value]
         elif isinstance(value, dict):
-            value = {k: to_mapping(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()}
+            value = {
+                k: to_mapping(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()
+            }
         out[camel(f.name)] = value
     return out
-
-
-_FIELD_DOC = re.compile(r"^\s+(\w+):[^\n]*\n\s+\"\"\"(.*?)\"\"\"", re.M | re.S)
-
-
-def field_docs(cls: type[Any]) -> dict[str, str]:
-    """The docstring under each field of a settings class, by field name."""
-    import inspect
-
-    return {name: " ".join(doc.split()) for name, doc in _FIELD_DOC.findall(inspect.getsource(cls))}

@@ -54,9 +54,7 @@ class Metrics:
             ["host"],
             registry=r,
         )
-        self.nodes_known = Gauge(
-            "archfit_node_index_nodes", "Nodes in the node index.", registry=r
-        )
+        self.nodes_known = Gauge("archfit_node_index_nodes", "Nodes in the node index.", registry=r)
 
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""

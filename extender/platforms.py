@@ -96,10 +96,14 @@ def accepts(node: Platform, image: Platform, *, loose: bool = False) -> bool:
     """
     if node.os != image.os:
         return False
-    if node.os == "windows" and node.os_version and image.os_version:
-        # Windows process isolation needs the same build (major.minor.build).
-        if _windows_build(node.os_version) != _windows_build(image.os_version):
-            return False
+    # Windows process isolation needs the same build (major.minor.build).
+    if (
+        node.os == "windows"
+        and node.os_version
+        and image.os_version
+        and _windows_build(node.os_version) != _windows_build(image.os_version)
+    ):
+        return False
     if node.architecture == image.architecture and node.variant == image.variant:
         return True
     if node.architecture == "arm" and image.architecture == "arm":

@@ -74,20 +74,35 @@ def node(
             "providerID": f"aws:///eu-west-1a/i-{uuid.uuid5(uuid.NAMESPACE_DNS, name).hex[:17]}",
         },
         "status": {
-            "capacity": {"cpu": "2", "ephemeral-storage": "83873772Ki", "memory": "7941568Ki",
-                         "pods": "29"},
-            "allocatable": {"cpu": "1930m", "ephemeral-storage": "76224326324",
-                            "memory": "7251392Ki", "pods": "29"},
+            "capacity": {
+                "cpu": "2",
+                "ephemeral-storage": "83873772Ki",
+                "memory": "7941568Ki",
+                "pods": "29",
+            },
+            "allocatable": {
+                "cpu": "1930m",
+                "ephemeral-storage": "76224326324",
+                "memory": "7251392Ki",
+                "pods": "29",
+            },
             "conditions": [
-                {"type": "MemoryPressure", "status": "False",
-                 "lastHeartbeatTime": "2026-11-22T01:58:00Z",
-                 "lastTransitionTime": "2026-11-01T10:00:00Z",
-                 "reason": "KubeletHasSufficientMemory",
-                 "message": "kubelet has sufficient memory available"},
-                {"type": "Ready", "status": "True",
-                 "lastHeartbeatTime": "2026-11-22T01:58:00Z",
-                 "lastTransitionTime": "2026-11-01T10:00:30Z",
-                 "reason": "KubeletReady", "message": "kubelet is posting ready status"},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "lastHeartbeatTime": "2026-11-22T01:58:00Z",
+                    "lastTransitionTime": "2026-11-01T10:00:00Z",
+                    "reason": "KubeletHasSufficientMemory",
+                    "message": "kubelet has sufficient memory available",
+                },
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "lastHeartbeatTime": "2026-11-22T01:58:00Z",
+                    "lastTransitionTime": "2026-11-01T10:00:30Z",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                },
             ],
             "addresses": [
                 {"type": "InternalIP", "address": "10.0.1.17"},
@@ -96,8 +111,13 @@ def node(
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": info if node_info else {},
             "images": [
-                {"names": ["registry.k8s.io/pause@sha256:" + "ee" * 32,
-                           "registry.k8s.io/pause:3.10"], "sizeBytes": 320368}
+                {
+                    "names": [
+                        "registry.k8s.io/pause@sha256:" + "ee" * 32,
+                        "registry.k8s.io/pause:3.10",
+                    ],
+                    "sizeBytes": 320368,
+                }
             ],
         },
     }
@@ -121,10 +141,15 @@ def pod(
     containers = [_container(f"c{i}", image) for i, image in enumerate(images or ("nginx:1.27",))]
     spec: dict[str, Any] = {
         "volumes": [
-            {"name": "kube-api-access-abcde",
-             "projected": {"sources": [{"serviceAccountToken": {"expirationSeconds": 3607,
-                                                                 "path": "token"}}],
-                           "defaultMode": 420}}
+            {
+                "name": "kube-api-access-abcde",
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}
+                    ],
+                    "defaultMode": 420,
+                },
+            }
         ],
         "containers": containers,
         "restartPolicy": "Always",
@@ -135,8 +160,12 @@ def pod(
         "securityContext": {},
         "schedulerName": "default-scheduler",
         "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-             "effect": "NoExecute", "tolerationSeconds": 300},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
         ],
         "priority": 0,
         "enableServiceLinks": True,
@@ -157,9 +186,14 @@ def pod(
             "labels": {"app": "api", "pod-template-hash": "7d9c6b5f4"},
             "annotations": annotations,
             "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "api-7d9c6b5f4",
-                 "uid": "0b6f0e1c-8a59-4d53-a1f0-8c1d2b3a4e5f", "controller": True,
-                 "blockOwnerDeletion": True}
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "api-7d9c6b5f4",
+                    "uid": "0b6f0e1c-8a59-4d53-a1f0-8c1d2b3a4e5f",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
             ],
         },
         "spec": spec,
@@ -172,10 +206,17 @@ def _container(name: str, image: str) -> dict[str, Any]:
         "name": name,
         "image": image,
         "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-        "resources": {"limits": {"memory": "256Mi"},
-                      "requests": {"cpu": "100m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "kube-api-access-abcde", "readOnly": True,
-                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+        "resources": {
+            "limits": {"memory": "256Mi"},
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+        },
+        "volumeMounts": [
+            {
+                "name": "kube-api-access-abcde",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
         "imagePullPolicy": "IfNotPresent",

@@ -60,11 +60,11 @@ class NodeIndex:
         self._thread = threading.Thread(target=self._run, name="archfit-node-index", daemon=True)
         self._thread.start()
 
-    async def wait_synced(self, timeout: float) -> bool:
-        """Wait up to `timeout` seconds for the first list; True when synced."""
+    async def wait_synced(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the first list; True when synced."""
         if self.synced:
             return True
-        return await asyncio.to_thread(self._synced.wait, timeout)
+        return await asyncio.to_thread(self._synced.wait, seconds)
 
     async def stop(self) -> None:
         self._stop.set()
@@ -91,7 +91,8 @@ class NodeIndex:
                 self._stop.wait(delay)
 
     def _list(self) -> str:
-        response = self._core.list_node(_preload_content=False, _request_timeout=(5, 60))
+        # Raw JSON: orjson is far faster than the client's model deserialisation.
+        response: Any = self._core.list_node(_preload_content=False, _request_timeout=(5, 60))
         body = orjson.loads(response.data)
         nodes = {
             name: _platform_of(item)

@@ -59,8 +59,9 @@ def test_arm64_node_is_rejected_when_an_init_container_is_amd64_only():
 
 def test_the_reason_is_the_same_for_every_node_of_a_platform_and_omits_the_node_name():
     """kube-scheduler groups identical reasons into one event clause."""
-    decision = decide_filter(["docker.io/acme/api:1.2"], {"docker.io/acme/api:1.2": AMD}, NODES,
-                             Policy())
+    decision = decide_filter(
+        ["docker.io/acme/api:1.2"], {"docker.io/acme/api:1.2": AMD}, NODES, Policy()
+    )
     reasons = set(decision.unresolvable.values())
     assert {"node(s) didn't match image platform: docker.io/acme/api:1.2 has no linux/arm64"} == (
         reasons
@@ -130,7 +131,12 @@ def test_loose_matching_lets_arm64_nodes_run_arm_v7_images():
     [
         ({"a": MULTI}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 10, "arm-2": 10}, True),
         ({"a": MULTI}, ("amd64",), {"amd-1": 10, "amd-2": 10, "arm-1": 0, "arm-2": 0}, True),
-        ({"a": MULTI}, ("amd64", "arm64"), {"amd-1": 10, "amd-2": 10, "arm-1": 5, "arm-2": 5}, True),
+        (
+            {"a": MULTI},
+            ("amd64", "arm64"),
+            {"amd-1": 10, "amd-2": 10, "arm-1": 5, "arm-2": 5},
+            True,
+        ),
         ({"a": AMD}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),
         ({"a": MULTI, "b": AMD}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),
         ({"a": Unknown("x")}, (), {"amd-1": 0, "amd-2": 0, "arm-1": 0, "arm-2": 0}, False),

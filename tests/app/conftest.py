@@ -1,0 +1,91 @@
+"""App-level fixtures: the real aiohttp app with a table resolver and a fixed node source."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+
+from extender.app import create_app
+from extender.config import Settings, from_mapping
+from extender.platforms import Platform, node_platform, parse
+from extender.pods import PullSecretsRef
+from extender.resolution import FunctionResolver
+
+TABLE: dict[str, frozenset[Platform] | Exception] = {
+    "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),
+    "acme/amd:1": frozenset({parse("linux/amd64")}),
+    "acme/arm:1": frozenset({parse("linux/arm64")}),
+    "acme/v7:1": frozenset({parse("linux/arm/v7")}),
+    "acme/down:1": ConnectionError("registry.acme.test: connection refused"),
+}
+
+
+async def table_resolver(image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+    """A plain function standing in for the registry (DESIGN: noe's RegistryFunc)."""
+    answer = TABLE.get(image)
+    if answer is None:
+        raise LookupError(f"{image} not in the test table")
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
+
+
+class StaticNodes:
+    """A synced node source built from v1.Node objects."""
+
+    def __init__(self, *nodes: Mapping[str, Any]) -> None:
+        self._nodes = {
+            n["metadata"]["name"]: node_platform(
+                n["metadata"].get("labels") or {}, n["status"].get("nodeInfo") or {}
+            )
+            for n in nodes
+        }
+
+    @property
+    def synced(self) -> bool:
+        return True
+
+    def platform(self, name: str) -> tuple[bool, Platform | None]:
+        return (name in self._nodes, self._nodes.get(name))
+
+    async def wait_synced(self, seconds: float) -> bool:
+        return True
+
+
+def settings(**overrides: Any) -> Settings:
+    """Settings with kubernetes off and any camelCase overrides, e.g. policy={...}."""
+    data: dict[str, Any] = {"kubernetes": {"mode": "off"}}
+    data.update(overrides)
+    return from_mapping(data)
+
+
+Client = TestClient[Any, Any]
+MakeClient = Callable[..., Awaitable[Client]]
+
+
+@pytest.fixture
+def make_client(aiohttp_client: Any) -> MakeClient:
+    """Start the real app under aiohttp's test server."""
+
+    async def make(
+        config: Settings | None = None, nodes: StaticNodes | None = None, resolver: Any = None
+    ) -> Client:
+        app = create_app(
+            config or settings(),
+            resolver=resolver or FunctionResolver(table_resolver),
+            nodes=nodes,
+        )
+        client: Client = await aiohttp_client(app)
+        return client
+
+    return make
+
+
+async def post(client: Client, verb: str, body: Any, status: int = 200) -> Any:
+    response = await client.post(f"/scheduler/{verb}", data=orjson.dumps(body))
+    assert status == response.status, await response.text()
+    return orjson.loads(await response.read())

@@ -1,0 +1,161 @@
+"""The filter verb through the real app: both nodeCacheCapable modes, policies, switches."""
+
+from structlog.testing import capture_logs
+
+from tests.app.conftest import StaticNodes, post, settings
+from tests.objects import args_full, args_names, node, pod
+
+AMD1, AMD2 = node("ip-10-0-1-17", "amd64"), node("ip-10-0-1-18", "amd64")
+ARM1, ARM2 = node("ip-10-0-2-17", "arm64"), node("ip-10-0-2-18", "arm64")
+ALL = (AMD1, AMD2, ARM1, ARM2)
+NAMES = [n["metadata"]["name"] for n in ALL]
+ARM_REASON = "node(s) didn't match image platform: acme/amd:1 has no linux/arm64"
+
+
+async def test_full_nodes_mode_returns_the_kept_node_objects_unmodified(make_client):
+    """nodeCacheCapable: false: amd64-only image keeps the amd64 Node objects as sent."""
+    client = await make_client()
+    body = await post(client, "filter", args_full(pod("acme/amd:1"), *ALL))
+    assert {
+        "Nodes": {"metadata": {}, "items": [AMD1, AMD2]},
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {"ip-10-0-2-17": ARM_REASON, "ip-10-0-2-18": ARM_REASON},
+        "Error": "",
+    } == body
+
+
+async def test_node_names_mode_uses_the_node_index_for_platforms(make_client):
+    """nodeCacheCapable: true: names in, names out, platforms from the node source."""
+    client = await make_client(nodes=StaticNodes(*ALL))
+    body = await post(client, "filter", args_names(pod("acme/arm:1"), *NAMES))
+    assert (["ip-10-0-2-17", "ip-10-0-2-18"], None) == (body["NodeNames"], body["Nodes"])
+    assert ["ip-10-0-1-17", "ip-10-0-1-18"] == sorted(body["FailedAndUnresolvableNodes"])
+
+
+async def test_node_names_without_a_node_index_is_a_clear_extender_error(make_client):
+    """No silent rejection: the scheduler gets an Error naming the misconfiguration."""
+    client = await make_client(nodes=None)
+    body = await post(client, "filter", args_names(pod("acme/arm:1"), *NAMES))
+    assert (None, {}, {}) == (
+        body["NodeNames"],
+        body["FailedNodes"],
+        body["FailedAndUnresolvableNodes"],
+    )
+    assert "no node index" in body["Error"]
+
+
+async def test_an_amd64_only_init_container_restricts_a_multi_arch_pod(make_client):
+    """Init containers count like containers."""
+    client = await make_client(nodes=StaticNodes(*ALL))
+    p = pod("acme/multi:1", init_images=("acme/amd:1",))
+    body = await post(client, "filter", args_names(p, *NAMES))
+    assert ["ip-10-0-1-17", "ip-10-0-1-18"] == body["NodeNames"]
+
+
+async def test_unknown_images_pass_every_node_and_warn_under_fail_open(make_client):
+    """Default fail-open: a registry outage never rejects, but it is logged."""
+    client = await make_client(nodes=StaticNodes(*ALL))
+    with capture_logs() as logs:
+        body = await post(client, "filter", args_names(pod("acme/down:1"), *NAMES))
+    assert (NAMES, {}, {}) == (
+        body["NodeNames"],
+        body["FailedNodes"],
+        body["FailedAndUnresolvableNodes"],
+    )
+    warnings = [e for e in logs if e["event"] == "image_platforms_unknown"]
+    assert ["warning"] == [e["log_level"] for e in warnings]
+    assert "connection refused" in warnings[0]["error"]
+
+
+async def test_unknown_images_fail_every_node_in_failed_nodes_under_fail_closed(make_client):
+    """fail-closed: FailedNodes with archfit's own reason, so a later attempt may pass."""
+    client = await make_client(
+        settings(policy={"failurePolicy": "fail-closed"}), nodes=StaticNodes(*ALL)
+    )
+    body = await post(client, "filter", args_names(pod("acme/down:1"), *NAMES))
+    reason = "node(s) couldn't verify image platform: platforms of acme/down:1 are unknown"
+    assert ([], dict.fromkeys(NAMES, reason), {}) == (
+        body["NodeNames"],
+        body["FailedNodes"],
+        body["FailedAndUnresolvableNodes"],
+    )
+
+
+async def test_dry_run_logs_and_counts_rejections_but_rejects_nothing(make_client):
+    """dry-run decides and explains, and passes every node."""
+    client = await make_client(settings(policy={"mode": "dry-run"}), nodes=StaticNodes(*ALL))
+    with capture_logs() as logs:
+        body = await post(client, "filter", args_names(pod("acme/amd:1"), *NAMES))
+    assert (NAMES, {}) == (body["NodeNames"], body["FailedAndUnresolvableNodes"])
+    rejected = [e["node"] for e in logs if e["event"] == "node_rejected"]
+    assert ["ip-10-0-2-17", "ip-10-0-2-18"] == rejected
+    metrics = await (await client.get("/metrics")).text()
+    assert 'archfit_node_decisions_total{decision="rejected",mode="dry-run"} 2.0' in metrics
+
+
+async def test_the_skip_annotation_passes_every_node_unexamined(make_client):
+    """archfit.io/skip: "true" opts a pod out."""
+    client = await make_client(nodes=StaticNodes(*ALL))
+    p = pod("acme/amd:1", annotations={"archfit.io/skip": "true"})
+    body = await post(client, "filter", args_names(p, *NAMES))
+    assert (NAMES, {}) == (body["NodeNames"], body["FailedAndUnresolvableNodes"])
+
+
+async def test_pods_in_excluded_namespaces_pass_every_node(make_client):
+    """excludedNamespaces are never filtered."""
+    client = await make_client(
+        settings(policy={"excludedNamespaces": ["ops"]}), nodes=StaticNodes(*ALL)
+    )
+    body = await post(client, "filter", args_names(pod("acme/amd:1", namespace="ops"), *NAMES))
+    assert NAMES == body["NodeNames"]
+
+
+async def test_every_rejected_node_gets_one_explaining_log_line_and_one_summary(make_client):
+    """node_rejected carries pod, node, platforms and reason; filter_done sums up."""
+    client = await make_client(nodes=StaticNodes(*ALL))
+    with capture_logs() as logs:
+        await post(client, "filter", args_names(pod("acme/amd:1", name="api-1"), *NAMES))
+    rejected = [e for e in logs if e["event"] == "node_rejected"]
+    assert {
+        "event": "node_rejected",
+        "log_level": "info",
+        "node": "ip-10-0-2-17",
+        "node_platform": "linux/arm64",
+        "image": "acme/amd:1",
+        "image_platforms": ["linux/amd64"],
+        "reason": ARM_REASON,
+        "dry_run": False,
+    } == rejected[0]
+    (summary,) = [e for e in logs if e["event"] == "filter_done"]
+    assert (4, 2, 2) == (summary["candidates"], summary["passed"], summary["rejected"])
+
+
+async def test_a_node_the_index_does_not_know_follows_the_failure_policy(make_client):
+    """A name missing from the node index is never rejected as a mismatch."""
+    client = await make_client(nodes=StaticNodes(AMD1))
+    body = await post(client, "filter", args_names(pod("acme/amd:1"), "ip-10-0-1-17", "new-node"))
+    assert (["ip-10-0-1-17", "new-node"], {}) == (
+        body["NodeNames"],
+        body["FailedAndUnresolvableNodes"],
+    )
+
+
+async def test_an_internal_error_passes_every_node_instead_of_rejecting(make_client):
+    """archfit's own bug must never reject a node."""
+
+    class Broken:
+        async def platforms(self, image, pull):
+            return frozenset({"linux/amd64"})  # a resolver bug: strings, not Platforms
+
+    client = await make_client(
+        settings(policy={"failurePolicy": "fail-closed"}),
+        nodes=StaticNodes(*ALL),
+        resolver=Broken(),
+    )
+    body = await post(client, "filter", args_names(pod("acme/amd:1"), *NAMES))
+    assert (NAMES, {}, {}) == (
+        body["NodeNames"],
+        body["FailedNodes"],
+        body["FailedAndUnresolvableNodes"],
+    )

@@ -1,0 +1,120 @@
+"""The node index against a local server that speaks Kubernetes list/watch for Nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import orjson
+from aiohttp import web
+from kubernetes import client
+
+from extender.kube.nodes import NodeIndex
+from extender.platforms import parse
+from tests.objects import node
+
+
+class FakeApiServer:
+    """A loopback HTTP server with the list/watch semantics of /api/v1/nodes.
+
+    It scripts one watch stream of ADDED/MODIFIED/DELETED/BOOKMARK events that
+    ends in a 410 Gone error event, after which a correct client lists again.
+    """
+
+    def __init__(self) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in (node("n1", "amd64"), node("n2", "arm64"))}
+        self.version = 10
+        self.lists: list[str] = []
+        self.watches: list[str] = []
+        self.gone = False
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/api/v1/nodes", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") not in ("true", "1"):
+            self.lists.append(request.query.get("resourceVersion", ""))
+            items = [copy.deepcopy(n) for n in self.nodes.values()]
+            for item in items:
+                item["metadata"]["resourceVersion"] = str(self.version)
+            return web.json_response(
+                {
+                    "kind": "NodeList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(self.version)},
+                    "items": items,
+                }
+            )
+        self.watches.append(request.query["resourceVersion"])
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        await response.prepare(request)
+        if len(self.watches) == 1:
+            n3 = node("n3", "arm64")
+            n1 = node("n1", "arm64")  # relabelled
+            events = [("ADDED", n3), ("MODIFIED", n1), ("DELETED", self.nodes["n2"])]
+            self.nodes.update(n1=n1, n3=n3)
+            del self.nodes["n2"]
+            for kind, obj in events:
+                self.version += 1
+                obj = copy.deepcopy(obj)
+                obj["metadata"]["resourceVersion"] = str(self.version)
+                await response.write(orjson.dumps({"type": kind, "object": obj}) + b"\n")
+            bookmark = {
+                "kind": "Node",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.version + 5)},
+            }
+            await response.write(orjson.dumps({"type": "BOOKMARK", "object": bookmark}) + b"\n")
+            # The etcd compaction the client must survive: 410 Gone mid-watch.
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": "too old resource version",
+                "reason": "Expired",
+                "code": 410,
+            }
+            self.nodes["n4"] = node("n4", "amd64")  # only a fresh list can see it
+            self.version += 10
+            await response.write(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
+            return response
+        # Later watches stay quiet until the client goes away.
+        await asyncio.sleep(5)
+        return response
+
+
+async def wait_for(predicate, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp_server):
+    """ADDED, MODIFIED and DELETED update platforms; an expired watch lists again."""
+    fake = FakeApiServer()
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api)
+    assert not index.synced
+    index.start()
+    try:
+        assert await index.wait_synced(10)
+        await wait_for(lambda: index.relists == 2 and index.platform("n4")[0])
+        assert {
+            "n1": (True, parse("linux/arm64")),
+            "n2": (False, None),
+            "n3": (True, parse("linux/arm64")),
+            "n4": (True, parse("linux/amd64")),
+        } == {name: index.platform(name) for name in ("n1", "n2", "n3", "n4")}
+        assert ["10", "23"] == fake.watches[:2]
+        assert 2 == len(fake.lists)
+    finally:
+        await index.stop()
+        api.close()

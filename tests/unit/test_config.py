@@ -1,0 +1,94 @@
+"""Settings: YAML plus ARCHFIT_ env overrides, validated at start with errors naming the key."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from extender import settings_doc
+from extender.config import ConfigError, Settings, from_mapping, load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_config_file_loads_and_matches_the_defaults():
+    """config/archfit.yaml documents the defaults; it must stay in step with the code."""
+    assert Settings() == load(ROOT / "config" / "archfit.yaml", {})
+
+
+def test_env_overrides_win_over_the_file(tmp_path):
+    """ARCHFIT_SECTION__KEY overrides, with YAML values for lists and maps."""
+    path = tmp_path / "a.yaml"
+    path.write_text("policy:\n  failurePolicy: fail-open\n  excludedNamespaces: [a]\n")
+    settings = load(
+        path,
+        {
+            "ARCHFIT_POLICY__FAILURE_POLICY": "fail-closed",
+            "ARCHFIT_POLICY__ARCH_PREFERENCE": "{amd64: 10, aarch64: 3}",
+            "ARCHFIT_SERVER__PORT": "9999",
+            "UNRELATED": "x",
+        },
+    )
+    assert ("fail-closed", ("a",), {"amd64": 10, "arm64": 3}, 9999) == (
+        settings.policy.failure_policy,
+        settings.policy.excluded_namespaces,
+        settings.policy.arch_preference,
+        settings.server.port,
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"polcy": {}}, "polcy: unknown setting"),
+        ({"policy": {"failurePolicy": "fail-sideways"}}, "policy.failurePolicy: 'fail-sideways'"),
+        ({"policy": {"mode": 1}}, "policy.mode"),
+        ({"policy": {"archPreference": {"arm64": 11}}}, "policy.archPreference.arm64: score 11"),
+        ({"policy": {"archPreference": {"arm64": "high"}}}, "policy.archPreference.arm64: must be"),
+        (
+            {"policy": {"excludedNamespaces": "kube-system"}},
+            "policy.excludedNamespaces: must be a list",
+        ),
+        ({"server": {"port": 70000}}, "server.port: 70000 is not a TCP port"),
+        ({"server": {"port": True}}, "server.port: must be an integer"),
+        ({"server": {"prefix": "scheduler"}}, "server.prefix"),
+        ({"server": []}, "server: must be a mapping"),
+        ({"kubernetes": {"nodeIndex": "yes"}}, "kubernetes.nodeIndex: must be true or false"),
+    ],
+)
+def test_bad_settings_raise_an_error_naming_the_key(data, message):
+    """Every mistake names the key it is about."""
+    with pytest.raises(ConfigError, match=message):
+        from_mapping(data)
+
+
+def test_an_env_override_that_is_not_yaml_names_the_variable():
+    """Even a broken env value says which variable is at fault."""
+    with pytest.raises(ConfigError, match="ARCHFIT_POLICY__MODE"):
+        load(None, {"ARCHFIT_POLICY__MODE": "[unclosed"})
+
+
+def test_serve_with_bad_config_exits_non_zero_naming_the_key(tmp_path):
+    """archfit serve refuses to start on bad config, before binding any port."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("policy:\n  failurePolicy: maybe\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert 2 == result.returncode
+    assert "policy.failurePolicy" in result.stderr
+
+
+def test_the_readme_carries_the_generated_settings_table():
+    """Operators read the settings table; `archfit config --table` must match it."""
+    assert settings_doc.markdown_table() in (ROOT / "README.md").read_text()
+
+
+def test_the_shipped_config_file_is_the_generated_commented_defaults():
+    """config/archfit.yaml is `archfit config --defaults`, so its comments stay true."""
+    assert settings_doc.commented_defaults() == (ROOT / "config" / "archfit.yaml").read_text()
