@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# archfit: kube-scheduler extender image.
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/archfit/archfit:0.1.0 .
+# Publish it multi-arch: archfit's own pods may land on arm64 or amd64 nodes.
+# Pin the base by digest in release builds: --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:...
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore
+# A venv without pip: the image's pip installs into it, so the runtime carries
+# only archfit and its dependencies (all of which ship wheels for amd64 and arm64).
+RUN python -m venv --without-pip /opt/archfit
+WORKDIR /src
+# .dockerignore admits only pyproject.toml, README.md and extender/.
+COPY . .
+RUN pip --python /opt/archfit/bin/python install . \
+    && /opt/archfit/bin/archfit --help >/dev/null
+# Built-in defaults, so the image also runs without a mounted config; the
+# Deployment mounts its ConfigMap over this directory.
+RUN mkdir -p /etc/archfit \
+    && printf '# archfit defaults; mount a ConfigMap at /etc/archfit to change them.\n{}\n' \
+        > /etc/archfit/archfit.yaml
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="archfit" \
+      org.opencontainers.image.description="kube-scheduler extender that keeps pods off nodes their images cannot run on" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# A numeric, non-root user so runAsNonRoot can verify it without a passwd lookup.
+RUN groupadd --system --gid 65532 archfit \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home \
+        --home-dir /nonexistent --shell /usr/sbin/nologin archfit
+COPY --from=build /opt/archfit /opt/archfit
+COPY --from=build /etc/archfit /etc/archfit
+# Bytecode was compiled at install time; a read-only root filesystem can't take more.
+ENV PATH=/opt/archfit/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+WORKDIR /
+EXPOSE 8888
+ENTRYPOINT ["archfit"]
+CMD ["serve", "--config", "/etc/archfit/archfit.yaml"]
