@@ -85,6 +85,8 @@ class NodeIndex:
             except _Expired:
                 log.info("node_watch_expired", action="relist")
             except Exception as error:  # the thread must survive any API hiccup
+                if self._stop.is_set():
+                    break  # the connection was cut because we are stopping
                 delay = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)]
                 failures += 1
                 log.warning("node_index_error", error=_short(error), retry_in_s=delay)

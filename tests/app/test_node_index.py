@@ -11,7 +11,8 @@ from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import parse
-from tests.objects import node
+from tests.app.conftest import post, settings
+from tests.objects import args_names, node, pod
 
 
 class FakeApiServer:
@@ -26,7 +27,8 @@ class FakeApiServer:
         self.version = 10
         self.lists: list[str] = []
         self.watches: list[str] = []
-        self.gone = False
+        self.script = True
+        """Play the scripted watch events; when False every watch stays quiet."""
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -51,7 +53,7 @@ class FakeApiServer:
         response = web.StreamResponse()
         response.content_type = "application/json"
         await response.prepare(request)
-        if len(self.watches) == 1:
+        if len(self.watches) == 1 and self.script:
             n3 = node("n3", "arm64")
             n1 = node("n1", "arm64")  # relabelled
             events = [("ADDED", n3), ("MODIFIED", n1), ("DELETED", self.nodes["n2"])]
@@ -118,3 +120,44 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
     finally:
         await index.stop()
         api.close()
+
+
+async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
+    aiohttp_server, make_client, tmp_path
+):
+    """Wired from settings (a kubeconfig): 503 before the first list, 200 and filtering after."""
+    fake = FakeApiServer()
+    fake.script = False
+    release = asyncio.Event()
+    plain_handle = fake.handle
+
+    async def held_list(request):
+        if request.query.get("watch") not in ("true", "1"):
+            await release.wait()
+        return await plain_handle(request)
+
+    fake.handle = held_list
+    server = await aiohttp_server(fake.app())
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{server.port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    client = await make_client(
+        settings(kubernetes={"mode": "kubeconfig", "kubeconfig": str(kubeconfig)})
+    )
+    assert 503 == (await client.get("/readyz")).status
+    release.set()
+    await wait_for_async(lambda: client.get("/readyz"), 200)
+    body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1", "n2"))
+    assert (["n1"], ["n2"]) == (body["NodeNames"], list(body["FailedAndUnresolvableNodes"]))
+
+
+async def wait_for_async(request, status: int, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if (await request()).status == status:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never answered {status}")
