@@ -1,0 +1,90 @@
+"""`archfit serve` as a process: it starts from config, answers, and drains on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import orjson
+
+from tests.objects import args_names, pod
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("archfit serve did not listen within 30 s")
+
+
+def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
+    """A request still waiting at SIGTERM gets its full answer, and the exit status is 0.
+
+    The request waits because the API server (a socket that never answers) has
+    not listed Nodes yet: the handler waits out its deadline, then fails open.
+    """
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{silent.getsockname()[1]}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    port = free_port()
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}, shutdownGraceSeconds: 10}}\n"
+        f"kubernetes: {{mode: kubeconfig, kubeconfig: '{kubeconfig}'}}\n"
+        "policy: {resolveDeadlineSeconds: 2}\nlogging: {format: json}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_listening(port, process)
+        body = orjson.dumps(args_names(pod("acme/amd:1"), "n1", "n2"))
+        request = (
+            f"POST /scheduler/filter HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as conn:
+            started = time.monotonic()
+            conn.sendall(request)
+            time.sleep(0.3)  # the handler is now waiting for the node index
+            process.send_signal(signal.SIGTERM)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+            waited = time.monotonic() - started
+        status_line, _, rest = answer.partition(b"\r\n")
+        result = orjson.loads(rest.split(b"\r\n\r\n", 1)[1])
+        assert (b"HTTP/1.1 200 OK", ["n1", "n2"]) == (status_line, result["NodeNames"])
+        assert waited >= 1.5, "the answer came before the handler's wait was over"
+        assert 0 == process.wait(timeout=15)
+    finally:
+        silent.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
