@@ -1,0 +1,72 @@
+"""The per-request deadline: unfinished lookups are unknown now and keep running for later."""
+
+import asyncio
+
+from extender.placement import Unknown
+from extender.platforms import parse
+from extender.pods import PullSecretsRef
+from extender.resolution import FunctionResolver, NoResolver, Resolution
+
+PULL = PullSecretsRef("default")
+AMD = frozenset({parse("linux/amd64")})
+
+
+async def test_a_lookup_past_the_deadline_is_unknown_and_finishes_in_the_background():
+    """The slow image is Unknown for this request; its lookup still completes."""
+    finished: list[str] = []
+
+    async def resolve(image, pull):
+        if image == "slow":
+            await asyncio.sleep(0.3)
+        finished.append(image)
+        return AMD
+
+    resolution = Resolution(FunctionResolver(resolve))
+    result = await resolution.resolve(["fast", "slow"], PULL, deadline=0.05)
+    assert {"fast": AMD, "slow": Unknown("lookup still running after 0.05s")} == result
+    await asyncio.sleep(0.5)
+    assert ["fast", "slow"] == finished
+
+
+async def test_images_resolve_concurrently_not_one_after_another():
+    """Ten lookups of 0.2 s each fit in a 1 s deadline only if they run together."""
+
+    async def resolve(image, pull):
+        await asyncio.sleep(0.2)
+        return AMD
+
+    resolution = Resolution(FunctionResolver(resolve))
+    result = await resolution.resolve([f"i{n}" for n in range(10)], PULL, deadline=1.0)
+    assert 10 * [AMD] == list(result.values())
+
+
+async def test_a_failing_lookup_is_unknown_with_its_reason():
+    """Any exception is 'unknown', never 'unsupported'."""
+
+    async def resolve(image, pull):
+        raise ConnectionError("registry.acme.test: connection refused")
+
+    result = await Resolution(FunctionResolver(resolve)).resolve(["a"], PULL, deadline=1)
+    assert {"a": Unknown("registry.acme.test: connection refused")} == result
+
+
+async def test_without_a_resolver_every_image_is_unknown():
+    """The service does not pretend when no registry access is configured."""
+    result = await Resolution(NoResolver()).resolve(["a"], PULL, deadline=1)
+    assert {"a": Unknown("no platform resolver is configured")} == result
+
+
+async def test_closing_cancels_lookups_still_running():
+    """At shutdown nothing keeps the loop alive."""
+    started = asyncio.Event()
+
+    async def resolve(image, pull):
+        started.set()
+        await asyncio.sleep(30)
+        return AMD
+
+    resolution = Resolution(FunctionResolver(resolve))
+    await resolution.resolve(["a"], PULL, deadline=0.01)
+    await started.wait()
+    await asyncio.wait_for(resolution.aclose(), timeout=2)
+    assert [] == list(resolution._background)
