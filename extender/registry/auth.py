@@ -1,0 +1,238 @@
+"""Registry auth: WWW-Authenticate challenges, Bearer tokens and Basic credentials.
+
+Tokens are cached by (realm, service, scope, credential identity) with one fetch in
+flight per key; each host's last challenge is remembered to skip the 401 round trip.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+import yarl
+
+from extender.registry.credentials import ANONYMOUS, Credential
+from extender.registry.errors import (
+    AddressForbidden,
+    ManifestInvalid,
+    Unauthorized,
+    UnexpectedStatus,
+    snippet,
+)
+from extender.registry.flight import SingleFlight
+from extender.registry.hosts import Endpoint
+from extender.registry.transport import Response, Transport
+
+DEFAULT_EXPIRES_IN = 60
+"""Seconds a token lives when the token server does not say (distribution's token spec)."""
+_MAX_TOKENS = 4096
+_MAX_HOSTS = 1024
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_USABLE_TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
+
+TokenKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """One challenge of a WWW-Authenticate header: a scheme and its parameters."""
+
+    scheme: str
+    """Lowercase: `bearer`, `basic`, ..."""
+    params: dict[str, str] = field(default_factory=dict)
+    """Parameter names lowercased; values unquoted."""
+
+    @property
+    def error(self) -> str:
+        """The `error` parameter (`invalid_token`, `insufficient_scope`) or ""."""
+        return self.params.get("error", "")
+
+
+def parse_challenges(values: Iterable[str]) -> list[Challenge]:
+    """Parse WWW-Authenticate values; one header may hold several comma-separated challenges.
+
+    Quoted values may contain commas and escaped quotes. Unparseable input yields nothing.
+    """
+    challenges: list[Challenge] = []
+    for value in values:
+        challenges.extend(_parse_one(value[:8192]))
+    return challenges
+
+
+def _parse_one(text: str) -> list[Challenge]:
+    found: list[Challenge] = []
+    current: Challenge | None = None
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " \t,":
+            i += 1
+        match = _TOKEN.match(text, i)
+        if match is None:
+            i += 1  # skip a stray character rather than give up on the whole header
+            continue
+        name, j = match.group(), _skip_space(text, match.end())
+        if current is not None and j < n and text[j] == "=":
+            j = _skip_space(text, j + 1)
+            quoted = _QUOTED.match(text, j)
+            if quoted is not None:
+                value, i = re.sub(r"\\(.)", r"\1", quoted.group(1)), quoted.end()
+            else:
+                bare = _TOKEN.match(text, j)
+                value, i = (bare.group(), bare.end()) if bare else ("", j)
+            current.params[name.lower()] = value
+        else:
+            current = Challenge(name.lower())
+            found.append(current)
+            i = j
+    return found
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    return i
+
+
+def pull_scope(repository: str) -> str:
+    """The token scope for reading one repository."""
+    return f"repository:{repository}:pull"
+
+
+class Authenticator:
+    """Works out the Authorization header for a request, fetching tokens as needed."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._challenges: OrderedDict[str, Challenge] = OrderedDict()
+        self._tokens: OrderedDict[TokenKey, tuple[str, float]] = OrderedDict()
+        self._flights: SingleFlight[TokenKey, tuple[str, float]] = SingleFlight()
+
+    async def aclose(self) -> None:
+        """Cancel token fetches still running."""
+        await self._flights.aclose()
+
+    async def header(self, endpoint: Endpoint, repo: str, cred: Credential | None) -> str | None:
+        """The header to send up front, from the host's remembered challenge, if any."""
+        challenge = self._challenges.get(endpoint.host)
+        if challenge is None:
+            return None
+        return await self._header_for(challenge, endpoint, repo, cred)
+
+    async def answer(
+        self,
+        endpoint: Endpoint,
+        repo: str,
+        cred: Credential | None,
+        response: Response,
+        sent: str | None,
+    ) -> str | None:
+        """After a 401: the header to retry with once, or None when a retry cannot help.
+
+        A retry helps when nothing was sent yet, or when the token was rejected as
+        `invalid_token` (expired or revoked: fetch a new one).
+        """
+        challenges = parse_challenges(response.headers.getall("WWW-Authenticate", []))
+        usable = [c for c in challenges if c.scheme in ("bearer", "basic")]
+        if not usable:
+            return None
+        # Prefer Bearer when a registry offers both: it works anonymously too.
+        challenge = next((c for c in usable if c.scheme == "bearer"), usable[0])
+        self._remember(endpoint.host, challenge)
+        if sent is not None:
+            if challenge.scheme != "bearer" or challenge.error != "invalid_token":
+                return None
+            self._tokens.pop(self._token_key(challenge, repo, cred), None)
+        return await self._header_for(challenge, endpoint, repo, cred)
+
+    def _remember(self, host: str, challenge: Challenge) -> None:
+        remembered = Challenge(challenge.scheme, {k: v for k, v in challenge.params.items()
+                                                  if k in ("realm", "service")})  # fmt: skip
+        self._challenges[host] = remembered
+        self._challenges.move_to_end(host)
+        while len(self._challenges) > _MAX_HOSTS:
+            self._challenges.popitem(last=False)
+
+    async def _header_for(
+        self, challenge: Challenge, endpoint: Endpoint, repo: str, cred: Credential | None
+    ) -> str | None:
+        if challenge.scheme == "basic":
+            return cred.basic() if cred is not None else None
+        if challenge.scheme != "bearer":
+            return None
+        token = await self.token(challenge, endpoint, repo, cred)
+        return f"Bearer {token}"
+
+    def _token_key(self, challenge: Challenge, repo: str, cred: Credential | None) -> TokenKey:
+        identity = cred.identity if cred is not None else ANONYMOUS
+        params = challenge.params
+        return (params.get("realm", ""), params.get("service", ""), pull_scope(repo), identity)
+
+    async def token(
+        self, challenge: Challenge, endpoint: Endpoint, repo: str, cred: Credential | None
+    ) -> str:
+        """A Bearer token for pulling `repo`, from the cache or the realm."""
+        key = self._token_key(challenge, repo, cred)
+        cached = self._tokens.get(key)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        token, _expires = await self._flights.run(key, lambda: self._fetch(key, endpoint, cred))
+        return token
+
+    async def _fetch(
+        self, key: TokenKey, endpoint: Endpoint, cred: Credential | None
+    ) -> tuple[str, float]:
+        realm, service, scope, _identity = key
+        url = yarl.URL(realm)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise Unauthorized(
+                f"{endpoint.host}: token realm {snippet(realm, 80)!r} is not http(s)"
+            )
+        query = {"scope": scope, **({"service": service} if service else {})}
+        url = url.update_query(query)
+        headers = {"Accept": "application/json"}
+        if cred is not None:
+            if url.scheme == "http" and endpoint.base.scheme == "https":
+                raise AddressForbidden(
+                    f"{endpoint.host}: refusing to send credentials to plain-HTTP realm {url.host}"
+                )
+            headers["Authorization"] = cred.basic()
+        response = await self._transport.send(
+            "GET", url, kind="token", cap=self._transport.settings.max_token_bytes,
+            headers=headers,
+        )  # fmt: skip
+        if response.status in (401, 403):
+            who = "credentials" if cred is not None else "anonymous access"
+            raise Unauthorized(f"{url.host}: token server refused {who} for {scope}")
+        if response.status != 200:
+            raise UnexpectedStatus(
+                f"{url.host}: token server answered {response.status}: {snippet(response.body)}",
+                status=response.status,
+            )
+        token, expires_in = _token_from(response.body, url.host or "")
+        expires = time.monotonic() + expires_in * 0.9  # renew before the server's clock says so
+        self._tokens[key] = (token, expires)
+        self._tokens.move_to_end(key)
+        while len(self._tokens) > _MAX_TOKENS:
+            self._tokens.popitem(last=False)
+        return token, expires
+
+
+def _token_from(body: bytes, host: str) -> tuple[str, float]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise ManifestInvalid(f"{host}: token answer is not JSON") from error
+    if not isinstance(document, dict):
+        raise ManifestInvalid(f"{host}: token answer is not a JSON object")
+    token = document.get("token") or document.get("access_token")
+    if not isinstance(token, str) or _USABLE_TOKEN.fullmatch(token) is None:
+        raise ManifestInvalid(f"{host}: token answer has no usable token")
+    expires_in = document.get("expires_in")
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float) or expires_in <= 0:
+        expires_in = DEFAULT_EXPIRES_IN
+    return token, float(min(expires_in, 86_400))

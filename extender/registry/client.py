@@ -1,0 +1,217 @@
+"""The OCI distribution client: HEAD a tag for its digest, GET manifests and blobs by digest.
+
+Each call tries the registry's endpoints in order (mirrors, then the registry), and on
+each endpoint every matching credential in order, then anonymous access, as kubelet does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import orjson
+import structlog
+import yarl
+
+from extender.registry.auth import Authenticator
+from extender.registry.credentials import Credential
+from extender.registry.errors import (
+    InvalidReference,
+    ManifestInvalid,
+    NotFound,
+    RegistryError,
+    Unauthorized,
+    UnexpectedStatus,
+    snippet,
+)
+from extender.registry.hosts import Endpoint, HostTable
+from extender.registry.manifests import ACCEPT, digest_of, media_type_of, verify
+from extender.registry.reference import Reference, parse_digest
+from extender.registry.transport import Response, Transport
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+# Registries that do not implement HEAD on manifests answer one of these.
+_NO_HEAD = frozenset({400, 405, 501})
+
+
+class RegistryClient:
+    """Reads manifests and blobs; owns nothing but borrows a Transport and HostTable."""
+
+    def __init__(self, transport: Transport, hosts: HostTable) -> None:
+        self._transport = transport
+        self._hosts = hosts
+        self._auth = Authenticator(transport)
+        self._settings = transport.settings
+
+    async def aclose(self) -> None:
+        """Stop token fetches still running."""
+        await self._auth.aclose()
+
+    async def resolve_tag(self, ref: Reference, creds: Sequence[Credential]) -> str:
+        """The digest a tag points at: HEAD (free on Docker Hub), GET only if HEAD cannot say."""
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> str:
+            url = endpoint.url(ref.path, "manifests", ref.tag)
+            response = await self._request("HEAD", endpoint, url, ref, cred, "manifest", 0)
+            header = response.headers.get("Docker-Content-Digest", "")
+            if response.status == 200 and header:
+                _check_digest(header, endpoint)
+                return header
+            if response.status != 200 and response.status not in _NO_HEAD:
+                raise _status_error(response, endpoint, ref)
+            cap = self._settings.max_manifest_bytes
+            got = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
+            if got.status != 200:
+                raise _status_error(got, endpoint, ref)
+            header = got.headers.get("Docker-Content-Digest", "")
+            if header:
+                _check_digest(header, endpoint)
+                verify(got.body, header)
+                return header
+            return digest_of(got.body)
+
+        return await self._each(ref, creds, attempt, resolve=True)
+
+    async def manifest(
+        self, ref: Reference, digest: str, creds: Sequence[Credential]
+    ) -> tuple[bytes, str]:
+        """The manifest body stored under `digest` (verified) and its media type."""
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> tuple[bytes, str]:
+            url = endpoint.url(ref.path, "manifests", digest)
+            cap = self._settings.max_manifest_bytes
+            response = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
+            if response.status != 200:
+                raise _status_error(response, endpoint, ref)
+            verify(response.body, digest)
+            return response.body, media_type_of(response.headers.get("Content-Type", ""))
+
+        return await self._each(ref, creds, attempt, resolve=False)
+
+    async def blob(
+        self, ref: Reference, digest: str, creds: Sequence[Credential], cap: int
+    ) -> bytes:
+        """A blob (an image config) by digest, verified; storage redirects are followed."""
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> bytes:
+            url = endpoint.url(ref.path, "blobs", digest)
+            response = await self._request("GET", endpoint, url, ref, cred, "blob", cap)
+            if response.status != 200:
+                raise _status_error(response, endpoint, ref)
+            verify(response.body, digest)
+            return response.body
+
+        return await self._each(ref, creds, attempt, resolve=False)
+
+    async def _each(
+        self,
+        ref: Reference,
+        creds: Sequence[Credential],
+        attempt: Callable[[Endpoint, Credential | None], Awaitable[T]],
+        *,
+        resolve: bool,
+    ) -> T:
+        endpoints = self._hosts.endpoints(ref, resolve=resolve)
+        for position, endpoint in enumerate(endpoints):
+            try:
+                return await self._each_credential(endpoint, creds, attempt)
+            except InvalidReference as error:
+                raise ManifestInvalid(str(error)) from error
+            except RegistryError as error:
+                if position == len(endpoints) - 1:
+                    raise
+                # containerd moves on to the next host on any failure; so do we.
+                log.info("mirror_failed", mirror=endpoint.host, image=str(ref), error=str(error))
+        raise AssertionError("endpoints() always includes the registry itself")  # pragma: no cover
+
+    async def _each_credential(
+        self,
+        endpoint: Endpoint,
+        creds: Sequence[Credential],
+        attempt: Callable[[Endpoint, Credential | None], Awaitable[T]],
+    ) -> T:
+        refused: Unauthorized | None = None
+        for cred in (*creds, None):
+            try:
+                return await attempt(endpoint, cred)
+            except Unauthorized as error:
+                refused = error  # kubelet tries the next credential, then anonymous
+        assert refused is not None
+        raise refused
+
+    async def _request(
+        self,
+        method: str,
+        endpoint: Endpoint,
+        url: yarl.URL,
+        ref: Reference,
+        cred: Credential | None,
+        kind: str,
+        cap: int,
+    ) -> Response:
+        """One request with auth: remembered challenge first, one retry after a 401."""
+        headers = {"Accept": ACCEPT} if kind == "manifest" else {}
+        sent = await self._auth.header(endpoint, ref.path, cred)
+        response = await self._transport.send(
+            method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent), tls=endpoint.tls
+        )
+        if response.status == 401:
+            retry = await self._auth.answer(endpoint, ref.path, cred, response, sent)
+            if retry is None:
+                raise _unauthorized(endpoint, ref, cred, response)
+            response = await self._transport.send(
+                method, url, kind=kind, cap=cap, headers=_with_auth(headers, retry),
+                tls=endpoint.tls,
+            )  # fmt: skip
+            if response.status == 401:
+                raise _unauthorized(endpoint, ref, cred, response)
+        if response.status == 403:
+            raise _unauthorized(endpoint, ref, cred, response)
+        return response
+
+
+def _with_auth(headers: dict[str, str], authorization: str | None) -> dict[str, str]:
+    return headers if authorization is None else {**headers, "Authorization": authorization}
+
+
+def _check_digest(digest: str, endpoint: Endpoint) -> None:
+    try:
+        parse_digest(digest)
+    except InvalidReference as error:
+        raise ManifestInvalid(f"{endpoint.host}: {error}") from error
+
+
+def _unauthorized(
+    endpoint: Endpoint, ref: Reference, cred: Credential | None, response: Response
+) -> Unauthorized:
+    who = cred.source if cred is not None else "anonymous access"
+    return Unauthorized(
+        f"{endpoint.host} refused {who} for {ref.path} ({response.status}"
+        f"{_error_code(response.body)})"
+    )
+
+
+def _status_error(response: Response, endpoint: Endpoint, ref: Reference) -> RegistryError:
+    where = f"{endpoint.host}/{ref.path}"
+    if response.status == 404:
+        return NotFound(f"{where}: {ref.object} not found{_error_code(response.body)}")
+    if response.status == 429:
+        return UnexpectedStatus(f"{where}: rate limited (429)", status=429)
+    detail = _error_code(response.body) or f": {snippet(response.body)}"
+    return UnexpectedStatus(f"{where}: answered {response.status}{detail}", response.status)
+
+
+def _error_code(body: bytes) -> str:
+    """`: CODE message` from a distribution error body, or ""."""
+    try:
+        document = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return ""
+    errors = document.get("errors") if isinstance(document, dict) else None
+    if not isinstance(errors, list) or not errors or not isinstance(errors[0], dict):
+        return ""
+    first = errors[0]
+    return (
+        f": {snippet(str(first.get('code', '')), 40)} {snippet(str(first.get('message', '')), 120)}"
+    )

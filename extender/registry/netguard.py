@@ -1,0 +1,130 @@
+"""The SSRF guard: registry requests go only to public addresses, or to allow-listed ones.
+
+Image names come from anyone who can create a pod, so every address is checked: literal
+IPs in URLs, every resolved address (in the connector's resolver) and every redirect hop.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+
+import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
+
+from extender.registry.errors import AddressForbidden
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def is_public(ip: IPAddress) -> bool:
+    """Whether `ip` is an ordinary internet address (not loopback, private, link-local ...).
+
+    Addresses that embed an IPv4 address (mapped, 6to4, NAT64) are judged by it.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return is_public(ip.ipv4_mapped)
+        if ip in _NAT64:
+            return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip.sixtofour is not None and not is_public(ip.sixtofour):
+            return False
+        if ip.teredo is not None:
+            return False
+    return ip.is_global and not (
+        ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_private
+    )
+
+
+class AddressGuard:
+    """Decides which hosts and addresses registry requests may reach."""
+
+    def __init__(self, allowed: Iterable[str] = ()) -> None:
+        self._networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        self._names: set[str] = set()
+        self._suffixes: list[str] = []
+        for entry in allowed:
+            try:
+                self._networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                name = entry.lower().rstrip(".")
+                if name.startswith("*."):
+                    self._suffixes.append(name[1:])
+                else:
+                    self._names.add(name)
+
+    def name_allowed(self, host: str) -> bool:
+        """Whether a host name is allow-listed, so any address it resolves to is fine."""
+        name = host.lower().rstrip(".")
+        return name in self._names or any(name.endswith(s) for s in self._suffixes)
+
+    def address_allowed(self, ip: IPAddress) -> bool:
+        """Whether a connection to `ip` is allowed."""
+        if is_public(ip):
+            return True
+        candidates: list[IPAddress] = [ip]
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            candidates.append(ip.ipv4_mapped)
+        return any(
+            c in net for c in candidates for net in self._networks if c.version == net.version
+        )
+
+    def check_url(self, url: yarl.URL) -> None:
+        """Refuse URLs that are not http(s) or that name a forbidden literal IP.
+
+        Host names are checked later, on the addresses they resolve to.
+        """
+        if url.scheme not in ("http", "https") or not url.host:
+            raise AddressForbidden(f"refusing URL with scheme {url.scheme!r}: only http(s) is used")
+        if url.user is not None or url.password is not None:
+            raise AddressForbidden("refusing URL that carries credentials")
+        host = url.host.strip("[]")
+        try:
+            ip = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return
+        if "%" in host or not self.address_allowed(ip):
+            raise AddressForbidden(
+                f"refusing to contact {host}: not a public address and not in allowedNetworks"
+            )
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves with getaddrinfo, then drops addresses the guard refuses.
+
+    The connector connects to exactly what this returns, so a name that resolves to a
+    private address (DNS rebinding included) never gets a connection.
+    """
+
+    def __init__(self, guard: AddressGuard, inner: AbstractResolver | None = None) -> None:
+        self._guard = guard
+        self._inner = inner or ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        if self._guard.name_allowed(host):
+            return results
+        allowed = [r for r in results if self._guard.address_allowed(_ip(r["host"]))]
+        if not allowed:
+            raise AddressForbidden(
+                f"refusing to contact {host[:100]}: it resolves only to non-public addresses"
+                " and is not in allowedNetworks"
+            )
+        return allowed
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _ip(text: str) -> IPAddress:
+    return ipaddress.ip_address(text.split("%", 1)[0])

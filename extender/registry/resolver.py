@@ -1,0 +1,90 @@
+"""The registry-backed PlatformResolver, and the factory the app and CLI build it with.
+
+`build_resolver(...)` wires transport, auth, cache and credentials; `aclose()` undoes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from extender.metrics import Metrics
+from extender.platforms import Platform
+from extender.pods import PullSecretsRef
+from extender.registry.cache import CachedSource, Store
+from extender.registry.client import RegistryClient
+from extender.registry.hosts import HostTable
+from extender.registry.keychain import Keychain, SecretSource
+from extender.registry.reference import Reference, parse
+from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.registry.source import ImageSource, RegistrySource
+from extender.registry.transport import Transport
+
+Closer = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageResolution:
+    """Everything learned about one image reference."""
+
+    reference: Reference
+    """The normalised reference (`docker.io/library/nginx:latest`)."""
+    digest: str
+    """The digest the reference resolved to (its own digest when pinned)."""
+    media_type: str
+    platforms: frozenset[Platform]
+    """Runnable platforms; empty for an artifact or an index without usable entries."""
+    artifact: bool
+    """True when the manifest is not a runnable image (its config is not an image config)."""
+
+
+class RegistryResolver:
+    """Implements extender.resolution.PlatformResolver by asking registries (through a cache)."""
+
+    def __init__(
+        self, source: ImageSource, keychain: Keychain, closers: Sequence[Closer] = ()
+    ) -> None:
+        self._source = source
+        self._keychain = keychain
+        self._closers = tuple(closers)
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        """The image's platforms. Raises a RegistryError when it cannot tell."""
+        return (await self.resolve(image, pull)).platforms
+
+    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
+        """Resolve `image` to its digest and platforms, with the pod's credentials if given.
+
+        Raises InvalidReference for a bad name and other RegistryErrors for registry trouble.
+        """
+        ref = parse(image)
+        creds = await self._keychain.credentials(ref, pull)
+        digest = ref.digest or await self._source.digest(ref, creds)
+        facts = await self._source.facts(ref, digest, creds)
+        return ImageResolution(ref, digest, facts.media_type, facts.platforms, facts.artifact)
+
+    async def aclose(self) -> None:
+        """Stop background fetches and close connections (cache, sessions)."""
+        for close in self._closers:
+            await close()
+
+
+async def build_resolver(
+    registry: RegistrySettings,
+    cache: CacheSettings,
+    metrics: Metrics | None = None,
+    secrets: SecretSource | None = None,
+) -> RegistryResolver:
+    """Build a resolver; call it inside the running loop and `aclose()` it at shutdown.
+
+    Raises ValueError naming the setting when a CA bundle cannot be loaded.
+    """
+    hosts = HostTable(registry)  # before the session exists, so a bad CA bundle leaks nothing
+    transport = Transport(registry, metrics)
+    client = RegistryClient(transport, hosts)
+    store = Store(cache, metrics)
+    source = CachedSource(RegistrySource(client, registry), store, metrics)
+    keychain = Keychain(secrets, registry.docker_config_path)
+    # Close in dependency order: stop fetches first, then what they were using.
+    closers = (source.aclose, client.aclose, store.aclose, transport.aclose)
+    return RegistryResolver(source, keychain, closers)

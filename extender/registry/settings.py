@@ -1,0 +1,166 @@
+"""Settings for reaching registries and caching their answers (frozen, validated at start).
+
+YAML keys are the camelCase of these field names; the generic loader builds them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Literal
+
+Capability = Literal["pull", "resolve"]
+
+
+def _positive(value: float, name: str) -> None:
+    if value <= 0:
+        raise ValueError(f"{name} must be greater than 0, got {value}")
+
+
+@dataclass(frozen=True)
+class MirrorSettings:
+    """One mirror of a registry, tried before the registry itself (containerd hosts.toml)."""
+
+    url: str = ""
+    """Base URL, e.g. `https://mirror.example.com` or `http://10.0.0.5:5000/v2/hub`."""
+    capabilities: tuple[Capability, ...] = ("pull", "resolve")
+    """`resolve` lets the mirror answer tags; `pull` lets it serve manifests by digest."""
+    insecure_skip_verify: bool = False
+    """Accept any TLS certificate from this mirror."""
+    ca_bundle: str = ""
+    """PEM file of extra CAs to trust for this mirror."""
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"mirrors[].url must be an http(s) URL, got {self.url!r}")
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError("mirrors[].url must not carry credentials, a query or a fragment")
+        if not self.capabilities:
+            raise ValueError("mirrors[].capabilities must name pull, resolve or both")
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """How to reach one registry, keyed by its name as written in images (`ghcr.io`)."""
+
+    plain_http: bool = False
+    """Talk HTTP instead of HTTPS to the registry itself."""
+    insecure_skip_verify: bool = False
+    """Accept any TLS certificate from the registry itself."""
+    ca_bundle: str = ""
+    """PEM file of extra CAs to trust for the registry itself."""
+    mirrors: tuple[MirrorSettings, ...] = ()
+    """Mirrors tried in order before the registry; the registry itself is tried last."""
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """Timeouts, limits and per-host options for every registry request."""
+
+    connect_timeout_seconds: float = 3.0
+    """Limit on DNS plus TCP (and TLS) connect for one request."""
+    request_timeout_seconds: float = 10.0
+    """Limit on one HTTP request from start to the last byte of its body."""
+    max_connections: int = 64
+    """Open connections across all registries."""
+    max_connections_per_host: int = 8
+    """Open connections to one registry host."""
+    max_manifest_bytes: int = 4_393_216
+    """Largest manifest or index accepted (containerd's limit)."""
+    max_config_bytes: int = 8_388_608
+    """Largest image config blob accepted."""
+    max_token_bytes: int = 1_048_576
+    """Largest token endpoint answer accepted."""
+    max_error_bytes: int = 65_536
+    """Bytes of an error body read (only the start is ever shown)."""
+    max_redirects: int = 5
+    """Redirect hops followed for one request, each checked by the address guard."""
+    hosts: dict[str, HostSettings] = field(default_factory=dict)
+    """Per-registry options, keyed by the registry as written in images (`docker.io`)."""
+    allowed_networks: tuple[str, ...] = ()
+    """CIDRs, addresses or host names that may be private (in-cluster registries)."""
+    docker_config_path: str = ""
+    """A mounted docker `config.json` whose credentials apply to every pod, tried last."""
+    pull_secret_ttl_seconds: float = 30.0
+    """How long Secrets and ServiceAccounts read from the API server are reused."""
+
+    def __post_init__(self) -> None:
+        _positive(self.connect_timeout_seconds, "connectTimeoutSeconds")
+        _positive(self.request_timeout_seconds, "requestTimeoutSeconds")
+        if self.connect_timeout_seconds > self.request_timeout_seconds:
+            raise ValueError("connectTimeoutSeconds must not exceed requestTimeoutSeconds")
+        for name in (
+            "max_connections",
+            "max_connections_per_host",
+            "max_manifest_bytes",
+            "max_config_bytes",
+            "max_token_bytes",
+            "max_error_bytes",
+        ):
+            _positive(getattr(self, name), _camel(name))
+        if self.max_redirects < 0:
+            raise ValueError(f"maxRedirects must be 0 or more, got {self.max_redirects}")
+        _positive(self.pull_secret_ttl_seconds, "pullSecretTtlSeconds")
+        for entry in self.allowed_networks:
+            if not _valid_allowed(entry):
+                raise ValueError(f"allowedNetworks entry {entry!r} is not a CIDR, IP or host name")
+        for host in self.hosts:
+            if not host or "/" in host or host != host.strip():
+                raise ValueError(f"hosts key {host!r} must be a registry host[:port]")
+
+    def host(self, name: str) -> HostSettings:
+        """The settings for registry `name`, or the defaults."""
+        return self.hosts.get(name) or HostSettings()
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """Where resolver answers are kept and for how long."""
+
+    url: str = "memory://"
+    """`memory://` (or empty) for this process only; `redis://host:6379/0` to share."""
+    max_entries: int = 10_000
+    """Most entries kept in memory; the least recently used go first."""
+    tag_ttl_seconds: int = 300
+    """How long a tag's digest is trusted before asking the registry again."""
+    digest_ttl_seconds: int = 604_800
+    """How long a digest's platforms are kept (digest bodies never change)."""
+    failure_ttl_seconds: int = 10
+    """How long a failed lookup is remembered, so a broken registry is not hammered."""
+    redis_timeout_seconds: float = 1.0
+    """Limit on one Redis operation; a slow Redis is skipped, never waited on."""
+    namespace: str = "archfit"
+    """Prefix of every key, so replicas of one deployment share and others do not."""
+
+    def __post_init__(self) -> None:
+        scheme = urllib.parse.urlsplit(self.url).scheme if self.url else "memory"
+        if scheme not in ("memory", "redis", "rediss"):
+            raise ValueError(f"cache url must be memory:// or redis://..., got scheme {scheme!r}")
+        for name in ("max_entries", "tag_ttl_seconds", "digest_ttl_seconds", "failure_ttl_seconds"):
+            _positive(getattr(self, name), _camel(name))
+        _positive(self.redis_timeout_seconds, "redisTimeoutSeconds")
+
+    @property
+    def is_redis(self) -> bool:
+        """Whether answers are shared through Redis."""
+        return self.url.startswith(("redis://", "rediss://"))
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _valid_allowed(entry: str) -> bool:
+    try:
+        ipaddress.ip_network(entry, strict=False)
+        return True
+    except ValueError:
+        pass
+    name = entry.removeprefix("*.")
+    return bool(name) and all(
+        label and len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
+        for label in name.split(".")
+    )

@@ -1,0 +1,63 @@
+"""What an image is, asked of its registry: a tag's digest, then the digest's platforms.
+
+`ImageSource` is the seam the cache wraps (and keeps); `RegistrySource` is the real one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from extender.platforms import Platform
+from extender.registry.client import RegistryClient
+from extender.registry.credentials import CredentialChain
+from extender.registry.errors import TooLarge
+from extender.registry.manifests import Index, parse_manifest, platform_from_config
+from extender.registry.reference import Reference
+from extender.registry.settings import RegistrySettings
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFacts:
+    """What a digest is: its media type, its runnable platforms, whether it is an artifact."""
+
+    media_type: str
+    platforms: frozenset[Platform]
+    artifact: bool = False
+    """True when the manifest's config is not an image config (a Helm chart, a signature)."""
+
+
+class ImageSource(Protocol):
+    """Where image facts come from; the cache implements it by wrapping another one."""
+
+    async def digest(self, ref: Reference, creds: CredentialChain) -> str:
+        """The digest the reference's tag points at now."""
+        ...
+
+    async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
+        """The facts of the manifest stored under `digest` in the reference's repository."""
+        ...
+
+
+class RegistrySource:
+    """Asks the registry over HTTP."""
+
+    def __init__(self, client: RegistryClient, settings: RegistrySettings) -> None:
+        self._client = client
+        self._settings = settings
+
+    async def digest(self, ref: Reference, creds: CredentialChain) -> str:
+        return await self._client.resolve_tag(ref, creds.items)
+
+    async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
+        body, content_type = await self._client.manifest(ref, digest, creds.items)
+        manifest = parse_manifest(body, content_type)
+        if isinstance(manifest, Index):
+            return ImageFacts(manifest.media_type, manifest.platforms)
+        if not manifest.is_image:
+            return ImageFacts(manifest.media_type, frozenset(), artifact=True)
+        cap = self._settings.max_config_bytes
+        if manifest.config_size > cap:
+            raise TooLarge(f"{ref.name}: config of {manifest.config_size} bytes exceeds {cap}")
+        config = await self._client.blob(ref, manifest.config_digest, creds.items, cap)
+        return ImageFacts(manifest.media_type, frozenset({platform_from_config(config)}))
