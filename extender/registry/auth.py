@@ -130,11 +130,13 @@ class Authenticator:
         cred: Credential | None,
         response: Response,
         sent: str | None,
+        *,
+        refresh: bool = True,
     ) -> str | None:
-        """After a 401: the header to retry with once, or None when a retry cannot help.
+        """After a 401: the header to retry with, or None when a retry cannot help.
 
-        A retry helps when nothing was sent yet, or when the token was rejected as
-        `invalid_token` (expired or revoked: fetch a new one).
+        A retry helps when nothing was sent yet, or (if `refresh`) when the token was
+        rejected as `invalid_token` (expired or revoked: fetch a new one).
         """
         challenges = parse_challenges(response.headers.getall("WWW-Authenticate", []))
         usable = [c for c in challenges if c.scheme in ("bearer", "basic")]
@@ -144,7 +146,7 @@ class Authenticator:
         challenge = next((c for c in usable if c.scheme == "bearer"), usable[0])
         self._remember(endpoint.host, challenge)
         if sent is not None:
-            if challenge.scheme != "bearer" or challenge.error != "invalid_token":
+            if not refresh or challenge.scheme != "bearer" or challenge.error != "invalid_token":
                 return None
             self._tokens.pop(self._token_key(challenge, repo, cred), None)
         return await self._header_for(challenge, endpoint, repo, cred)

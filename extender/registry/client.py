@@ -6,6 +6,8 @@ each endpoint every matching credential in order, then anonymous access, as kube
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -33,6 +35,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 # Registries that do not implement HEAD on manifests answer one of these.
 _NO_HEAD = frozenset({400, 405, 501})
+_REFUSED_SECONDS = 30.0
+_MAX_REFUSED = 4096
 
 
 class RegistryClient:
@@ -43,6 +47,7 @@ class RegistryClient:
         self._hosts = hosts
         self._auth = Authenticator(transport)
         self._settings = transport.settings
+        self._refused: OrderedDict[tuple[str, str, str], float] = OrderedDict()
 
     async def aclose(self) -> None:
         """Stop token fetches still running."""
@@ -115,7 +120,7 @@ class RegistryClient:
         endpoints = self._hosts.endpoints(ref, resolve=resolve)
         for position, endpoint in enumerate(endpoints):
             try:
-                return await self._each_credential(endpoint, creds, attempt)
+                return await self._each_credential(ref, endpoint, creds, attempt)
             except InvalidReference as error:
                 raise ManifestInvalid(str(error)) from error
             except RegistryError as error:
@@ -127,18 +132,31 @@ class RegistryClient:
 
     async def _each_credential(
         self,
+        ref: Reference,
         endpoint: Endpoint,
         creds: Sequence[Credential],
         attempt: Callable[[Endpoint, Credential | None], Awaitable[T]],
     ) -> T:
+        now = time.monotonic()
+        # A credential just refused for this repository is not offered again for a while:
+        # each of a lookup's requests would otherwise pay for the same refusal.
+        fresh = [c for c in creds if self._refused.get(_key(endpoint, ref, c), 0.0) <= now]
         refused: Unauthorized | None = None
-        for cred in (*creds, None):
+        for cred in (*fresh, None):
             try:
                 return await attempt(endpoint, cred)
             except Unauthorized as error:
                 refused = error  # kubelet tries the next credential, then anonymous
+                if cred is not None:
+                    self._remember_refusal(_key(endpoint, ref, cred), now)
         assert refused is not None
         raise refused
+
+    def _remember_refusal(self, key: tuple[str, str, str], now: float) -> None:
+        self._refused[key] = now + _REFUSED_SECONDS
+        self._refused.move_to_end(key)
+        while len(self._refused) > _MAX_REFUSED:
+            self._refused.popitem(last=False)
 
     async def _request(
         self,
@@ -156,19 +174,32 @@ class RegistryClient:
         response = await self._transport.send(
             method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent), tls=endpoint.tls
         )
-        if response.status == 401:
-            retry = await self._auth.answer(endpoint, ref.path, cred, response, sent)
+        refreshed = False
+        # At most two retries: one to answer a first challenge, one to replace a token the
+        # registry calls invalid_token (expired or revoked).
+        for _retry in range(2):
+            if response.status != 401:
+                break
+            retry = await self._auth.answer(
+                endpoint, ref.path, cred, response, sent, refresh=not refreshed
+            )
             if retry is None:
-                raise _unauthorized(endpoint, ref, cred, response)
+                break
+            refreshed = refreshed or sent is not None
+            sent = retry
             response = await self._transport.send(
-                method, url, kind=kind, cap=cap, headers=_with_auth(headers, retry),
+                method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent),
                 tls=endpoint.tls,
             )  # fmt: skip
-            if response.status == 401:
-                raise _unauthorized(endpoint, ref, cred, response)
+        if response.status == 401:
+            raise _unauthorized(endpoint, ref, cred, response)
         if response.status == 403:
             raise _unauthorized(endpoint, ref, cred, response)
         return response
+
+
+def _key(endpoint: Endpoint, ref: Reference, cred: Credential) -> tuple[str, str, str]:
+    return (endpoint.host, ref.path, cred.identity)
 
 
 def _with_auth(headers: dict[str, str], authorization: str | None) -> dict[str, str]:

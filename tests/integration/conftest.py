@@ -1,5 +1,20 @@
-"""Integration fixtures: real registries, a token server and redis from tests.support."""
+"""Integration fixtures: real registries, a token server, redis, and a faulty registry."""
 
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from extender.metrics import Metrics
+from extender.pods import PullSecretsRef
+from extender.registry.credentials import PullSecret
+from extender.registry.resolver import RegistryResolver, build_resolver
+from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
+from tests.support.faults import FaultRegistry
 from tests.support.fixtures import (  # noqa: F401  (fixtures are found by name)
     basic_registry,
     public_registry,
@@ -9,3 +24,96 @@ from tests.support.fixtures import (  # noqa: F401  (fixtures are found by name)
     token_registry,
     token_server,
 )
+
+POD = PullSecretsRef(namespace="team-a", names=("regcred",), service_account="default")
+
+
+def local_settings(*hosts: str, **overrides: Any) -> RegistrySettings:
+    """Settings that talk plain HTTP to `hosts` and allow loopback, as tests need."""
+    options: dict[str, Any] = {
+        "hosts": {host: HostSettings(plain_http=True) for host in hosts},
+        "allowed_networks": ("127.0.0.1/32",),
+        "request_timeout_seconds": 5.0,
+        "connect_timeout_seconds": 2.0,
+    }
+    options.update(overrides)
+    return RegistrySettings(**options)
+
+
+@dataclass
+class Secrets:
+    """A SecretSource made of plain data: secrets by name, per namespace."""
+
+    secrets: dict[str, PullSecret] = field(default_factory=dict)
+    calls: int = 0
+
+    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
+        self.calls += 1
+        return [self.secrets[name] for name in pull.names if name in self.secrets]
+
+
+ResolverFactory = Callable[..., Awaitable[RegistryResolver]]
+
+
+@pytest.fixture
+async def make_resolver() -> AsyncIterator[ResolverFactory]:
+    """Build resolvers with `await make_resolver(settings, cache=..., metrics=..., secrets=...)`.
+
+    Every resolver built is closed after the test.
+    """
+    built: list[RegistryResolver] = []
+
+    async def factory(
+        settings: RegistrySettings,
+        cache: CacheSettings | None = None,
+        metrics: Metrics | None = None,
+        secrets: Secrets | None = None,
+    ) -> RegistryResolver:
+        resolver = await build_resolver(settings, cache or CacheSettings(), metrics, secrets)
+        built.append(resolver)
+        return resolver
+
+    yield factory
+    for resolver in built:
+        await resolver.aclose()
+
+
+@dataclass
+class RunningFaults:
+    """A FaultRegistry being served, and its host[:port]."""
+
+    registry: FaultRegistry
+    host: str
+
+    @property
+    def url(self) -> str:
+        """http://host:port"""
+        return f"http://{self.host}"
+
+
+async def _serve(registry: FaultRegistry) -> tuple[TestServer, str]:
+    server = TestServer(registry.app(), host="127.0.0.1")
+    await server.start_server()
+    return server, f"127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+async def faults() -> AsyncIterator[RunningFaults]:
+    """A misbehaving registry on 127.0.0.1, scripted by the test."""
+    registry = FaultRegistry()
+    server, host = await _serve(registry)
+    try:
+        yield RunningFaults(registry, host)
+    finally:
+        await server.close()
+
+
+@pytest.fixture
+async def elsewhere() -> AsyncIterator[RunningFaults]:
+    """A second scripted server on another port (another origin), e.g. object storage."""
+    registry = FaultRegistry()
+    server, host = await _serve(registry)
+    try:
+        yield RunningFaults(registry, host)
+    finally:
+        await server.close()

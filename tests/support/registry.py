@@ -196,14 +196,19 @@ def _parse(line: bytes) -> LoggedRequest | None:
         entry = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(entry, dict) or not str(entry.get("msg", "")).startswith(
-        "response completed"
-    ):
+    if not isinstance(entry, dict):
+        return None
+    message = str(entry.get("msg", ""))
+    if message.startswith("response completed"):
+        status = int(entry.get("http.response.status", 0))
+    elif message.startswith("error authorizing context"):
+        status = 401  # refused before a handler ran, so no "response completed" line
+    else:
         return None
     return LoggedRequest(
         method=str(entry.get("http.request.method", "")),
         path=str(entry.get("http.request.uri", "")),
-        status=int(entry.get("http.response.status", 0)),
+        status=status,
     )
 
 
