@@ -1,0 +1,346 @@
+"""The shipped manifests apply as shipped to a real kube-apiserver, and the second
+scheduler they describe runs with exactly the RBAC they grant.
+
+Every rendered object goes through server-side apply with `dryRun=All` and strict
+field validation; the archfit-system Namespace (restricted Pod Security labels) is
+created for real first, so PodSecurity admission judges every pod template.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy import render
+from tests.deploy.apiserver import ApiError, ApiServer
+from tests.deploy.render import Object, config_file, key, one
+from tests.e2e import cluster
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.processes import Process, free_port, http_ok, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ALL = ["base", "overlay", "chart", "chart_with_scheduler"]
+RBAC_KINDS = {
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+}
+
+
+@pytest.fixture(scope="module")
+def archfit_namespace(apiserver: ApiServer, base: list[Object]) -> str:
+    """The base's Namespace, created for real: dry-run objects need their namespace."""
+    namespace = one(base, "Namespace", render.NAMESPACE)
+    apiserver.apply(namespace, dry_run=True)
+    apiserver.apply(namespace, dry_run=False)
+    return render.NAMESPACE
+
+
+def _dropped(ours: Any, theirs: Any, where: str = "") -> list[str]:
+    """Paths of what we set that the apiserver's answer lacks or changed."""
+    if isinstance(ours, dict):
+        if not isinstance(theirs, dict):
+            return [where or "/"]
+        return [p for k, v in ours.items() for p in _dropped(v, theirs.get(k), f"{where}.{k}")]
+    if isinstance(ours, list):
+        if not isinstance(theirs, list) or len(ours) != len(theirs):
+            return [where]
+        return [
+            p
+            for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
+            for p in _dropped(a, b, f"{where}[{i}]")
+        ]
+    return [] if ours == theirs else [f"{where}: {ours!r} became {theirs!r}"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_rendered_object_applies_with_a_server_side_dry_run_without_warnings(
+    request: pytest.FixtureRequest, apiserver: ApiServer, archfit_namespace: str, name: str
+) -> None:
+    """Strict server-side dry-run apply takes every object, keeps every field, warns nothing."""
+    objects: list[Object] = request.getfixturevalue(name)
+    errors, warnings, dropped = [], [], []
+    for obj in objects:
+        try:
+            answer = apiserver.apply(obj)
+        except ApiError as error:
+            errors.append(str(error))
+            continue
+        warnings += [f"{key(obj)}: {w}" for w in answer.warnings]
+        dropped += [f"{key(obj)}{p}" for p in _dropped(obj, answer.body)]
+    assert ([], [], []) == (errors, warnings, dropped)
+    assert len(objects) >= 7  # the render produced the objects, not an empty stream
+
+
+def test_a_pod_template_that_breaks_the_restricted_standard_draws_a_warning(
+    apiserver: ApiServer, archfit_namespace: str, base: list[Object]
+) -> None:
+    """The no-warnings check has teeth: a root-capable container is reported by PodSecurity."""
+    deployment = copy.deepcopy(one(base, "Deployment", "archfit"))
+    spec = deployment["spec"]["template"]["spec"]
+    del spec["securityContext"]
+    for container in spec["containers"]:
+        del container["securityContext"]
+    warnings = apiserver.apply(deployment).warnings
+    assert any('violate PodSecurity "restricted' in w for w in warnings), warnings
+
+
+def test_a_misspelt_field_is_refused_by_the_dry_run(
+    apiserver: ApiServer, archfit_namespace: str, base: list[Object]
+) -> None:
+    """The dry run validates strictly: an unknown field is an error, not a dropped key."""
+    deployment = copy.deepcopy(one(base, "Deployment", "archfit"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(ApiError, match="readinesProbe"):
+        apiserver.apply(deployment)
+
+
+@pytest.fixture(scope="module")
+def rbac_applied(apiserver: ApiServer, archfit_namespace: str, overlay: list[Object]) -> None:
+    """The overlay's Namespace, ServiceAccounts and RBAC, applied for real."""
+    for obj in overlay:
+        if obj["kind"] in RBAC_KINDS:
+            apiserver.apply(obj, dry_run=False)
+
+
+def _allowed(apiserver: ApiServer, user: str, namespace: str, verb: str, resource: str) -> bool:
+    service_account_namespace = user.split(":")[2]
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{service_account_namespace}",
+                "system:authenticated",
+            ],
+            "resourceAttributes": {
+                "namespace": namespace,
+                "verb": verb,
+                "resource": resource,
+                "name": "some-name" if verb == "get" else "",
+            },
+        },
+    }
+    answer = apiserver.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    return bool(answer.body["status"].get("allowed", False))
+
+
+def test_archfits_service_account_may_watch_nodes_and_get_pull_secrets_but_not_list_them(
+    apiserver: ApiServer, rbac_applied: None
+) -> None:
+    """The ClusterRole as applied grants the node index and named pull secrets, no more."""
+    user = f"system:serviceaccount:{render.NAMESPACE}:archfit"
+    expected = {
+        ("", "get", "nodes"): True,
+        ("", "list", "nodes"): True,
+        ("", "watch", "nodes"): True,
+        ("team-a", "get", "secrets"): True,
+        ("team-a", "get", "serviceaccounts"): True,
+        ("", "update", "nodes"): False,
+        ("team-a", "list", "secrets"): False,
+        ("team-a", "watch", "secrets"): False,
+        ("team-a", "list", "pods"): False,
+    }
+    assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
+
+
+def _token(apiserver: ApiServer, namespace: str, account: str) -> str:
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+    return str(apiserver.request("POST", path, request).body["status"]["token"])
+
+
+@pytest.fixture
+def second_scheduler(
+    e2e_binaries: Binaries,
+    control_plane: ControlPlane,
+    apiserver: ApiServer,
+    rbac_applied: None,
+    overlay: list[Object],
+    tmp_path: Path,
+) -> Iterator[Process]:
+    """kube-scheduler with the overlay's config, as the overlay's ServiceAccount."""
+    assert control_plane.certs is not None
+    spec = one(overlay, "Deployment", "archfit-scheduler")["spec"]["template"]["spec"]
+    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    kubeconfig = tmp_path / "archfit-scheduler.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "e2e",
+                        "cluster": {
+                            "server": control_plane.server,
+                            "certificate-authority": str(control_plane.certs.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": "archfit-scheduler", "user": {"token": token}}],
+                "contexts": [
+                    {"name": "e2e", "context": {"cluster": "e2e", "user": "archfit-scheduler"}}
+                ],
+                "current-context": "e2e",
+            }
+        )
+    )
+    # In a pod the scheduler uses its in-cluster identity; here that is the token.
+    document = config_file(
+        one(overlay, "ConfigMap", "archfit-scheduler-config"), "scheduler-config.yaml"
+    )
+    document["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    config_path = tmp_path / "scheduler-config.yaml"
+    config_path.write_text(yaml.safe_dump(document))
+    (container,) = spec["containers"]
+    flags = [f for f in container["command"][1:] if not f.startswith("--config=")]
+    port = free_port()
+    process = Process(
+        "archfit-scheduler",
+        [
+            e2e_binaries.kube_scheduler,
+            f"--config={config_path}",
+            *flags,
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+        ],
+        tmp_path,
+    )
+    process.start()
+    try:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed, on loopback
+        process.wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/readyz", context))
+        yield process
+    finally:
+        process.stop()
+
+
+def test_the_second_scheduler_leads_and_binds_a_pod_with_only_the_rbac_it_ships(
+    second_scheduler: Process,
+    apiserver: ApiServer,
+    control_plane: ControlPlane,
+) -> None:
+    """Its lease is taken and a pod naming archfit-scheduler is bound, with nothing forbidden."""
+    core = cluster.core_api(control_plane.admin_kubeconfig)
+    namespace = f"deploy-second-scheduler-{os.getpid()}"
+    cluster.create_namespace(core, namespace)
+    try:
+        lease = wait_for(
+            lambda: (
+                apiserver.request(
+                    "GET",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{render.NAMESPACE}/leases/"
+                    "archfit-scheduler",
+                )
+                .body["spec"]
+                .get("holderIdentity")
+            ),
+            "archfit-scheduler to take its lease",
+        )
+        manifest = cluster.pod_manifest("bound-by-archfit-scheduler", ["registry.invalid/app:1"])
+        manifest["spec"]["schedulerName"] = "archfit-scheduler"
+        pod = cluster.create_pod(core, namespace, manifest)
+        node = cluster.wait_scheduled(core, namespace, pod)
+    finally:
+        cluster.delete_namespace_pods(core, namespace)
+    assert lease
+    assert node in {n.metadata.name for n in core.list_node().items}
+    forbidden = [
+        line
+        for line in second_scheduler.log_tail(100_000).splitlines()
+        if "forbidden" in line.lower()
+    ]
+    assert [] == forbidden, f"log {second_scheduler.log_path}"
+
+
+@pytest.mark.parametrize("name", ["overlay", "chart_with_scheduler"])
+def test_kube_scheduler_accepts_the_scheduler_config_as_rendered(
+    request: pytest.FixtureRequest, e2e_binaries: Binaries, tmp_path: Path, name: str
+) -> None:
+    """kube-scheduler v1.36.3 decodes it strictly, validates it and keeps the extender as is."""
+    objects: list[Object] = request.getfixturevalue(name)
+    document = config_file(
+        one(objects, "ConfigMap", "archfit-scheduler-config"), "scheduler-config.yaml"
+    )
+    # Outside a pod the in-cluster client config is missing; the server is never contacted.
+    kubeconfig = tmp_path / "unused.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "x", "user": {"token": "unused"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    given = {**document, "clientConnection": {"kubeconfig": str(kubeconfig)}}
+    (tmp_path / "in.yaml").write_text(yaml.safe_dump(given))
+    done = subprocess.run(
+        [
+            e2e_binaries.kube_scheduler,
+            f"--config={tmp_path / 'in.yaml'}",
+            f"--write-config-to={tmp_path / 'out.yaml'}",
+            "--secure-port=0",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-3000:]
+    effective = yaml.safe_load((tmp_path / "out.yaml").read_text())
+    assert document["extenders"] == effective["extenders"]
+    assert ["archfit-scheduler"] == [p["schedulerName"] for p in effective["profiles"]]
+    assert 100 == effective["percentageOfNodesToScore"]
+
+
+def test_kube_scheduler_refuses_a_config_with_a_misspelt_extender_field(
+    e2e_binaries: Binaries, overlay: list[Object], tmp_path: Path
+) -> None:
+    """The acceptance check has teeth: strict decoding rejects `ignorabel`."""
+    document = config_file(
+        one(overlay, "ConfigMap", "archfit-scheduler-config"), "scheduler-config.yaml"
+    )
+    document["extenders"][0]["ignorabel"] = document["extenders"][0].pop("ignorable")
+    (tmp_path / "in.yaml").write_text(yaml.safe_dump(document))
+    done = subprocess.run(
+        [
+            e2e_binaries.kube_scheduler,
+            f"--config={tmp_path / 'in.yaml'}",
+            f"--write-config-to={tmp_path / 'out.yaml'}",
+            "--secure-port=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (1, True) == (done.returncode, "ignorabel" in done.stderr), done.stderr[-3000:]
