@@ -9,26 +9,19 @@ import pytest
 import structlog
 
 from extender.metrics import Metrics
-from extender.pods import PullSecretsRef
-from extender.registry.credentials import DOCKER_CONFIG_JSON, DOCKERCFG, PullSecret
+from extender.registry.credentials import DOCKERCFG, PullSecret
 from extender.registry.errors import Unauthorized
-from tests.integration.conftest import ResolverFactory, Secrets, local_settings
+from tests.integration.conftest import (
+    ResolverFactory,
+    Secrets,
+    dockerconfigjson,
+    local_settings,
+    pod,
+)
 from tests.support.fixtures import PublishedRegistry
 from tests.support.tokens import TokenPolicy, TokenServer
 
 pytestmark = pytest.mark.integration
-
-
-def dockerconfigjson(name: str, key: str, user: str, password: str) -> PullSecret:
-    """A kubernetes.io/dockerconfigjson Secret with one `auth` entry."""
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    raw = json.dumps({"auths": {key: {"auth": auth}}}).encode()
-    return PullSecret("team-a", name, DOCKER_CONFIG_JSON, {".dockerconfigjson": raw})
-
-
-def pod(*names: str) -> PullSecretsRef:
-    """A pod in team-a with these imagePullSecrets."""
-    return PullSecretsRef("team-a", names)
 
 
 async def test_basic_auth_registry_answers_with_the_pods_pull_secret(
