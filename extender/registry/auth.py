@@ -81,6 +81,8 @@ def _parse_one(text: str) -> list[Challenge]:
             quoted = _QUOTED.match(text, j)
             if quoted is not None:
                 value, i = re.sub(r"\\(.)", r"\1", quoted.group(1)), quoted.end()
+            elif j < n and text[j] == '"':
+                value, i = text[j + 1 :], n  # unterminated quote: the rest is its value
             else:
                 bare = _TOKEN.match(text, j)
                 value, i = (bare.group(), bare.end()) if bare else ("", j)

@@ -1,0 +1,85 @@
+"""The SSRF guard decides which addresses registry requests (and token realms) may reach."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+import yarl
+
+from extender.registry.errors import AddressForbidden
+from extender.registry.netguard import AddressGuard, is_public
+
+ADDRESSES = [
+    ("8.8.8.8", True),
+    ("2606:4700::1111", True),
+    ("127.0.0.1", False),
+    ("10.1.2.3", False),
+    ("172.16.0.1", False),
+    ("192.168.1.1", False),
+    ("169.254.169.254", False),  # cloud metadata service
+    ("100.64.0.1", False),  # carrier-grade NAT
+    ("0.0.0.0", False),
+    ("224.0.0.1", False),  # multicast is "global" to Python, never a registry
+    ("255.255.255.255", False),
+    ("::1", False),
+    ("::", False),
+    ("fe80::1", False),
+    ("fc00::1", False),
+    ("::ffff:127.0.0.1", False),  # IPv4-mapped loopback
+    ("::ffff:169.254.169.254", False),
+    ("::ffff:8.8.8.8", True),
+    ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+    ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+    ("2001::1", False),  # Teredo
+]
+
+
+@pytest.mark.parametrize(("address", "expected"), ADDRESSES)
+def test_only_ordinary_internet_addresses_are_public(address: str, expected: bool) -> None:
+    """Loopback, private, link-local, CGNAT, multicast and embedded-IPv4 forms are not."""
+    assert expected == is_public(ipaddress.ip_address(address))
+
+
+def test_the_allow_list_opens_networks_and_mapped_forms_of_them() -> None:
+    """An allow-listed CIDR also covers its IPv4-mapped IPv6 spelling."""
+    guard = AddressGuard(["10.0.0.0/8", "127.0.0.1"])
+    found = [
+        guard.address_allowed(ipaddress.ip_address(a))
+        for a in ("10.9.8.7", "::ffff:10.9.8.7", "127.0.0.1", "127.0.0.2", "192.168.0.1")
+    ]
+    assert [True, True, True, False, False] == found
+
+
+def test_host_names_are_allow_listed_exactly_or_by_suffix() -> None:
+    """`registry.local` and `*.svc.cluster.local` entries."""
+    guard = AddressGuard(["registry.local", "*.svc.cluster.local"])
+    names = ["registry.local", "REGISTRY.local.", "r.ns.svc.cluster.local", "svc.cluster.local",
+             "evil-registry.local"]  # fmt: skip
+    assert [True, True, True, False, False] == [guard.name_allowed(n) for n in names]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://127.0.0.1:5000/v2/",
+        "http://[fe80::1%25eth0]/",
+        "file:///etc/passwd",
+        "gopher://example.com/",
+        "http://user:pw@example.com/",
+    ],
+)
+def test_forbidden_urls_are_refused_before_any_connection(url: str) -> None:
+    """Literal private IPs, odd schemes and URLs carrying credentials."""
+    with pytest.raises(AddressForbidden):
+        AddressGuard().check_url(yarl.URL(url))
+
+
+def test_a_public_url_and_a_host_name_pass_the_literal_check() -> None:
+    """Names are checked later, on what they resolve to."""
+    guard = AddressGuard()
+    for url in ("https://8.8.8.8/v2/", "https://registry-1.docker.io/v2/"):
+        guard.check_url(yarl.URL(url))
+    assert guard.name_allowed("registry-1.docker.io") is False
