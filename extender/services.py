@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -76,7 +76,18 @@ async def open_services(
 
 @asynccontextmanager
 async def _registry_resolver(
-    settings: Settings, metrics: Metrics, api: object | None
+    settings: Settings, metrics: Metrics, api: Any | None
 ) -> AsyncIterator[PlatformResolver]:
-    # Wired to the registry client once it lands; until then nothing pretends.
-    yield NoResolver()
+    """The registry-backed resolver, reading pull secrets through the API when it can."""
+    from extender.registry.resolver import build_resolver
+
+    secrets = None
+    if api is not None and settings.kubernetes.pull_secrets:
+        from extender.kube.secrets import KubeSecretSource
+
+        secrets = KubeSecretSource(api, ttl_seconds=settings.registry.pull_secret_ttl_seconds)
+    resolver = await build_resolver(settings.registry, settings.cache, metrics, secrets)
+    try:
+        yield resolver
+    finally:
+        await resolver.aclose()
