@@ -1,0 +1,131 @@
+"""Reads pods' pull secrets from the API server, as kubelet would, cached on a short TTL.
+
+Implements `extender.registry.keychain.SecretSource`. The kubernetes client is
+synchronous, so calls run in a thread; concurrent reads of one object share one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+from kubernetes import client
+
+from extender.pods import PullSecretsRef
+from extender.registry.credentials import PullSecret
+from extender.registry.flight import SingleFlight
+
+log = structlog.get_logger(__name__)
+_MAX_ENTRIES = 4096
+_NOT_FOUND = 404
+
+_Key = tuple[str, str, str]
+"""(kind, namespace, name)"""
+
+
+class KubeSecretSource:
+    """Secrets and ServiceAccounts through a kubernetes ApiClient, reused for `ttl_seconds`.
+
+    A missing Secret or ServiceAccount is skipped (kubelet warns and goes on). Other API
+    errors propagate, and the caller goes on anonymously. The objects are cached, never
+    logged.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        ttl_seconds: float = 30.0,
+        *,
+        request_timeout_seconds: float = 5.0,
+    ) -> None:
+        self._api = client.CoreV1Api(api_client)
+        self._ttl = ttl_seconds
+        self._timeout = request_timeout_seconds
+        self._cache: OrderedDict[_Key, tuple[float, Any]] = OrderedDict()
+        self._flights: SingleFlight[_Key, Any] = SingleFlight()
+
+    async def aclose(self) -> None:
+        """Wait out reads still running (threads cannot be cancelled)."""
+        await self._flights.aclose()
+
+    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
+        """The pod's imagePullSecrets, then its ServiceAccount's, de-duplicated, in order."""
+        names = list(dict.fromkeys(pull.names))
+        if pull.service_account:
+            for name in await self._service_account_secrets(pull.namespace, pull.service_account):
+                if name not in names:
+                    names.append(name)
+        found = await asyncio.gather(*(self._secret(pull.namespace, name) for name in names))
+        return [secret for secret in found if secret is not None]
+
+    async def _service_account_secrets(self, namespace: str, name: str) -> tuple[str, ...]:
+        result: tuple[str, ...] = await self._cached(
+            ("serviceaccount", namespace, name), lambda: self._read_service_account(namespace, name)
+        )
+        return result
+
+    async def _secret(self, namespace: str, name: str) -> PullSecret | None:
+        result: PullSecret | None = await self._cached(
+            ("secret", namespace, name), lambda: self._read_secret(namespace, name)
+        )
+        return result
+
+    async def _cached(self, key: _Key, read: Any) -> Any:
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+
+        async def fill() -> Any:
+            value = await asyncio.to_thread(read)
+            self._cache[key] = (time.monotonic() + self._ttl, value)
+            self._cache.move_to_end(key)
+            while len(self._cache) > _MAX_ENTRIES:
+                self._cache.popitem(last=False)
+            return value
+
+        return await self._flights.run(key, fill)
+
+    def _read_service_account(self, namespace: str, name: str) -> tuple[str, ...]:
+        try:
+            account = self._api.read_namespaced_service_account(
+                name=name, namespace=namespace, _request_timeout=self._timeout
+            )
+        except client.ApiException as error:
+            if error.status == _NOT_FOUND:
+                return ()
+            raise
+        refs = getattr(account, "image_pull_secrets", None) or []
+        return tuple(str(ref.name) for ref in refs if getattr(ref, "name", None))
+
+    def _read_secret(self, namespace: str, name: str) -> PullSecret | None:
+        try:
+            secret = self._api.read_namespaced_secret(
+                name=name, namespace=namespace, _request_timeout=self._timeout
+            )
+        except client.ApiException as error:
+            if error.status == _NOT_FOUND:
+                log.warning("pull_secret_missing", namespace=namespace, secret=name)
+                return None
+            raise
+        return PullSecret(namespace, name, str(secret.type or ""), _decode(secret.data or {}))
+
+
+def _decode(data: Mapping[str, Any]) -> dict[str, bytes]:
+    """Secret data as the API sends it (base64 text) to bytes; undecodable keys are dropped."""
+    decoded: dict[str, bytes] = {}
+    for key, value in data.items():
+        raw = value.encode() if isinstance(value, str) else value
+        if not isinstance(raw, bytes):
+            continue
+        try:
+            decoded[key] = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    return decoded
