@@ -1,0 +1,69 @@
+"""archfit itself, run as `archfit serve --config <file>` from the project's console script."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e.processes import Process, free_port, http_ok
+
+
+def archfit_command() -> list[str]:
+    """The installed console script, preferring the one beside the running interpreter."""
+    beside = Path(sys.executable).with_name("archfit")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("archfit")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "extender"]
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge override into a copy of base; mappings merge, everything else replaces."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class Archfit:
+    """One archfit process with its own YAML config on a free loopback port."""
+
+    prefix = "/scheduler"
+
+    def __init__(self, workdir: Path, settings: Mapping[str, Any], name: str = "archfit") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.settings = merge(
+            settings, {"server": {"host": "127.0.0.1", "port": self.port, "prefix": self.prefix}}
+        )
+        self.config_path = workdir / f"{name}.yaml"
+        self.config_path.write_text(yaml.safe_dump(self.settings))
+        self.process = Process(
+            name, [*archfit_command(), "serve", "--config", str(self.config_path)], workdir
+        )
+
+    @property
+    def url_prefix(self) -> str:
+        """What kube-scheduler's extender urlPrefix must be to reach this archfit."""
+        return f"http://127.0.0.1:{self.port}{self.prefix}"
+
+    def start(self) -> Archfit:
+        """Start archfit and wait until /readyz answers 200."""
+        self.process.start()
+        self.process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{self.port}/readyz"))
+        return self
+
+    def stop(self) -> None:
+        """Stop archfit."""
+        self.process.stop()

@@ -1,0 +1,56 @@
+"""Find or build the e2e binaries through tests/e2e/build.sh.
+
+With CI=true a missing Go or a failed build is an error, never a skip; on a
+developer machine without Go the e2e tests skip with a message naming Go.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
+#: A cold build takes a few minutes on 2 cores; a hung one must not stall CI forever.
+BUILD_TIMEOUT_SECONDS = 45 * 60
+
+
+class Unavailable(Exception):
+    """The binaries cannot be had on this machine (no Go toolchain)."""
+
+
+class BuildFailed(Exception):
+    """build.sh ran and failed."""
+
+
+def in_ci() -> bool:
+    """Whether this run is CI, where missing prerequisites must fail rather than skip."""
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def build() -> Path:
+    """Run build.sh (a no-op when the cache is warm) and return the binary directory."""
+    if shutil.which("go") is None:
+        raise Unavailable(
+            "e2e tests need Go >= 1.26 on PATH to build kube-apiserver, kube-scheduler and "
+            "etcd (tests/e2e/build.sh); install Go from https://go.dev/dl/ and re-run"
+        )
+    try:
+        done = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)],
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise BuildFailed(f"{BUILD_SCRIPT} timed out after {BUILD_TIMEOUT_SECONDS}s") from error
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.splitlines()[-30:])
+        raise BuildFailed(f"{BUILD_SCRIPT} exited {done.returncode}:\n{tail}")
+    directory = Path(done.stdout.strip().splitlines()[-1])
+    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+        if not os.access(directory / name, os.X_OK):
+            raise BuildFailed(f"{BUILD_SCRIPT} printed {directory} but {name} is missing there")
+    return directory

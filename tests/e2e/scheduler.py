@@ -1,0 +1,79 @@
+"""kube-scheduler started with the shipped config/scheduler-config.yaml.
+
+Only the extender's urlPrefix, the kubeconfig and (for one scenario) nodeCacheCapable
+are substituted; everything else is exactly what operators deploy.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e.controlplane import Binaries
+from tests.e2e.processes import Process, free_port, http_ok
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_CONFIG = REPO / "config" / "scheduler-config.yaml"
+
+
+def render_config(
+    path: Path, kubeconfig: Path, url_prefix: str, node_cache_capable: bool | None = None
+) -> dict[str, Any]:
+    """Write the shipped KubeSchedulerConfiguration with the local substitutions to path."""
+    document: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    document["clientConnection"]["kubeconfig"] = str(kubeconfig)
+    (extender,) = document["extenders"]
+    extender["urlPrefix"] = url_prefix
+    if node_cache_capable is not None:
+        extender["nodeCacheCapable"] = node_cache_capable
+    path.write_text(yaml.safe_dump(document))
+    return document
+
+
+class Scheduler:
+    """A kube-scheduler process that calls archfit at url_prefix."""
+
+    def __init__(
+        self,
+        binaries: Binaries,
+        workdir: Path,
+        kubeconfig: Path,
+        url_prefix: str,
+        node_cache_capable: bool | None = None,
+        name: str = "kube-scheduler",
+    ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path = workdir / f"{name}-config.yaml"
+        self.config = render_config(self.config_path, kubeconfig, url_prefix, node_cache_capable)
+        self.port = free_port()
+        self.process = Process(
+            name,
+            [
+                binaries.kube_scheduler,
+                f"--config={self.config_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={workdir / (name + '-certs')}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--v=2",
+            ],
+            workdir,
+        )
+
+    def start(self) -> Scheduler:
+        """Start the scheduler and wait until /readyz says its informers have synced."""
+        self.process.start()
+        # Its serving cert is self-signed; only readiness is checked here, on loopback.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        self.process.wait_ready(lambda: http_ok(f"https://127.0.0.1:{self.port}/readyz", context))
+        return self
+
+    def stop(self) -> None:
+        """Stop the scheduler."""
+        self.process.stop()

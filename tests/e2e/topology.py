@@ -1,0 +1,36 @@
+"""The nodes every scenario runs against, and helpers that speak in architectures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes import client
+
+from tests.e2e import cluster
+
+#: Two nodes per architecture, so grouped reasons read "2 node(s) ...".
+NODES = (
+    cluster.NodeSpec("arm64-a", "arm64"),
+    cluster.NodeSpec("arm64-b", "arm64"),
+    cluster.NodeSpec("amd64-a", "amd64"),
+    cluster.NodeSpec("amd64-b", "amd64"),
+)
+ARCH_OF: Mapping[str, str] = {node.name: node.arch for node in NODES}
+
+#: Pods per placement assertion: with a broken filter or score each pod would land on
+#: the wrong architecture half the time, so four right placements by luck is 1 in 16.
+REPLICAS = 4
+
+
+def schedule(
+    core: client.CoreV1Api, namespace: str, manifests: Iterable[dict[str, Any]]
+) -> list[str]:
+    """Create the pods, wait until each is bound, and return the architectures they got."""
+    names = [cluster.create_pod(core, namespace, manifest) for manifest in manifests]
+    return [ARCH_OF[cluster.wait_scheduled(core, namespace, name)] for name in names]
+
+
+def replicas(name: str, images: list[str], **pod: Any) -> list[dict[str, Any]]:
+    """REPLICAS pod manifests named name-0, name-1, ... with the same images."""
+    return [cluster.pod_manifest(f"{name}-{i}", images, **pod) for i in range(REPLICAS)]
