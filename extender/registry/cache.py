@@ -59,9 +59,15 @@ def redis_cache(settings: CacheSettings) -> BaseCache:
     from aiocache.backends.redis import RedisCache  # optional dependency
 
     class ClosingRedisCache(RedisCache):  # type: ignore[misc]
-        # redis-py 5+ deprecates close() in favour of aclose().
+        # aiocache 0.12 calls redis-py APIs that redis-py 5+ deprecates (close, setex);
+        # these two overrides use their replacements.
         async def _close(self, *args: Any, _conn: Any = None, **kwargs: Any) -> None:
             await self.client.aclose()
+
+        async def _set(
+            self, key: str, value: Any, ttl: Any = None, _cas_token: Any = None, _conn: Any = None
+        ) -> Any:
+            return await self.client.set(key, value, ex=int(ttl) if ttl else None)
 
     url = urllib.parse.urlsplit(settings.url)
     timeout = settings.redis_timeout_seconds

@@ -135,9 +135,12 @@ class CacheSettings:
     """Prefix of every key, so replicas of one deployment share and others do not."""
 
     def __post_init__(self) -> None:
-        scheme = urllib.parse.urlsplit(self.url).scheme if self.url else "memory"
+        parts = urllib.parse.urlsplit(self.url)
+        scheme = parts.scheme if self.url else "memory"
         if scheme not in ("memory", "redis", "rediss"):
             raise ValueError(f"cache url must be memory:// or redis://..., got scheme {scheme!r}")
+        if scheme != "memory" and not parts.path.strip("/").isdigit() and parts.path.strip("/"):
+            raise ValueError("cache url: the path of a redis URL must be a database number")
         for name in ("max_entries", "tag_ttl_seconds", "digest_ttl_seconds", "failure_ttl_seconds"):
             _positive(getattr(self, name), _camel(name))
         _positive(self.redis_timeout_seconds, "redisTimeoutSeconds")
