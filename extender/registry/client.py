@@ -64,11 +64,11 @@ class RegistryClient:
                 _check_digest(header, endpoint)
                 return header
             if response.status != 200 and response.status not in _NO_HEAD:
-                raise _status_error(response, endpoint, ref)
+                raise _status_error(response, endpoint, ref, f":{ref.tag}")
             cap = self._settings.max_manifest_bytes
             got = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
             if got.status != 200:
-                raise _status_error(got, endpoint, ref)
+                raise _status_error(got, endpoint, ref, f":{ref.tag}")
             header = got.headers.get("Docker-Content-Digest", "")
             if header:
                 _check_digest(header, endpoint)
@@ -88,7 +88,7 @@ class RegistryClient:
             cap = self._settings.max_manifest_bytes
             response = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
             if response.status != 200:
-                raise _status_error(response, endpoint, ref)
+                raise _status_error(response, endpoint, ref, f"@{digest}")
             verify(response.body, digest)
             return response.body, media_type_of(response.headers.get("Content-Type", ""))
 
@@ -103,7 +103,7 @@ class RegistryClient:
             url = endpoint.url(ref.path, "blobs", digest)
             response = await self._request("GET", endpoint, url, ref, cred, "blob", cap)
             if response.status != 200:
-                raise _status_error(response, endpoint, ref)
+                raise _status_error(response, endpoint, ref, f" blob {digest}")
             verify(response.body, digest)
             return response.body
 
@@ -223,10 +223,13 @@ def _unauthorized(
     )
 
 
-def _status_error(response: Response, endpoint: Endpoint, ref: Reference) -> RegistryError:
-    where = f"{endpoint.host}/{ref.path}"
+def _status_error(
+    response: Response, endpoint: Endpoint, ref: Reference, what: str
+) -> RegistryError:
+    """An error for a non-2xx answer; `what` says what was asked for (`:tag`, `@digest`)."""
+    where = f"{endpoint.host}/{ref.path}{what}"
     if response.status == 404:
-        return NotFound(f"{where}: {ref.object} not found{_error_code(response.body)}")
+        return NotFound(f"{where} not found{_error_code(response.body)}")
     if response.status == 429:
         return UnexpectedStatus(f"{where}: rate limited (429)", status=429)
     detail = _error_code(response.body) or f": {snippet(response.body)}"
