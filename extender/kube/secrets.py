@@ -1,7 +1,7 @@
 """Reads pods' pull secrets from the API server, as kubelet would, cached on a short TTL.
 
-Implements `extender.registry.keychain.SecretSource`. The kubernetes client is
-synchronous, so calls run in a thread; concurrent reads of one object share one call.
+Implements `extender.registry.keychain.SecretSource`. The kubernetes client is synchronous
+(and retries), so each read runs in a daemon thread that shutdown never waits for.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -23,6 +25,7 @@ from extender.registry.flight import SingleFlight
 
 log = structlog.get_logger(__name__)
 _MAX_ENTRIES = 4096
+_MAX_THREADS = 16
 _NOT_FOUND = 404
 
 _Key = tuple[str, str, str]
@@ -49,6 +52,8 @@ class KubeSecretSource:
         self._timeout = request_timeout_seconds
         self._cache: OrderedDict[_Key, tuple[float, Any]] = OrderedDict()
         self._flights: SingleFlight[_Key, Any] = SingleFlight()
+        self._lock = threading.Lock()
+        self._live = 0
 
     async def aclose(self) -> None:
         """Wait out reads still running (threads cannot be cancelled)."""
@@ -83,7 +88,7 @@ class KubeSecretSource:
             return hit[1]
 
         async def fill() -> Any:
-            value = await asyncio.to_thread(read)
+            value = await self._in_thread(read)
             self._cache[key] = (time.monotonic() + self._ttl, value)
             self._cache.move_to_end(key)
             while len(self._cache) > _MAX_ENTRIES:
@@ -91,6 +96,35 @@ class KubeSecretSource:
             return value
 
         return await self._flights.run(key, fill)
+
+    async def _in_thread(self, read: Callable[[], Any]) -> Any:
+        """Run a blocking read in a daemon thread; give up waiting after the timeout.
+
+        asyncio.to_thread would use the default executor, whose threads asyncio.run joins
+        at exit: a read stuck in urllib3's retries would then hold up shutdown.
+        """
+        with self._lock:
+            if self._live >= _MAX_THREADS:
+                raise RuntimeError("too many Kubernetes API reads outstanding")
+            self._live += 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def run() -> None:
+            try:
+                outcome: tuple[Any, BaseException | None] = (read(), None)
+            except BaseException as error:  # handed to the awaiting side, whatever it is
+                outcome = (None, error)
+            finally:
+                with self._lock:
+                    self._live -= 1
+            # RuntimeError: the loop is gone (shutdown), so nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+
+        threading.Thread(target=run, name="archfit-api-read", daemon=True).start()
+        # Each try is bounded by _request_timeout; urllib3 may retry, so bound the whole.
+        return await asyncio.wait_for(future, self._timeout * 1.5)
 
     def _read_service_account(self, namespace: str, name: str) -> tuple[str, ...]:
         try:
@@ -115,6 +149,15 @@ class KubeSecretSource:
                 return None
             raise
         return PullSecret(namespace, name, str(secret.type or ""), _decode(secret.data or {}))
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _decode(data: Mapping[str, Any]) -> dict[str, bytes]:

@@ -104,7 +104,7 @@ class Store:
         """The value under `key`, or None when absent or the backend fails."""
         try:
             value = await self._backend.get(key)
-        except Exception as error:
+        except Exception as error:  # any backend trouble (Redis down, timeout) is a miss
             self._trouble("get", error)
             return None
         return value if isinstance(value, str) else None
@@ -113,7 +113,7 @@ class Store:
         """Store `value` for `ttl` seconds; backend trouble is logged and ignored."""
         try:
             await self._backend.set(key, value, ttl=ttl)
-        except Exception as error:
+        except Exception as error:  # a lost write only costs a refetch
             self._trouble("set", error)
 
     def _trouble(self, operation: str, error: Exception) -> None:

@@ -63,7 +63,7 @@ class Keychain:
         assert self._secrets is not None
         try:
             secrets = await self._secrets.pull_secrets(pull)
-        except Exception as error:
+        except Exception as error:  # RBAC, API down: go on anonymously, as kubelet does
             log.warning(
                 "pull_secrets_unavailable",
                 namespace=pull.namespace,
