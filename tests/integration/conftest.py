@@ -1,4 +1,8 @@
-"""Integration fixtures: real registries, a token server, redis, and a faulty registry."""
+"""Integration fixtures: resolvers, plain secret sources and scripted faulty registries.
+
+The real registries, token server and redis come from tests.support.fixtures, which the
+root conftest registers as a plugin.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,6 @@ from extender.registry.credentials import DOCKER_CONFIG_JSON, PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.faults import FaultRegistry
-from tests.support.fixtures import (  # noqa: F401  (fixtures are found by name)
-    basic_registry,
-    public_registry,
-    redis_process,
-    redis_url,
-    token_policy,
-    token_registry,
-    token_server,
-)
 
 POD = PullSecretsRef(namespace="team-a", names=("regcred",), service_account="default")
 
