@@ -154,8 +154,9 @@ class Authenticator:
         return await self._header_for(challenge, endpoint, repo, cred)
 
     def _remember(self, host: str, challenge: Challenge) -> None:
-        remembered = Challenge(challenge.scheme, {k: v for k, v in challenge.params.items()
-                                                  if k in ("realm", "service")})  # fmt: skip
+        # Only where tokens come from is worth remembering; error and scope are per answer.
+        kept = {k: v for k, v in challenge.params.items() if k in ("realm", "service")}
+        remembered = Challenge(challenge.scheme, kept)
         self._challenges[host] = remembered
         self._challenges.move_to_end(host)
         while len(self._challenges) > _MAX_HOSTS:
@@ -206,9 +207,12 @@ class Authenticator:
                 )
             headers["Authorization"] = cred.basic()
         response = await self._transport.send(
-            "GET", url, kind="token", cap=self._transport.settings.max_token_bytes,
+            "GET",
+            url,
+            kind="token",
+            cap=self._transport.settings.max_token_bytes,
             headers=headers,
-        )  # fmt: skip
+        )
         if response.status in (401, 403):
             who = "credentials" if cred is not None else "anonymous access"
             raise Unauthorized(f"{url.host}: token server refused {who} for {scope}")

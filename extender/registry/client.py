@@ -188,9 +188,13 @@ class RegistryClient:
             refreshed = refreshed or sent is not None
             sent = retry
             response = await self._transport.send(
-                method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent),
+                method,
+                url,
+                kind=kind,
+                cap=cap,
+                headers=_with_auth(headers, sent),
                 tls=endpoint.tls,
-            )  # fmt: skip
+            )
         if response.status == 401:
             raise _unauthorized(endpoint, ref, cred, response)
         if response.status == 403:
