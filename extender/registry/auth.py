@@ -17,7 +17,6 @@ import yarl
 
 from extender.registry.credentials import ANONYMOUS, Credential
 from extender.registry.errors import (
-    AddressForbidden,
     ManifestInvalid,
     Unauthorized,
     UnexpectedStatus,
@@ -202,7 +201,8 @@ class Authenticator:
         headers = {"Accept": "application/json"}
         if cred is not None:
             if url.scheme == "http" and endpoint.base.scheme == "https":
-                raise AddressForbidden(
+                # Unauthorized, not a hard stop: the next credential, or anonymous, may work.
+                raise Unauthorized(
                     f"{endpoint.host}: refusing to send credentials to plain-HTTP realm {url.host}"
                 )
             headers["Authorization"] = cred.basic()

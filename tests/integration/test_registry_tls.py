@@ -1,0 +1,103 @@
+"""HTTPS registries: system CAs by default, a per-host CA bundle, or skipping verification."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from extender.registry.errors import RegistryError, Unreachable
+from extender.registry.settings import HostSettings
+from tests.integration.conftest import (
+    ResolverFactory,
+    RunningFaults,
+    Secrets,
+    dockerconfigjson,
+    local_settings,
+    pod,
+)
+from tests.support.faults import FaultRegistry
+from tests.support.tls import ServingCert, make_serving_cert
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def serving_cert(tmp_path: Path) -> ServingCert:
+    """A CA and a certificate for 127.0.0.1."""
+    return make_serving_cert(tmp_path / "tls")
+
+
+@pytest.fixture
+async def tls_faults(serving_cert: ServingCert) -> AsyncIterator[RunningFaults]:
+    """A scripted registry served over HTTPS on 127.0.0.1."""
+    registry = FaultRegistry()
+    server = TestServer(registry.app(), host="127.0.0.1")
+    await server.start_server(ssl=serving_cert.server_context())
+    try:
+        yield RunningFaults(registry, f"127.0.0.1:{server.port}")
+    finally:
+        await server.close()
+
+
+def https(host: str, **options: object) -> HostSettings:
+    """HostSettings for an HTTPS registry."""
+    return HostSettings(plain_http=False, **options)  # type: ignore[arg-type]
+
+
+async def test_a_registry_signed_by_an_unknown_ca_is_unreachable(
+    tls_faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """Without caBundle the system CAs do not know our test CA: the TLS handshake fails."""
+    tls_faults.registry.image("tls/app", "1", "linux/amd64")
+    settings = local_settings(hosts={tls_faults.host: https(tls_faults.host)})
+    resolver = await make_resolver(settings)
+    with pytest.raises(Unreachable):
+        await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod())
+
+
+async def test_the_hosts_ca_bundle_makes_it_trusted(
+    tls_faults: RunningFaults, serving_cert: ServingCert, make_resolver: ResolverFactory
+) -> None:
+    """hosts.<registry>.caBundle adds the CA for that registry."""
+    tls_faults.registry.image("tls/app", "1", "linux/arm64")
+    host = https(tls_faults.host, ca_bundle=str(serving_cert.ca_bundle))
+    resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}))
+    platforms = await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod())
+    assert {"linux/arm64"} == {str(p) for p in platforms}
+
+
+async def test_insecure_skip_verify_accepts_any_certificate(
+    tls_faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """hosts.<registry>.insecureSkipVerify turns verification off for that registry only."""
+    tls_faults.registry.image("tls/app", "1", "linux/arm/v7")
+    host = https(tls_faults.host, insecure_skip_verify=True)
+    resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}))
+    platforms = await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod())
+    assert {"linux/arm/v7"} == {str(p) for p in platforms}
+
+
+async def test_credentials_are_not_sent_to_a_plain_http_realm_of_an_https_registry(
+    tls_faults: RunningFaults,
+    faults: RunningFaults,
+    serving_cert: ServingCert,
+    make_resolver: ResolverFactory,
+) -> None:
+    """An HTTPS registry pointing its token realm at http:// gets no Basic credentials."""
+
+    async def challenge(request: web.Request) -> web.StreamResponse:
+        realm = f'Bearer realm="{faults.url}/token",service="s"'
+        return web.Response(status=401, headers={"WWW-Authenticate": realm})
+
+    tls_faults.registry.route("HEAD", "/v2/tls/app/manifests/1", challenge)
+    secrets = Secrets({"regcred": dockerconfigjson("regcred", tls_faults.host, "u", "p")})
+    host = https(tls_faults.host, ca_bundle=str(serving_cert.ca_bundle))
+    resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}), secrets=secrets)
+    with pytest.raises(RegistryError):
+        await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod("regcred"))
+    sent = [s.headers.get("Authorization") for s in faults.registry.seen]
+    assert [None] == sent  # only the anonymous attempt reached the realm
