@@ -34,11 +34,11 @@ class MirrorSettings:
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"mirrors[].url must be an http(s) URL, got {self.url!r}")
+            raise ValueError(f"url must be an http(s) URL, got {self.url!r}")
         if parts.username or parts.password or parts.query or parts.fragment:
-            raise ValueError("mirrors[].url must not carry credentials, a query or a fragment")
+            raise ValueError("url must not carry credentials, a query or a fragment")
         if not self.capabilities:
-            raise ValueError("mirrors[].capabilities must name pull, resolve or both")
+            raise ValueError("capabilities must name pull, resolve or both")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class RegistrySettings:
 class CacheSettings:
     """Where resolver answers are kept and for how long."""
 
-    url: str = "memory://"
+    url: str = field(default="memory://", repr=False)  # may carry a Redis password
     """`memory://` (or empty) for this process only; `redis://host:6379/0` to share."""
     max_entries: int = 10_000
     """Most entries kept in memory; the least recently used go first."""
@@ -138,9 +138,9 @@ class CacheSettings:
         parts = urllib.parse.urlsplit(self.url)
         scheme = parts.scheme if self.url else "memory"
         if scheme not in ("memory", "redis", "rediss"):
-            raise ValueError(f"cache url must be memory:// or redis://..., got scheme {scheme!r}")
+            raise ValueError(f"url must be memory:// or redis://..., got scheme {scheme!r}")
         if scheme != "memory" and not parts.path.strip("/").isdigit() and parts.path.strip("/"):
-            raise ValueError("cache url: the path of a redis URL must be a database number")
+            raise ValueError("url: the path of a redis URL must be a database number")
         for name in ("max_entries", "tag_ttl_seconds", "digest_ttl_seconds", "failure_ttl_seconds"):
             _positive(getattr(self, name), _camel(name))
         _positive(self.redis_timeout_seconds, "redisTimeoutSeconds")
