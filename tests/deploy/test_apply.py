@@ -348,3 +348,28 @@ def test_kube_scheduler_refuses_a_config_with_a_misspelt_extender_field(
         check=False,
     )
     assert (1, True) == (done.returncode, "ignorabel" in done.stderr), done.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "warned"), [(render.NAMESPACE, False), ("team-x", True)], ids=["own", "other"]
+)
+def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate_itself(
+    helm: Path, control_plane: ControlPlane, namespace: str, warned: bool
+) -> None:
+    """`helm install --dry-run` renders NOTES with the urlPrefix; outside excludes, a warning."""
+    # A release of its own: helm refuses to adopt the objects other tests applied for real.
+    release = "archfit-notes"
+    done = subprocess.run(
+        [
+            helm, "install", release, render.HELM_CHART, "--namespace", namespace,
+            "--dry-run=client", "--kubeconfig", control_plane.admin_kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr[-3000:]
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert f"http://{release}.{namespace}.svc:8888/scheduler" in notes
+    assert warned == ("WARNING" in notes)

@@ -5,6 +5,7 @@ with each other: what a dry run can't see (config file contents, cross-reference
 from __future__ import annotations
 
 import re
+import subprocess
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -316,3 +317,17 @@ def test_the_chart_follows_its_values(helm: Path, tmp_path: Path) -> None:
 def test_the_chart_renders_no_second_scheduler_unless_enabled(chart: list[Object]) -> None:
     """secondScheduler.enabled defaults to false: nothing named archfit-scheduler is rendered."""
     assert [] == [key(o) for o in chart if re.search("scheduler", o["metadata"]["name"])]
+
+
+@pytest.mark.parametrize("scheduler", [False, True], ids=["extender-only", "second-scheduler"])
+def test_helm_lint_strict_finds_nothing_to_complain_about(helm: Path, scheduler: bool) -> None:
+    """`helm lint --strict` passes (warnings fail it), with and without the second scheduler."""
+    done = subprocess.run(
+        [helm, "lint", "--strict", render.HELM_CHART,
+         "--set", f"secondScheduler.enabled={str(scheduler).lower()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stdout + done.stderr
