@@ -12,7 +12,7 @@ import structlog
 from extender.config import Settings
 from extender.metrics import Metrics
 from extender.platforms import Platform
-from extender.resolution import NoResolver, PlatformResolver, Resolution
+from extender.resolution import PlatformResolver, Resolution
 
 log = structlog.get_logger("archfit")
 
@@ -91,3 +91,5 @@ async def _registry_resolver(
         yield resolver
     finally:
         await resolver.aclose()
+        if secrets is not None:
+            await secrets.aclose()

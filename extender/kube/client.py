@@ -33,4 +33,7 @@ def build_api_client(settings: KubernetesSettings) -> client.ApiClient | None:
             )
     except (config.ConfigException, OSError) as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode}: {error}") from error
+    # urllib3 would retry a timed-out read 3 times; archfit's callers have their
+    # own deadlines and retry loops, so one attempt is enough.
+    configuration.retries = 1
     return client.ApiClient(configuration)
