@@ -5,7 +5,7 @@
 # Binaries land in ${ARCHFIT_E2E_CACHE:-$HOME/.cache/archfit-e2e}/<k8s-version>/
 # and are reused when present, so a warm run is a no-op.
 # Prints the cache directory on stdout (build logs go to stderr); exits
-# non-zero on any failure.
+# non-zero on any failure: 3 when the cache is cold and Go is missing.
 set -euo pipefail
 
 K8S_VERSION=v1.36.3
@@ -23,7 +23,7 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" \
     exit 0
 fi
 
-command -v go >/dev/null 2>&1 || { echo "build.sh: 'go' not found on PATH (need Go >= 1.26)" >&2; exit 2; }
+command -v go >/dev/null 2>&1 || { echo "build.sh: 'go' not found on PATH (need Go >= 1.26)" >&2; exit 3; }
 
 mkdir -p "$out"
 tmp="$(mktemp -d "$out/.build.XXXXXX")"
