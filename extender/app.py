@@ -16,7 +16,7 @@ from aiohttp import web
 
 from extender import explain
 from extender.config import Settings
-from extender.metrics import Metrics
+from extender.metrics import Metrics, tally_request_lookups
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
 from extender.platforms import node_platform
 from extender.pods import PodError, PodFacts, facts
@@ -126,6 +126,7 @@ async def filter_handler(request: web.Request) -> web.Response:
         metrics.requests.labels("filter", "skipped").inc()
         return _json(render_filter(args, names, {}, {}))
     policy = _policy(settings)
+    lookups = tally_request_lookups()
     try:
         resolved = await services.resolution.resolve(
             pod.images, pod.pull, settings.policy.resolve_deadline_seconds
@@ -137,7 +138,9 @@ async def filter_handler(request: web.Request) -> web.Response:
         metrics.requests.labels("filter", "internal_error").inc()
         return _json(render_filter(args, names, {}, {}))
     dry_run = settings.policy.mode == "dry-run"
-    explain.filtered(pod, candidates, resolved, decision, policy, dry_run, metrics, started)
+    explain.filtered(
+        pod, candidates, resolved, decision, policy, dry_run, metrics, dict(lookups), started
+    )
     metrics.request_seconds.labels("filter").observe(time.perf_counter() - started)
     metrics.requests.labels("filter", "ok").inc()
     if dry_run:

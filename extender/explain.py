@@ -22,9 +22,10 @@ def filtered(
     policy: Policy,
     dry_run: bool,
     metrics: Metrics,
+    cache: Mapping[str, int],
     started: float,
 ) -> None:
-    """Log and count one filter decision."""
+    """Log and count one filter decision; `cache` tallies this request's cache lookups."""
     mode = "dry-run" if dry_run else "enforce"
     for rejection in decision.rejected:
         log.info(
@@ -65,6 +66,8 @@ def filtered(
         would_reject=len(decision.rejected) + len(failed) if dry_run else None,
         images=len(resolved),
         unknown_images=sorted(unknown),
+        cache_hits=cache.get("hit", 0),
+        cache_misses=cache.get("miss", 0),
         dry_run=dry_run,
         duration_ms=_ms(started),
     )

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+from contextvars import ContextVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # Sub-millisecond answers from a warm cache up to the scheduler's 5 s default timeout.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
+
+
+# Cache lookups of the request being handled, for its summary log line. Lookup
+# tasks copy the context when created, so they all add to the request's tally.
+_request_tally: ContextVar[Tally[str] | None] = ContextVar("archfit_request_tally", default=None)
+
+
+def tally_request_lookups() -> Tally[str]:
+    """Start counting cache lookups (hit/miss/failure) for the current request."""
+    tally: Tally[str] = Tally()
+    _request_tally.set(tally)
+    return tally
 
 
 class Metrics:
@@ -55,6 +70,13 @@ class Metrics:
             registry=r,
         )
         self.nodes_known = Gauge("archfit_node_index_nodes", "Nodes in the node index.", registry=r)
+
+    def cache_lookup(self, kind: str, result: str) -> None:
+        """Count one resolver cache lookup, globally and for the current request."""
+        self.cache_lookups.labels(kind, result).inc()
+        tally = _request_tally.get()
+        if tally is not None:
+            tally[result] += 1
 
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""

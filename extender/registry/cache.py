@@ -192,7 +192,7 @@ class CachedSource:
 
     def _count(self, kind: str, result: str) -> None:
         if self._metrics is not None:
-            self._metrics.cache_lookups.labels(kind, result).inc()
+            self._metrics.cache_lookup(kind, result)
 
 
 def _encode_facts(facts: ImageFacts) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from extender.app import create_app
 from tests.app.conftest import post, settings
@@ -95,3 +96,19 @@ async def test_loopback_registries_are_refused_unless_allowed(aiohttp_client, pu
     reference = public_registry.catalog.amd64_only.reference
     body = await post(client, "filter", args_full(pod(reference), *NODES))
     assert ([], {}, 3) == (kept(body), body["FailedAndUnresolvableNodes"], len(body["FailedNodes"]))
+
+
+async def test_the_summary_line_counts_this_requests_cache_hits_and_misses(
+    app_client, public_registry
+):
+    """filter_done says whether the answer came from the cache: cold 2 misses, warm 2 hits."""
+    reference = public_registry.catalog.manifest_list.reference
+    summaries = []
+    for n in range(2):
+        with capture_logs() as logs:
+            await post(app_client, "filter", args_full(pod(reference, name=f"p-{n}"), *NODES))
+        summaries += [
+            (e["cache_hits"], e["cache_misses"]) for e in logs if e["event"] == "filter_done"
+        ]
+    # One tag→digest and one digest→platforms lookup per image.
+    assert [(0, 2), (2, 0)] == summaries
