@@ -9,9 +9,11 @@ created for real first, so PodSecurity admission judges every pod template.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import ssl
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from tests.deploy import render
 from tests.deploy.apiserver import ApiError, ApiServer
 from tests.deploy.render import Object, config_file, key, one
 from tests.e2e import cluster
+from tests.e2e.archfit import Archfit
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.processes import Process, free_port, http_ok, wait_for
 
@@ -168,6 +171,28 @@ def _token(apiserver: ApiServer, namespace: str, account: str) -> str:
     return str(apiserver.request("POST", path, request).body["status"]["token"])
 
 
+def _kubeconfig(path: Path, control_plane: ControlPlane, token: str) -> Path:
+    """A kubeconfig that authenticates with a ServiceAccount token, as a pod would."""
+    assert control_plane.certs is not None
+    cluster_entry = {
+        "server": control_plane.server,
+        "certificate-authority": str(control_plane.certs.ca_cert),
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "e2e", "cluster": cluster_entry}],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "sa"}}],
+                "current-context": "e2e",
+            }
+        )
+    )
+    return path
+
+
 @pytest.fixture
 def second_scheduler(
     e2e_binaries: Binaries,
@@ -178,32 +203,9 @@ def second_scheduler(
     tmp_path: Path,
 ) -> Iterator[Process]:
     """kube-scheduler with the overlay's config, as the overlay's ServiceAccount."""
-    assert control_plane.certs is not None
     spec = one(overlay, "Deployment", "archfit-scheduler")["spec"]["template"]["spec"]
     token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
-    kubeconfig = tmp_path / "archfit-scheduler.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {
-                            "server": control_plane.server,
-                            "certificate-authority": str(control_plane.certs.ca_cert),
-                        },
-                    }
-                ],
-                "users": [{"name": "archfit-scheduler", "user": {"token": token}}],
-                "contexts": [
-                    {"name": "e2e", "context": {"cluster": "e2e", "user": "archfit-scheduler"}}
-                ],
-                "current-context": "e2e",
-            }
-        )
-    )
+    kubeconfig = _kubeconfig(tmp_path / "archfit-scheduler.kubeconfig", control_plane, token)
     # In a pod the scheduler uses its in-cluster identity; here that is the token.
     document = config_file(
         one(overlay, "ConfigMap", "archfit-scheduler-config"), "scheduler-config.yaml"
@@ -373,3 +375,28 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
     notes = done.stdout.split("NOTES:", 1)[1]
     assert f"http://{release}.{namespace}.svc:8888/scheduler" in notes
     assert warned == ("WARNING" in notes)
+
+
+def test_archfit_with_the_shipped_config_and_rbac_indexes_the_nodes_and_turns_ready(
+    apiserver: ApiServer,
+    control_plane: ControlPlane,
+    rbac_applied: None,
+    base: list[Object],
+    tmp_path: Path,
+) -> None:
+    """`archfit serve` with the ConfigMap's settings, as its ServiceAccount, indexes Nodes."""
+    spec = one(base, "Deployment", "archfit")["spec"]["template"]["spec"]
+    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
+    settings = config_file(one(base, "ConfigMap", "archfit-config"), "archfit.yaml")
+    # Outside a pod the in-cluster identity is this token; everything else is as shipped.
+    settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    archfit = Archfit(tmp_path, settings).start()  # waits for /readyz 200
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{archfit.port}/readyz") as response:
+            ready = json.loads(response.read())
+    finally:
+        archfit.stop()
+    log = archfit.process.log_tail(100_000)
+    assert {"ready": True, "checks": {"started": True, "nodeIndexSynced": True}} == ready
+    assert "forbidden" not in log.lower(), archfit.process.log_path
