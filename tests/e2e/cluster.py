@@ -172,8 +172,8 @@ def create_pod(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any])
 
 def node_of(core: client.CoreV1Api, namespace: str, pod: str) -> str | None:
     """The node the pod is bound to, or None."""
-    node = core.read_namespaced_pod(pod, namespace).spec.node_name
-    return str(node) if node else None
+    spec = core.read_namespaced_pod(pod, namespace).spec
+    return str(spec.node_name) if spec and spec.node_name else None
 
 
 def wait_scheduled(
@@ -197,7 +197,7 @@ def scheduling_messages(core: client.CoreV1Api, namespace: str, pod: str) -> lis
     events = core.list_namespaced_event(
         namespace, field_selector=f"involvedObject.name={pod},reason=FailedScheduling"
     ).items
-    events.sort(key=lambda e: e.metadata.creation_timestamp)
+    events.sort(key=lambda e: str(e.metadata.creation_timestamp))
     return [str(e.message) for e in events]
 
 
