@@ -7,11 +7,13 @@ tail of that log so a failing CI run says why.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +22,15 @@ from pathlib import Path
 
 #: No single wait in the e2e suite may take longer than this.
 MAX_WAIT_SECONDS = 60.0
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the test process dies, even by SIGKILL."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class ProcessFailed(RuntimeError):
@@ -83,6 +94,8 @@ class Process:
                 env=self._env,
                 # Its own process group, so stop() reaches any children too.
                 start_new_session=True,
+                # Teardown kills it; this covers a test run that is itself killed.
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         finally:
             log.close()
