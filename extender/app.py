@@ -77,11 +77,25 @@ class _Call:
 
     args: ExtenderArgs
     pod: PodFacts
+    skip: str | None
+    """Why the pod is not examined (annotation, excluded_namespace, no_images), or None."""
     candidates: list[Candidate]
+    deadline: float
+    """`time.monotonic()` by which registry lookups must be done."""
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.candidates]
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
 
 
 async def _decode(request: web.Request, verb: str) -> _Call:
     """Parse the body, bind the log context and find each candidate's platform."""
+    settings = request.app[SETTINGS]
+    # One budget per request: waiting for the node index spends it too.
+    deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(
         request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb=verb
@@ -89,24 +103,28 @@ async def _decode(request: web.Request, verb: str) -> _Call:
     args = parse_args(await request.read())
     pod = facts(args.pod)
     structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
-    services = request.app[SERVICES]
+    skip = _skip_reason(settings, pod)
+    nodes = request.app[SERVICES].nodes
     if args.node_names is not None:
-        if services.nodes is None:
+        if skip is not None:  # echoed unexamined: no platforms needed
+            return _Call(args, pod, skip, [Candidate(n, None) for n in args.node_names], deadline)
+        if nodes is None:
             raise _NoNodeIndex
-        await services.nodes.wait_synced(request.app[SETTINGS].policy.resolve_deadline_seconds)
-        candidates = [Candidate(name, services.nodes.platform(name)[1]) for name in args.node_names]
+        if not nodes.synced:
+            await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
+        candidates = [Candidate(name, nodes.platform(name)[1]) for name in args.node_names]
     else:
         candidates = []
         for node in args.nodes or ():
             labels, info = node_labels_and_info(node)
             candidates.append(Candidate(node_name(node), node_platform(labels, info)))
-    return _Call(args, pod, candidates)
+    return _Call(args, pod, skip, candidates, deadline)
 
 
-def _skip_reason(request: web.Request, pod: PodFacts) -> str | None:
+def _skip_reason(settings: Settings, pod: PodFacts) -> str | None:
     if pod.skip:
         return "annotation"
-    if pod.namespace in request.app[SETTINGS].policy.excluded_namespaces:
+    if pod.namespace in settings.policy.excluded_namespaces:
         return "excluded_namespace"
     if not pod.images:
         return "no_images"
@@ -118,19 +136,16 @@ async def filter_handler(request: web.Request) -> web.Response:
     app = request.app
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     call = await _decode(request, "filter")
-    args, pod, candidates = call.args, call.pod, call.candidates
-    names = [c.name for c in candidates]
-    if (skip := _skip_reason(request, pod)) is not None:
-        metrics.skipped_pods.labels(skip).inc()
-        explain.skipped("filter", skip, len(names), started)
+    args, pod, candidates, names = call.args, call.pod, call.candidates, call.names
+    if call.skip is not None:
+        metrics.skipped_pods.labels(call.skip).inc()
+        explain.skipped("filter", call.skip, len(names), started)
         metrics.requests.labels("filter", "skipped").inc()
         return _json(render_filter(args, names, {}, {}))
     policy = _policy(settings)
     lookups = tally_request_lookups()
     try:
-        resolved = await services.resolution.resolve(
-            pod.images, pod.pull, settings.policy.resolve_deadline_seconds
-        )
+        resolved = await services.resolution.resolve(pod.images, pod.pull, call.remaining())
         decision = decide_filter(pod.images, resolved, candidates, policy)
     except Exception:
         # archfit's own failure must never reject a node: pass everything, loudly.
@@ -157,15 +172,13 @@ async def prioritize_handler(request: web.Request) -> web.Response:
     call = await _decode(request, "prioritize")
     pod, candidates = call.pod, call.candidates
     flat = {c.name: 0 for c in candidates}
-    if (skip := _skip_reason(request, pod)) is not None:
-        explain.skipped("prioritize", skip, len(candidates), started)
+    if call.skip is not None:
+        explain.skipped("prioritize", call.skip, len(candidates), started)
         metrics.requests.labels("prioritize", "skipped").inc()
         return _json(render_priorities(flat))
     policy = _policy(settings)
     try:
-        resolved = await services.resolution.resolve(
-            pod.images, pod.pull, settings.policy.resolve_deadline_seconds
-        )
+        resolved = await services.resolution.resolve(pod.images, pod.pull, call.remaining())
         decision = decide_scores(pod.images, resolved, candidates, policy, pod.prefer_arch)
     except Exception:
         log.exception("prioritize_internal_error", candidates=len(candidates))

@@ -159,3 +159,11 @@ async def test_an_internal_error_passes_every_node_instead_of_rejecting(make_cli
         body["FailedNodes"],
         body["FailedAndUnresolvableNodes"],
     )
+
+
+async def test_a_skipped_pod_passes_node_names_even_without_a_node_index(make_client):
+    """Opted-out pods need no platforms, so the missing index is no error for them."""
+    client = await make_client(nodes=None)
+    p = pod("acme/amd:1", annotations={"archfit.io/skip": "true"})
+    body = await post(client, "filter", args_names(p, *NAMES))
+    assert (NAMES, "") == (body["NodeNames"], body["Error"])

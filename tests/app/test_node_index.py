@@ -11,6 +11,7 @@ from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import parse
+from extender.resolution import FunctionResolver
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 
@@ -161,3 +162,35 @@ async def wait_for_async(request, status: int, seconds: float = 10.0) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"never answered {status}")
+
+
+class NeverSynced:
+    """A node index whose first list never arrives."""
+
+    synced = False
+
+    def platform(self, name):
+        return (False, None)
+
+    async def wait_synced(self, seconds):
+        await asyncio.sleep(seconds)
+        return False
+
+
+async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_client):
+    """An unsynced index and a hung registry together still answer within the budget."""
+
+    async def hung(image, pull):
+        await asyncio.sleep(30)
+
+    client = await make_client(
+        settings(policy={"resolveDeadlineSeconds": 1.0}),
+        nodes=NeverSynced(),
+        resolver=FunctionResolver(hung),
+    )
+    started = asyncio.get_running_loop().time()
+    body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1"))
+    elapsed = asyncio.get_running_loop().time() - started
+    assert ["n1"] == body["NodeNames"]
+    # Two separate budgets would take 2 s; one shared budget takes just over 1 s.
+    assert elapsed < 1.8, f"took {elapsed:.2f}s for a 1 s budget"
