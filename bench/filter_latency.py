@@ -5,6 +5,7 @@ production logging (JSON to /dev/null); this process pins itself to CPU 1 and
 sends requests one at a time, as kube-scheduler does. Prints median and p99.
 
     .venv/bin/python bench/filter_latency.py [--requests 300]
+    BENCH_DEFAULT_GC=1 .venv/bin/python bench/filter_latency.py   # without archfit's GC tuning
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def serve(port: int, count: int) -> None:
     from aiohttp import web
 
     from extender.app import create_app
+    from extender.cli import tune_gc
     from extender.config import from_mapping
     from extender.logs import configure
     from extender.platforms import parse
@@ -63,6 +65,8 @@ def serve(port: int, count: int) -> None:
 
     settings = from_mapping({"kubernetes": {"mode": "off"}, "server": {"port": port}})
     app = create_app(settings, resolver=FunctionResolver(resolve), nodes=StaticNodes(*nodes(count)))
+    if not os.environ.get("BENCH_DEFAULT_GC"):
+        tune_gc()  # as `archfit serve` does
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 from pathlib import Path
@@ -48,9 +49,11 @@ def _serve(settings: config.Settings) -> int:
     from extender.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
+    app = create_app(settings)
+    tune_gc()
     try:
         web.run_app(
-            create_app(settings),
+            app,
             host=settings.server.host,
             port=settings.server.port,
             shutdown_timeout=settings.server.shutdown_grace_seconds,
@@ -68,6 +71,19 @@ def _serve(settings: config.Settings) -> int:
         )
         return 1
     return 0
+
+
+def tune_gc() -> None:
+    """Make garbage collection rare and cheap for a server that parses big JSON bodies.
+
+    A full Node list allocates hundreds of thousands of acyclic objects, which
+    refcounting frees anyway; with the default thresholds they set off collections
+    that scan every live object mid-request (p99 of a 100-node filter: ~35 ms
+    against ~4 ms with this; bench/filter_latency.py). Freezing moves start-up
+    objects out of the collector's way for good.
+    """
+    gc.set_threshold(10_000, 50, 1_000)
+    gc.freeze()
 
 
 def _parser() -> argparse.ArgumentParser:
