@@ -112,7 +112,8 @@ async def _decode(request: web.Request, verb: str) -> _Call:
             raise _NoNodeIndex
         if not nodes.synced:
             await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
-        candidates = [Candidate(name, nodes.platform(name)[1]) for name in args.node_names]
+        names = args.node_names
+        candidates = list(map(Candidate, names, nodes.platforms(names)))
     else:
         candidates = []
         for node in args.nodes or ():

@@ -9,6 +9,7 @@ import structlog
 
 from extender.metrics import Metrics
 from extender.placement import Candidate, FilterDecision, Policy, Resolved, ScoreDecision, Unknown
+from extender.platforms import Platform
 from extender.pods import PodFacts
 
 log = structlog.get_logger("archfit")
@@ -27,13 +28,22 @@ def filtered(
 ) -> None:
     """Log and count one filter decision; `cache` tallies this request's cache lookups."""
     mode = "dry-run" if dry_run else "enforce"
+    # Rejections repeat a few (image, platform) pairs across many nodes: render each once.
+    shown: dict[tuple[str, Platform], tuple[str, list[str]]] = {}
     for rejection in decision.rejected:
+        key = (rejection.image, rejection.node_platform)
+        if key not in shown:
+            shown[key] = (
+                str(rejection.node_platform),
+                sorted(str(p) for p in rejection.image_platforms),
+            )
+        node_platform, image_platforms = shown[key]
         log.info(
             "node_rejected",
             node=rejection.node,
-            node_platform=str(rejection.node_platform),
+            node_platform=node_platform,
             image=rejection.image,
-            image_platforms=sorted(str(p) for p in rejection.image_platforms),
+            image_platforms=image_platforms,
             reason=rejection.reason,
             dry_run=dry_run,
         )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
-from extender.platforms import Platform, accepts, any_accepts
+from extender.platforms import Platform, any_accepts
 
 # kube-scheduler cuts the event message at 1024 bytes and groups identical
 # reasons; an image name longer than this is cut so the clause stays short.
@@ -40,11 +40,11 @@ class Policy:
     arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A node the scheduler offers, with its platform (None when nothing says)."""
+
     name: str
     platform: Platform | None
-    """None when neither labels nor nodeInfo say what the node is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,31 +114,39 @@ def decide_filter(
     known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
     # An image missing from `resolved` is as unknown as one that timed out.
     unknown = [image for image in images if not isinstance(resolved.get(image), frozenset)]
+    fail_open = policy.failure_policy == "fail-open"
+    # Clusters have a handful of platforms and many nodes: judge each platform once.
+    mismatches: dict[Platform, tuple[str, frozenset[Platform], str] | None] = {}
     for node in candidates:
-        if node.platform is None:
+        platform = node.platform
+        if platform is None:
             decision.doubted.append(Doubt(node.name, UNKNOWN_NODE_REASON, None))
-            if policy.failure_policy == "fail-open":
+            if fail_open:
                 decision.passed.append(node.name)
             continue
-        mismatch = next(
-            (
-                (image, platforms)
-                for image, platforms in known
-                if not any_accepts(node.platform, platforms, loose=policy.loose_matching)
-            ),
-            None,
-        )
+        if platform not in mismatches:
+            mismatches[platform] = _first_mismatch(known, platform, policy.loose_matching)
+        mismatch = mismatches[platform]
         if mismatch is not None:
-            image, platforms = mismatch
-            reason = mismatch_reason(image, node.platform)
-            decision.rejected.append(Rejection(node.name, node.platform, image, platforms, reason))
+            image, platforms, reason = mismatch
+            decision.rejected.append(Rejection(node.name, platform, image, platforms, reason))
             continue
         if unknown:
             decision.doubted.append(Doubt(node.name, unknown_reason(unknown[0]), unknown[0]))
-            if policy.failure_policy == "fail-closed":
+            if not fail_open:
                 continue
         decision.passed.append(node.name)
     return decision
+
+
+def _first_mismatch(
+    known: Sequence[tuple[str, frozenset[Platform]]], node: Platform, loose: bool
+) -> tuple[str, frozenset[Platform], str] | None:
+    """The first image with no entry for `node`, its platforms and the reason; or None."""
+    for image, platforms in known:
+        if not any_accepts(node, platforms, loose=loose):
+            return image, platforms, mismatch_reason(image, node)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +174,11 @@ def decide_scores(
     known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
     if not images or len(known) != len(images):
         return ScoreDecision(flat, False, ())
+    distinct = {c.platform for c in candidates if c.platform is not None}
     runnable = {
-        c.platform
-        for c in candidates
-        if c.platform is not None
-        and all(
-            any(accepts(c.platform, p, loose=policy.loose_matching) for p in platforms)
-            for platforms in known
-        )
+        platform
+        for platform in distinct
+        if all(any_accepts(platform, platforms, loose=policy.loose_matching) for platforms in known)
     }
     arches = tuple(sorted({p.architecture for p in runnable}))
     if len(arches) < 2:

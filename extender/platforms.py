@@ -6,7 +6,7 @@ Pure functions over plain data; no I/O. See DESIGN §2 for the rules.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _ARCH_ALIASES = {
     "aarch64": "arm64",
@@ -20,9 +20,11 @@ _ARCH_ALIASES = {
 _ARCH_IMPLIED_VARIANT = {"armhf": "v7", "armel": "v6"}
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class Platform:
-    """One normalised platform. Build it with `normalize`, not directly."""
+class Platform(NamedTuple):
+    """One normalised platform. Build it with `normalize`, not directly.
+
+    A tuple, not a dataclass: it is hashed and compared per node in the hot path.
+    """
 
     os: str
     architecture: str

@@ -56,7 +56,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
     if nodes_raw is None and names_raw is None:
         raise WireError("both Nodes and NodeNames are null; one of them must list the candidates")
     if names_raw is not None:
-        if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
+        if not isinstance(names_raw, list) or not all(type(n) is str for n in names_raw):
             raise WireError("NodeNames must be a list of strings")
         return ExtenderArgs(pod=pod, nodes=None, node_names=names_raw)
     if not isinstance(nodes_raw, dict):

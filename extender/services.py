@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,7 +23,9 @@ class NodeSource(Protocol):
     @property
     def synced(self) -> bool: ...
 
-    def platform(self, name: str) -> tuple[bool, Platform | None]: ...
+    def platforms(self, names: Sequence[str]) -> list[Platform | None]:
+        """Each named node's platform; None when the node is unknown or names none."""
+        ...
 
     async def wait_synced(self, seconds: float) -> bool: ...
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -48,10 +48,10 @@ class NodeIndex:
     def synced(self) -> bool:
         return self._synced.is_set()
 
-    def platform(self, name: str) -> tuple[bool, Platform | None]:
-        """(known, platform) of a node."""
+    def platforms(self, names: Sequence[str]) -> list[Platform | None]:
+        """Platforms of many nodes at once (None for unknown ones): one snapshot, no locks."""
         nodes = self._nodes
-        return (name in nodes, nodes.get(name))
+        return [nodes.get(name) for name in names]
 
     def __len__(self) -> int:
         return len(self._nodes)

@@ -49,8 +49,8 @@ class StaticNodes:
     def synced(self) -> bool:
         return True
 
-    def platform(self, name: str) -> tuple[bool, Platform | None]:
-        return (name in self._nodes, self._nodes.get(name))
+    def platforms(self, names: list[str]) -> list[Platform | None]:
+        return [self._nodes.get(name) for name in names]
 
     async def wait_synced(self, seconds: float) -> bool:
         return True
