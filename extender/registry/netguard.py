@@ -88,9 +88,12 @@ class AddressGuard:
             raise AddressForbidden("refusing URL that carries credentials")
         host = url.host.strip("[]")
         try:
-            ip = ipaddress.ip_address(host.split("%", 1)[0])
+            ip: IPAddress = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
-            return
+            legacy = _legacy_ipv4(host)
+            if legacy is None:
+                return
+            ip = legacy
         if "%" in host or not self.address_allowed(ip):
             raise AddressForbidden(
                 f"refusing to contact {host}: not a public address and not in allowedNetworks"
@@ -124,6 +127,17 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """What inet_aton, and so getaddrinfo, reads into `2130706433`, `0177.1`, `127.0.0.1.`.
+
+    Some aiohttp versions connect to such hosts without asking the resolver.
+    """
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host.removesuffix(".")))
+    except (OSError, ValueError):
+        return None
 
 
 def _ip(text: str) -> IPAddress:

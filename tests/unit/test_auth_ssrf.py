@@ -69,6 +69,14 @@ def test_host_names_are_allow_listed_exactly_or_by_suffix() -> None:
         "file:///etc/passwd",
         "gopher://example.com/",
         "http://user:pw@example.com/",
+        # Legacy numeric IPv4 spellings that inet_aton (and so getaddrinfo) accepts.
+        "http://2130706433/",
+        "http://0177.0.0.1/",
+        "http://0x7f.0.0.1/",
+        "http://127.1/",
+        "http://0/",
+        "http://2852039166/latest/meta-data/",  # 169.254.169.254
+        "http://169.254.169.254./",
     ],
 )
 def test_forbidden_urls_are_refused_before_any_connection(url: str) -> None:
@@ -80,6 +88,6 @@ def test_forbidden_urls_are_refused_before_any_connection(url: str) -> None:
 def test_a_public_url_and_a_host_name_pass_the_literal_check() -> None:
     """Names are checked later, on what they resolve to."""
     guard = AddressGuard()
-    for url in ("https://8.8.8.8/v2/", "https://registry-1.docker.io/v2/"):
+    for url in ("https://8.8.8.8/v2/", "https://134744072/v2/", "https://registry-1.docker.io/v2/"):
         guard.check_url(yarl.URL(url))
     assert guard.name_allowed("registry-1.docker.io") is False
