@@ -202,6 +202,8 @@ def _entries(auths: Mapping[str, Any], source: str) -> list[tuple[str, Credentia
 
 
 def _decode_auth(encoded: str, source: str) -> tuple[str, str]:
+    if not encoded.endswith("="):
+        encoded += "=" * (-len(encoded) % 4)  # kubelet also reads unpadded base64
     try:
         decoded = base64.b64decode(encoded, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):

@@ -191,3 +191,11 @@ def test_an_empty_keyring_finds_nothing_for_docker_hub() -> None:
 def test_a_credential_error_is_a_value_error() -> None:
     """Callers may treat a bad secret as bad input."""
     assert issubclass(CredentialError, ValueError)
+
+
+def test_an_unpadded_auth_field_is_read_as_kubelet_reads_it() -> None:
+    """kubelet decodes `auth` without `=` padding (RawStdEncoding); so must we."""
+    unpadded = base64.b64encode(b"user:password").decode().rstrip("=")
+    payload = {"auths": {"r.io": {"auth": unpadded}}}
+    entries = secret_entries(_secret(DOCKER_CONFIG_JSON, payload))
+    assert [("user", "password")] == [(c.username, c.password) for _, c in entries]
