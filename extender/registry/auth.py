@@ -212,6 +212,7 @@ class Authenticator:
             kind="token",
             cap=self._transport.settings.max_token_bytes,
             headers=headers,
+            tls=endpoint.tls,  # containerd fetches tokens with the host's own TLS client
         )
         if response.status in (401, 403):
             who = "credentials" if cred is not None else "anonymous access"

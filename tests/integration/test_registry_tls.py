@@ -101,3 +101,28 @@ async def test_credentials_are_not_sent_to_a_plain_http_realm_of_an_https_regist
         await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod("regcred"))
     sent = [s.headers.get("Authorization") for s in faults.registry.seen]
     assert [None] == sent  # only the anonymous attempt reached the realm
+
+
+async def test_a_token_realm_on_the_registry_itself_is_trusted_through_its_ca_bundle(
+    tls_faults: RunningFaults, serving_cert: ServingCert, make_resolver: ResolverFactory
+) -> None:
+    """The token fetch uses the registry's TLS options, as containerd's per-host client does."""
+    tls_faults.registry.image("tls/app", "1", "linux/arm64")
+    protected = dict(tls_faults.registry.routes)
+
+    async def bearer_only(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != "Bearer t0ken":
+            realm = f'Bearer realm="https://{tls_faults.host}/token",service="s"'
+            return web.Response(status=401, headers={"WWW-Authenticate": realm})
+        return await protected[("GET", request.path)](request)
+
+    async def token(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"token": "t0ken"})
+
+    for method, path in protected:
+        tls_faults.registry.route(method, path, bearer_only)
+    tls_faults.registry.route("GET", "/token", token)
+    host = https(tls_faults.host, ca_bundle=str(serving_cert.ca_bundle))
+    resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}))
+    platforms = await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod())
+    assert {"linux/arm64"} == {str(p) for p in platforms}
