@@ -32,7 +32,7 @@ def is_public(ip: IPAddress) -> bool:
             return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
         if ip.sixtofour is not None and not is_public(ip.sixtofour):
             return False
-        if ip.teredo is not None:
+        if ip.teredo is not None or ip.is_site_local:
             return False
     return ip.is_global and not (
         ip.is_multicast

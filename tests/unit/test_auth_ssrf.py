@@ -26,6 +26,7 @@ ADDRESSES = [
     ("::", False),
     ("fe80::1", False),
     ("fc00::1", False),
+    ("fec0::1", False),  # deprecated site-local, still routed inside old networks
     ("::ffff:127.0.0.1", False),  # IPv4-mapped loopback
     ("::ffff:169.254.169.254", False),
     ("::ffff:8.8.8.8", True),
