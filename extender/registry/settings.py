@@ -109,6 +109,14 @@ class RegistrySettings:
         for host in self.hosts:
             if not host or "/" in host or host != host.strip():
                 raise ValueError(f"hosts key {host!r} must be a registry host[:port]")
+        # Images name Docker Hub as docker.io; an operator may write either alias.
+        aliases = [h for h in self.hosts if h.lower() in _DOCKER_HUB_ALIASES]
+        if len(aliases) > 1:
+            raise ValueError(f"hosts: Docker Hub is named twice ({', '.join(aliases)})")
+        if aliases and aliases[0] != "docker.io":
+            hosts = {k: v for k, v in self.hosts.items() if k != aliases[0]}
+            hosts["docker.io"] = self.hosts[aliases[0]]
+            object.__setattr__(self, "hosts", hosts)
 
     def host(self, name: str) -> HostSettings:
         """The settings for registry `name`, or the defaults."""
@@ -149,6 +157,9 @@ class CacheSettings:
     def is_redis(self) -> bool:
         """Whether answers are shared through Redis."""
         return self.url.startswith(("redis://", "rediss://"))
+
+
+_DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 
 
 def _camel(snake: str) -> str:

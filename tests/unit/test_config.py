@@ -63,6 +63,22 @@ def test_bad_settings_raise_an_error_naming_the_key(data, message):
         from_mapping(data)
 
 
+@pytest.mark.parametrize("alias", ["docker.io", "index.docker.io", "registry-1.docker.io"])
+def test_docker_hub_host_settings_apply_whichever_alias_names_them(alias):
+    """Mirrors written under index.docker.io are Docker Hub's, as images call it docker.io."""
+    mirror = {"url": "https://mirror.example.com"}
+    settings = from_mapping({"registry": {"hosts": {alias: {"mirrors": [mirror]}}}})
+    assert ["https://mirror.example.com"] == [
+        m.url for m in settings.registry.host("docker.io").mirrors
+    ]
+
+
+def test_docker_hub_named_twice_in_hosts_is_an_error():
+    """Two aliases of one registry would make one of them silently lose."""
+    with pytest.raises(ConfigError, match=r"registry\.hosts: Docker Hub is named twice"):
+        from_mapping({"registry": {"hosts": {"docker.io": {}, "index.docker.io": {}}}})
+
+
 def test_an_env_override_that_is_not_yaml_names_the_variable():
     """Even a broken env value says which variable is at fault."""
     with pytest.raises(ConfigError, match="ARCHFIT_POLICY__MODE"):
