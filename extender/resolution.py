@@ -37,13 +37,6 @@ class FunctionResolver:
         return await self._func(image, pull)
 
 
-class NoResolver:
-    """Used when no registry access is configured: every image is unknown."""
-
-    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
-        raise LookupError("no platform resolver is configured")
-
-
 class Resolution:
     """Runs lookups, keeping unfinished ones alive after a request's deadline.
 

@@ -31,12 +31,6 @@ class ExtenderArgs:
     node_list_meta: Mapping[str, Any] = field(default_factory=dict)
     """The NodeList's own apiVersion/kind/metadata, echoed back around the kept items."""
 
-    @property
-    def candidate_names(self) -> list[str]:
-        if self.node_names is not None:
-            return self.node_names
-        return [node_name(node) for node in self.nodes or ()]
-
 
 def parse_args(body: bytes) -> ExtenderArgs:
     """Decode and check an ExtenderArgs body. Raises WireError naming the problem."""

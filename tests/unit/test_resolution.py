@@ -5,7 +5,7 @@ import asyncio
 from extender.placement import Unknown
 from extender.platforms import parse
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver, NoResolver, Resolution
+from extender.resolution import FunctionResolver, Resolution
 
 PULL = PullSecretsRef("default")
 AMD = frozenset({parse("linux/amd64")})
@@ -48,12 +48,6 @@ async def test_a_failing_lookup_is_unknown_with_its_reason():
 
     result = await Resolution(FunctionResolver(resolve)).resolve(["a"], PULL, deadline=1)
     assert {"a": Unknown("registry.acme.test: connection refused")} == result
-
-
-async def test_without_a_resolver_every_image_is_unknown():
-    """The service does not pretend when no registry access is configured."""
-    result = await Resolution(NoResolver()).resolve(["a"], PULL, deadline=1)
-    assert {"a": Unknown("no platform resolver is configured")} == result
 
 
 async def test_closing_cancels_lookups_still_running():
