@@ -12,7 +12,6 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import orjson
 import yarl
 
 from extender.registry.credentials import ANONYMOUS, Credential
@@ -24,6 +23,7 @@ from extender.registry.errors import (
 )
 from extender.registry.flight import SingleFlight
 from extender.registry.hosts import Endpoint
+from extender.registry.manifests import json_object
 from extender.registry.transport import Response, Transport
 
 DEFAULT_EXPIRES_IN = 60
@@ -232,12 +232,7 @@ class Authenticator:
 
 
 def _token_from(body: bytes, host: str) -> tuple[str, float]:
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise ManifestInvalid(f"{host}: token answer is not JSON") from error
-    if not isinstance(document, dict):
-        raise ManifestInvalid(f"{host}: token answer is not a JSON object")
+    document = json_object(body, f"{host}: token answer")
     token = document.get("token") or document.get("access_token")
     if not isinstance(token, str) or _USABLE_TOKEN.fullmatch(token) is None:
         raise ManifestInvalid(f"{host}: token answer has no usable token")

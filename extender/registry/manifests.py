@@ -83,7 +83,7 @@ def parse_manifest(body: bytes, content_type: str = "") -> Index | Single:
 
     Raises Schema1Unsupported for schema 1, ManifestInvalid for anything unreadable.
     """
-    document = _object(body, "manifest")
+    document = json_object(body, "manifest")
     declared = document.get("mediaType")
     media_type = declared if isinstance(declared, str) and declared else media_type_of(content_type)
     if document.get("schemaVersion") == 1 or media_type in SCHEMA1_TYPES:
@@ -129,7 +129,7 @@ def _index_platforms(document: dict[str, Any]) -> frozenset[Platform]:
 
 def platform_from_config(body: bytes) -> Platform:
     """The platform an image config names. Raises ManifestInvalid when it names none."""
-    found = _platform(_object(body, "image config"))
+    found = _platform(json_object(body, "image config"))
     if found is None:
         raise ManifestInvalid("image config names no os and architecture")
     return found
@@ -150,7 +150,8 @@ def _platform(fields: dict[str, Any]) -> Platform | None:
     )
 
 
-def _object(body: bytes, what: str) -> dict[str, Any]:
+def json_object(body: bytes, what: str) -> dict[str, Any]:
+    """`body` decoded as a JSON object; ManifestInvalid naming `what` otherwise."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.process import stop as stop_process
 from tests.support.registry import free_port, require_binary
 
 REDIS_BINARY = "/usr/bin/redis-server"
@@ -73,10 +74,4 @@ class RedisProcess:
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        stop_process(self.process)

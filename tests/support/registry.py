@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.process import stop as stop_process
+
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _START_TIMEOUT = 15.0
 _SYNC_TIMEOUT = 5.0
@@ -133,13 +135,7 @@ class RegistryProcess:
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        stop_process(self.process)
 
     # -- counting what the registry saw -------------------------------------------------
 
