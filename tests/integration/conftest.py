@@ -7,6 +7,7 @@ root conftest registers as a plugin.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,29 +101,26 @@ class RunningFaults:
         return f"http://{self.host}"
 
 
-async def _serve(registry: FaultRegistry) -> tuple[TestServer, str]:
+@contextlib.asynccontextmanager
+async def _running() -> AsyncIterator[RunningFaults]:
+    registry = FaultRegistry()
     server = TestServer(registry.app(), host="127.0.0.1")
     await server.start_server()
-    return server, f"127.0.0.1:{server.port}"
+    try:
+        yield RunningFaults(registry, f"127.0.0.1:{server.port}")
+    finally:
+        await server.close()
 
 
 @pytest.fixture
 async def faults() -> AsyncIterator[RunningFaults]:
     """A misbehaving registry on 127.0.0.1, scripted by the test."""
-    registry = FaultRegistry()
-    server, host = await _serve(registry)
-    try:
-        yield RunningFaults(registry, host)
-    finally:
-        await server.close()
+    async with _running() as running:
+        yield running
 
 
 @pytest.fixture
 async def elsewhere() -> AsyncIterator[RunningFaults]:
     """A second scripted server on another port (another origin), e.g. object storage."""
-    registry = FaultRegistry()
-    server, host = await _serve(registry)
-    try:
-        yield RunningFaults(registry, host)
-    finally:
-        await server.close()
+    async with _running() as running:
+        yield running
