@@ -5,6 +5,9 @@ Handlers only translate; decisions are in `placement`, explanations in `explain`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,12 +35,14 @@ from extender.scheduler_api import (
     render_priorities,
 )
 from extender.services import NodeSource, Services, open_services
+from extender.tls import ReloadingCertificate
 
 log = structlog.get_logger("archfit")
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 SERVICES = web.AppKey("services", Services)
+WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
 
 _JSON = "application/json"
 
@@ -62,6 +67,8 @@ def create_app(
             yield
 
     app.cleanup_ctx.append(services_ctx)
+    if settings.webhook.enabled:
+        app.cleanup_ctx.append(_webhook_ctx)
     prefix = settings.server.prefix.rstrip("/")
     app.router.add_post(f"{prefix}/filter", filter_handler)
     app.router.add_post(f"{prefix}/prioritize", prioritize_handler)
@@ -192,6 +199,50 @@ async def prioritize_handler(request: web.Request) -> web.Response:
     return _json(render_priorities(flat if dry_run else decision.scores))
 
 
+async def _webhook_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The admission webhook's TLS listener, and its self-managed certificate if asked."""
+    from extender.webhook import serving
+
+    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.webhook.certificate.self_managed:
+            await stack.enter_async_context(_self_managed_certificate(settings, metrics, services))
+        app[WEBHOOK_CERTIFICATE] = await stack.enter_async_context(
+            serving(settings, metrics, services)
+        )
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _self_managed_certificate(
+    settings: Settings, metrics: Metrics, services: Services
+) -> AsyncIterator[None]:
+    from extender.kube.webhook_certs import SelfManagedCertificate
+    from extender.webhook import WebhookSetupError
+
+    if services.kube is None:
+        raise WebhookSetupError(
+            "webhook.certificate.selfManaged needs API access (kubernetes.mode is off "
+            "or found no cluster)"
+        )
+    manager = SelfManagedCertificate(services.kube, settings.webhook)
+    # Before the listener starts: its first handshake should already have a certificate.
+    await asyncio.to_thread(manager.ensure)
+
+    def expiry(when: datetime.datetime) -> None:
+        metrics.webhook_certificate_expiry.set(when.timestamp())
+
+    if manager.expires is not None:
+        expiry(manager.expires)
+    task = asyncio.create_task(manager.keep(expiry))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
@@ -201,6 +252,9 @@ async def readyz(request: web.Request) -> web.Response:
     checks: dict[str, bool] = {"started": services is not None}
     if services is not None and services.nodes is not None:
         checks["nodeIndexSynced"] = services.nodes.synced
+    if request.app[SETTINGS].webhook.enabled:
+        certificate = request.app.get(WEBHOOK_CERTIFICATE)
+        checks["webhookCertificate"] = certificate is not None and certificate.ready
     ready = all(checks.values())
     return web.Response(
         body=orjson.dumps({"ready": ready, "checks": checks}),

@@ -46,7 +46,9 @@ def _serve(settings: config.Settings) -> int:
 
     from extender.app import create_app
     from extender.kube.client import KubeConfigError
+    from extender.kube.webhook_certs import CertificateSetupError
     from extender.logs import configure
+    from extender.webhook import WebhookSetupError
 
     configure(settings.logging.level, settings.logging.format)
     app = create_app(settings)
@@ -62,6 +64,9 @@ def _serve(settings: config.Settings) -> int:
         )
     except KubeConfigError as error:
         print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
+        return 2
+    except (WebhookSetupError, CertificateSetupError) as error:
+        print(f"archfit: cannot start the webhook: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the port is taken, the address does not exist
         print(

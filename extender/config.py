@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from extender.platforms import normalize
+from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
 
 ENV_PREFIX = "ARCHFIT_"
@@ -92,6 +93,98 @@ class KubernetesSettings:
 
 
 @dataclass(frozen=True)
+class ArchTaintSettings:
+    architecture: str = "arm64"
+    """Nodes of this architecture carry the taint; pods whose images all run there tolerate it."""
+    key: str = "kubernetes.io/arch"
+    """The taint's key."""
+    value: str = "arm64"
+    """The taint's value (tolerated with operator Equal)."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    """The taint's effect."""
+
+    def __post_init__(self) -> None:
+        arch = normalize("linux", self.architecture).architecture
+        if not arch or "/" in arch:
+            raise ValueError(f"architecture: {self.architecture!r} is not an architecture")
+        object.__setattr__(self, "architecture", arch)
+        if not self.key:
+            raise ValueError("key: must not be empty")
+
+
+@dataclass(frozen=True)
+class WebhookCertificateSettings:
+    self_managed: bool = False
+    """archfit makes its own CA and serving certificate, keeps them in a Secret, writes them
+    to certFile/keyFile and sets the webhook configuration's caBundle (no cert-manager)."""
+    secret_name: str = "archfit-webhook-tls"  # noqa: S105 (a name, not a secret)
+    """The Secret (kubernetes.io/tls, plus ca.crt and ca.key) that holds that certificate."""
+    secret_namespace: str = ""
+    """Namespace of that Secret; empty means archfit's own (read from its service account)."""
+    webhook_configuration: str = "archfit"
+    """The MutatingWebhookConfiguration whose caBundle archfit keeps set."""
+    hosts: tuple[str, ...] = ("archfit-webhook.archfit-system.svc",)
+    """DNS names (or IP addresses) the serving certificate is for: the webhook Service's name."""
+    validity_days: int = 365
+    """Lifetime of a serving certificate; it is renewed once less than a third of it is left."""
+    check_seconds: float = 600.0
+    """How often the Secret and the caBundle are checked (renewal, a re-applied configuration)."""
+
+    def __post_init__(self) -> None:
+        if self.self_managed and not self.hosts:
+            raise ValueError("hosts: a self-managed certificate needs at least one name")
+        if not 1 <= self.validity_days <= 3650:
+            raise ValueError("validityDays: must be in 1..3650")
+        if self.check_seconds < 1:
+            raise ValueError("checkSeconds: must be at least 1")
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    enabled: bool = False
+    """Serve the mutating admission webhook (POST <path>, HTTPS only) on its own listener."""
+    host: str = "0.0.0.0"
+    """Address the webhook's TLS listener binds."""
+    port: int = 8443
+    """TCP port of the webhook's TLS listener."""
+    path: str = "/mutate"
+    """Path kube-apiserver posts AdmissionReviews to (the webhook configuration's service path)."""
+    cert_file: str = "/var/run/archfit/webhook/tls.crt"
+    """PEM serving certificate (chain); a rotated file is picked up without a restart."""
+    key_file: str = "/var/run/archfit/webhook/tls.key"
+    """PEM private key of that certificate."""
+    cert_reload_seconds: float = 10.0
+    """How often the certificate files are checked for rotation."""
+    resolve_deadline_seconds: float = 2.0
+    """Time one pod CREATE waits for registries; keep it below the webhook's timeoutSeconds."""
+    architectures: tuple[str, ...] = ("linux/amd64", "linux/arm64")
+    """Platforms pods may land on besides those of the current nodes: what autoscalers can add."""
+    arch_taints: tuple[ArchTaintSettings, ...] = ()
+    """Architecture taints to tolerate for pods whose images all run there; on GKE:
+    [{architecture: arm64, key: kubernetes.io/arch, value: arm64, effect: NoSchedule}]."""
+    scheduler_name: str = ""
+    """If set, pods that asked for the default scheduler go to this one instead (a second
+    scheduler that calls archfit)."""
+    certificate: WebhookCertificateSettings = field(default_factory=WebhookCertificateSettings)
+    """Where the serving certificate comes from when archfit manages it itself."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port: {self.port} is not a TCP port")
+        if not self.path.startswith("/"):
+            raise ValueError(f"path: {self.path!r} must start with /")
+        if self.cert_reload_seconds < 0.1:
+            raise ValueError("certReloadSeconds: must be at least 0.1")
+        if not 0 < self.resolve_deadline_seconds <= 29:
+            raise ValueError("resolveDeadlineSeconds: must be in (0, 29] (timeoutSeconds is 1..30)")
+        for index, text in enumerate(self.architectures):
+            try:
+                parse_platform(text)
+            except ValueError as error:
+                raise ValueError(f"architectures[{index}]: {error}") from None
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level written."""
@@ -113,6 +206,8 @@ class Settings:
     """Registry access: timeouts, per-host TLS, mirrors, private-address allow-list."""
     cache: CacheSettings = field(default_factory=CacheSettings)
     """Resolver cache: in memory or Redis, TTLs."""
+    webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    """The mutating admission webhook: writes platform constraints into pods at CREATE."""
 
 
 def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:

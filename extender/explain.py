@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from extender.metrics import Metrics
+from extender.mutation import Mutation
 from extender.placement import Candidate, FilterDecision, Policy, Resolved, ScoreDecision, Unknown
 from extender.platforms import Platform
 from extender.pods import PodFacts
@@ -47,7 +48,7 @@ def filtered(
             reason=rejection.reason,
             dry_run=dry_run,
         )
-    unknown = {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
+    unknown = _unknown(resolved)
     for image, why in unknown.items():
         # Warning, not error: the failure policy handles it, and the registry's
         # trouble is not archfit's.
@@ -96,6 +97,40 @@ def scored(pod: PodFacts, decision: ScoreDecision, dry_run: bool, started: float
         dry_run=dry_run,
         duration_ms=_ms(started),
     )
+
+
+def admitted(
+    pod: PodFacts,
+    resolved: Mapping[str, Resolved],
+    mutation: Mutation,
+    dry_run: bool,
+    cache: Mapping[str, int],
+    started: float,
+) -> None:
+    """The one line per pod CREATE the webhook examined: what it found and what it wrote."""
+    for image, why in _unknown(resolved).items():
+        log.warning("image_platforms_unknown", image=image, error=why, failure_policy="fail-open")
+    log.info(
+        "pod_admitted",
+        outcome=mutation.outcome,
+        changes=mutation.changes,
+        runs_on=[str(p) for p in mutation.runs_on],
+        warnings=mutation.warnings or None,
+        unknown_images=list(mutation.unknown) or None,
+        images=len(resolved),
+        cache_hits=cache.get("hit", 0),
+        cache_misses=cache.get("miss", 0),
+        dry_run=dry_run,
+        duration_ms=_ms(started),
+    )
+
+
+def admission_skipped(why: str, started: float) -> None:
+    log.info("pod_admitted", outcome="skipped", skipped=why, duration_ms=_ms(started))
+
+
+def _unknown(resolved: Mapping[str, Resolved]) -> dict[str, str]:
+    return {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
 
 
 def skipped(verb: str, why: str, candidates: int, started: float) -> None:

@@ -70,6 +70,31 @@ class Metrics:
             registry=r,
         )
         self.nodes_known = Gauge("archfit_node_index_nodes", "Nodes in the node index.", registry=r)
+        self.admissions = Counter(
+            "archfit_admission_reviews",
+            "Pod admissions by outcome: mutated, unchanged, conflict (warned), unknown "
+            "(failed open), skipped, dry_run, bad_request, error.",
+            ["outcome"],
+            registry=r,
+        )
+        self.admission_changes = Counter(
+            "archfit_admission_changes",
+            "Changes written into pods: required_affinity, preferred_affinity, toleration, "
+            "scheduler_name.",
+            ["change"],
+            registry=r,
+        )
+        self.admission_seconds = Histogram(
+            "archfit_admission_duration_seconds",
+            "Time to answer one AdmissionReview.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.webhook_certificate_expiry = Gauge(
+            "archfit_webhook_certificate_expiry_timestamp_seconds",
+            "When the webhook's self-managed serving certificate expires (Unix time).",
+            registry=r,
+        )
 
     def cache_lookup(self, kind: str, result: str) -> None:
         """Count one resolver cache lookup, globally and for the current request."""

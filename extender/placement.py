@@ -88,11 +88,11 @@ class FilterDecision:
 
 def mismatch_reason(image: str, node_platform: Platform) -> str:
     """The same text for every node of a platform, so the scheduler groups them."""
-    return f"{MISMATCH_PREFIX}: {_short(image)} has no {node_platform}"
+    return f"{MISMATCH_PREFIX}: {short_image(image)} has no {node_platform}"
 
 
 def unknown_reason(image: str) -> str:
-    return f"{UNKNOWN_PREFIX}: platforms of {_short(image)} are unknown"
+    return f"{UNKNOWN_PREFIX}: platforms of {short_image(image)} are unknown"
 
 
 UNKNOWN_NODE_REASON = f"{UNKNOWN_PREFIX}: node has no kubernetes.io/arch label"
@@ -183,7 +183,7 @@ def decide_scores(
     arches = tuple(sorted({p.architecture for p in runnable}))
     if len(arches) < 2:
         return ScoreDecision(flat, False, arches)
-    preference = _annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
+    preference = annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
     scores = {
         c.name: preference.get(c.platform.architecture, 0)
         if c.platform is not None and c.platform in runnable
@@ -193,14 +193,15 @@ def decide_scores(
     return ScoreDecision(scores, True, arches)
 
 
-def _annotation_preference(order: Sequence[str]) -> dict[str, int]:
+def annotation_preference(order: Sequence[str]) -> dict[str, int]:
     """`amd64,arm64` → {amd64: 10, arm64: 5}: first is best, unlisted get 0."""
     step = 10 // len(order)
     return {arch: 10 - i * step for i, arch in enumerate(order)}
 
 
-def _short(image: str) -> str:
+def short_image(image: str, limit: int = _MAX_IMAGE_IN_REASON) -> str:
+    """The image name made printable and cut to `limit` characters, for reasons and warnings."""
     printable = "".join(ch if ch.isprintable() else "?" for ch in image)
-    if len(printable) <= _MAX_IMAGE_IN_REASON:
+    if len(printable) <= limit:
         return printable
-    return printable[: _MAX_IMAGE_IN_REASON - 3] + "..."
+    return printable[: limit - 3] + "..."

@@ -27,6 +27,10 @@ class NodeSource(Protocol):
         """Each named node's platform; None when the node is unknown or names none."""
         ...
 
+    def known_platforms(self) -> frozenset[Platform]:
+        """The distinct platforms of the nodes known now."""
+        ...
+
     async def wait_synced(self, seconds: float) -> bool: ...
 
 
@@ -34,6 +38,8 @@ class NodeSource(Protocol):
 class Services:
     resolution: Resolution
     nodes: NodeSource | None
+    kube: Any | None = None
+    """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
 
 
 @asynccontextmanager
@@ -48,8 +54,10 @@ async def open_services(
         from extender.kube.client import build_api_client  # keeps tests free of kube import cost
 
         api = None
-        wants_kube = (nodes is None and settings.kubernetes.node_index) or (
-            resolver is None and settings.kubernetes.pull_secrets
+        wants_kube = (
+            (nodes is None and settings.kubernetes.node_index)
+            or (resolver is None and settings.kubernetes.pull_secrets)
+            or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
         )
         if wants_kube:
             api = build_api_client(settings.kubernetes)
@@ -73,7 +81,7 @@ async def open_services(
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )
-        yield Services(resolution=resolution, nodes=nodes)
+        yield Services(resolution=resolution, nodes=nodes, kube=api)
 
 
 @asynccontextmanager

@@ -37,6 +37,7 @@ class NodeIndex:
         self._core = client.CoreV1Api(api)
         self._on_change = on_change
         self._nodes: Mapping[str, Platform | None] = {}
+        self._platforms: frozenset[Platform] = frozenset()
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._thread: threading.Thread | None = None
@@ -52,6 +53,10 @@ class NodeIndex:
         """Platforms of many nodes at once (None for unknown ones): one snapshot, no locks."""
         nodes = self._nodes
         return [nodes.get(name) for name in names]
+
+    def known_platforms(self) -> frozenset[Platform]:
+        """The distinct platforms of the indexed nodes (the webhook's cluster platforms)."""
+        return self._platforms
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -156,6 +161,7 @@ class NodeIndex:
 
     def _publish(self, nodes: dict[str, Platform | None]) -> None:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
+        self._platforms = frozenset(p for p in nodes.values() if p is not None)
         if self._on_change is not None:
             self._on_change(len(nodes))
 

@@ -52,6 +52,9 @@ class StaticNodes:
     def platforms(self, names: list[str]) -> list[Platform | None]:
         return [self._nodes.get(name) for name in names]
 
+    def known_platforms(self) -> frozenset[Platform]:
+        return frozenset(p for p in self._nodes.values() if p is not None)
+
     async def wait_synced(self, seconds: float) -> bool:
         return True
 

@@ -1,0 +1,248 @@
+"""The webhook's self-managed certificate: kept in a Secret, written to files, trusted by the API.
+
+Every replica runs `ensure()` at start and then every `checkSeconds`: it reads the
+Secret, makes a CA and serving pair if there is none or it is due for renewal (the
+first writer wins; the others read its pair back), writes the pair where the TLS
+listener reads it, and sets the caBundle of the MutatingWebhookConfiguration.
+Until the caBundle is set, kube-apiserver cannot call the webhook and, with
+`failurePolicy: Ignore`, admits pods unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender import certs
+from extender.config import WebhookSettings
+
+log = structlog.get_logger("archfit.webhook")
+
+_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+_CONFLICT, _NOT_FOUND = 409, 404
+_TIMEOUT = (5, 15)
+
+
+class CertificateSetupError(RuntimeError):
+    """The self-managed certificate could not be stored, read or trusted."""
+
+
+def own_namespace() -> str:
+    """archfit's namespace: its service account's, or $POD_NAMESPACE (downward API)."""
+    try:
+        return _NAMESPACE_FILE.read_text(encoding="utf-8").strip()
+    except OSError:
+        pass
+    namespace = os.environ.get("POD_NAMESPACE", "")
+    if not namespace:
+        raise CertificateSetupError(
+            "webhook.certificate.secretNamespace is empty and archfit's own namespace is "
+            f"unknown (no {_NAMESPACE_FILE}, no POD_NAMESPACE)"
+        )
+    return namespace
+
+
+class SelfManagedCertificate:
+    """Keeps the Secret, the certificate files and the caBundle in step."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        settings: WebhookSettings,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self._core = client.CoreV1Api(api)
+        self._admission = client.AdmissionregistrationV1Api(api)
+        self._settings = settings
+        self._cert = settings.certificate
+        self._now = now
+        self.namespace = self._cert.secret_namespace or own_namespace()
+        self.expires: dt.datetime | None = None
+        """When the serving certificate in use expires (for the expiry metric)."""
+
+    def ensure(self) -> None:
+        """One pass: Secret, files, caBundle. Blocking; run it in a thread."""
+        bundle = self._stored_or_new()
+        self._write_files(bundle.serving)
+        self._trust(bundle.ca.cert)
+
+    async def keep(self, on_change: Callable[[dt.datetime], None] | None = None) -> None:
+        """Run `ensure()` every checkSeconds until cancelled; failures are logged, not raised."""
+        while True:
+            await asyncio.sleep(self._cert.check_seconds)
+            try:
+                await asyncio.to_thread(self.ensure)
+            except Exception as error:  # a passing API error must not end the loop
+                log.warning("webhook_certificate_check_failed", error=_short(error))
+            if on_change is not None and self.expires is not None:
+                on_change(self.expires)
+
+    def _stored_or_new(self) -> certs.Bundle:
+        secret = self._read_secret()
+        stored = _bundle_of(secret)
+        now = self._now()
+        why = certs.needs_renewal(stored, self._cert.hosts, now) if stored else "none stored"
+        if why is None and stored is not None:
+            self._note_expiry(stored)
+            return stored
+        ca = stored.ca if stored and certs.ca_usable(stored.ca, now) else certs.new_ca(now)
+        serving = certs.new_serving(ca, self._cert.hosts, now, self._cert.validity_days)
+        fresh = certs.Bundle(ca, serving)
+        log.info("webhook_certificate_issued", reason=why, secret=self._cert.secret_name)
+        try:
+            self._store(secret, fresh)
+        except ApiException as error:
+            if error.status != _CONFLICT:
+                raise CertificateSetupError(f"cannot store Secret: {_api_error(error)}") from error
+            # Another replica wrote first: use its pair, so all serve the same CA.
+            theirs = _bundle_of(self._read_secret())
+            if theirs is None:
+                raise CertificateSetupError("Secret changed under us and is unreadable") from error
+            fresh = theirs
+        self._note_expiry(fresh)
+        return fresh
+
+    def _read_secret(self) -> Any | None:
+        try:
+            return self._core.read_namespaced_secret(
+                self._cert.secret_name, self.namespace, _request_timeout=_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == _NOT_FOUND:
+                return None
+            raise CertificateSetupError(f"cannot read Secret: {_api_error(error)}") from error
+
+    def _store(self, existing: Any | None, bundle: certs.Bundle) -> None:
+        data = {
+            "tls.crt": bundle.serving.cert,
+            "tls.key": bundle.serving.key,
+            "ca.crt": bundle.ca.cert,
+            "ca.key": bundle.ca.key,
+        }
+        body = client.V1Secret(
+            api_version="v1",
+            kind="Secret",
+            type="kubernetes.io/tls",
+            metadata=client.V1ObjectMeta(
+                name=self._cert.secret_name,
+                namespace=self.namespace,
+                labels={"app.kubernetes.io/name": "archfit"},
+                # On an update, resourceVersion makes a concurrent writer's update fail (409).
+                resource_version=None if existing is None else existing.metadata.resource_version,
+            ),
+            data={k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+        )
+        if existing is None:
+            self._core.create_namespaced_secret(self.namespace, body, _request_timeout=_TIMEOUT)
+            return
+        self._core.replace_namespaced_secret(
+            self._cert.secret_name, self.namespace, body, _request_timeout=_TIMEOUT
+        )
+
+    def _write_files(self, serving: certs.KeyPair) -> None:
+        for path, content in (
+            (Path(self._settings.key_file), serving.key),
+            (Path(self._settings.cert_file), serving.cert),
+        ):
+            if path.is_file() and path.read_bytes() == content:
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write then rename, so the listener never reads half a file.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+
+    def _trust(self, ca_pem: bytes) -> None:
+        """Set every webhook's clientConfig.caBundle in the configuration to our CA."""
+        name = self._cert.webhook_configuration
+        try:
+            configuration = self._admission.read_mutating_webhook_configuration(
+                name, _request_timeout=_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == _NOT_FOUND:
+                log.warning("webhook_configuration_missing", name=name)
+                return
+            raise CertificateSetupError(
+                f"cannot read MutatingWebhookConfiguration {name}: {_api_error(error)}"
+            ) from error
+        version = configuration.metadata.resource_version if configuration.metadata else None
+        stale = [
+            index
+            for index, hook in enumerate(configuration.webhooks or ())
+            if _decoded(hook.client_config.ca_bundle) != ca_pem
+        ]
+        if not stale:
+            return
+        encoded = base64.b64encode(ca_pem).decode("ascii")
+        # A JSON patch guarded by `test` on resourceVersion: no lost update on a race.
+        patch: list[dict[str, Any]] = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": version,
+            }
+        ]
+        patch += [
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": encoded}
+            for i in stale
+        ]
+        try:
+            self._admission.patch_mutating_webhook_configuration(
+                name, patch, _request_timeout=_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status in (_CONFLICT, 422):  # changed meanwhile: the next pass retries
+                log.info("webhook_ca_bundle_race", name=name)
+                return
+            raise CertificateSetupError(
+                f"cannot set the caBundle of {name}: {_api_error(error)}"
+            ) from error
+        log.info("webhook_ca_bundle_set", name=name, webhooks=len(stale))
+
+    def _note_expiry(self, bundle: certs.Bundle) -> None:
+        self.expires = certs.not_after(bundle.serving.cert)
+
+
+def _bundle_of(secret: Any | None) -> certs.Bundle | None:
+    if secret is None or not secret.data:
+        return None
+    try:
+        raw = {k: base64.b64decode(v, validate=True) for k, v in secret.data.items()}
+        return certs.Bundle(
+            certs.KeyPair(raw["ca.crt"], raw["ca.key"]),
+            certs.KeyPair(raw["tls.crt"], raw["tls.key"]),
+        )
+    except (KeyError, binascii.Error, ValueError):
+        return None  # a broken Secret is replaced, not trusted
+
+
+def _decoded(ca_bundle: str | bytes | None) -> bytes:
+    if not ca_bundle:
+        return b""
+    try:
+        return base64.b64decode(ca_bundle)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _api_error(error: ApiException) -> str:
+    return f"{error.status} {error.reason}"
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 300 else text[:297] + "..."

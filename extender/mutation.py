@@ -1,0 +1,434 @@
+"""What the admission webhook writes into a new pod: platform constraints every scheduler reads.
+
+Pure: takes the pod, what its images run on and the cluster's platforms; returns a
+JSONPatch (RFC 6902), warnings for kubectl and the facts to explain them. It only ever
+narrows where a pod may go to platforms its images run on, and never loosens a
+constraint the pod already has. See docs/webhook.md for the rules and why.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.placement import Resolved, annotation_preference, short_image
+from extender.platforms import Platform, any_accepts
+from extender.pods import PREFER_ARCH_ANNOTATION, prefer_arch
+
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+PLATFORMS_ANNOTATION = "archfit.io/platforms"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+# The API documents about 120 characters as what a warning should stay under.
+_MAX_WARNING = 120
+_MAX_ANNOTATED_PLATFORMS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class TaintRule:
+    """Nodes of `architecture` carry this taint; pods whose images all run there tolerate it."""
+
+    architecture: str
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class MutationRules:
+    """The knobs, taken from settings once at start."""
+
+    platforms: frozenset[Platform]
+    """Platforms a pod could land on: the current nodes' and those autoscalers may add."""
+    arch_preference: Mapping[str, int]
+    """Score 0..10 per architecture; a preferred term's weight is score x 10."""
+    taints: Sequence[TaintRule] = ()
+    loose: bool = False
+    scheduler_name: str = ""
+    """Send pods that asked for the default scheduler to this one (off when empty)."""
+
+
+@dataclass(slots=True)
+class Mutation:
+    """The patch for one pod and the facts to explain it."""
+
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    """The constraints and routing; dry-run leaves them out."""
+    annotation: list[dict[str, Any]] = field(default_factory=list)
+    """The `archfit.io/platforms` explanation, written in dry-run too."""
+    warnings: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    """What the patch does, one short label each (`required_affinity`, `toleration`, ...)."""
+    runs_on: tuple[Platform, ...] = ()
+    """The cluster platforms every image runs on."""
+    unknown: tuple[str, ...] = ()
+    """Images whose platforms are unknown: the webhook fails open for the whole pod."""
+    outcome: str = "unchanged"
+    """mutated | unchanged | conflict | unknown: the metric label."""
+
+    def operations(self, dry_run: bool) -> list[dict[str, Any]]:
+        """The JSONPatch to answer with: dry-run explains but constrains nothing."""
+        return self.annotation if dry_run else [*self.annotation, *self.patch]
+
+
+class ShapeError(ValueError):
+    """The pod's affinity or tolerations are not shaped as the API defines them."""
+
+
+def decide_mutation(
+    pod: Mapping[str, Any],
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    rules: MutationRules,
+) -> Mutation:
+    """The JSONPatch that pins `pod` to the platforms its images run on.
+
+    Unknown images fail open: no constraint and no toleration, only routing. A pod
+    whose own constraints exclude every platform its images run on is left alone,
+    with a warning, because adding a constraint could only make it unschedulable.
+    """
+    spec = _mapping(pod.get("spec"), "spec")
+    mutation = Mutation()
+    unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
+    if unknown:
+        mutation.unknown, mutation.outcome = unknown, "unknown"
+        _route(spec, rules, mutation)
+        return mutation
+    known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
+    supported = frozenset(
+        p for p in rules.platforms if all(any_accepts(p, ps, loose=rules.loose) for _, ps in known)
+    )
+    mutation.runs_on = tuple(sorted(supported))
+    _annotate(pod, _platforms_in_common(known, rules.loose), mutation)
+    allowed = _allowed_by_pod(spec, rules.platforms)
+    if not supported:
+        mutation.outcome = "conflict"
+        mutation.warnings.append(_none_fits(known, rules.platforms, rules.loose))
+    elif not supported & allowed:
+        mutation.outcome = "conflict"
+        mutation.warnings.append(_pod_requires_other(known, allowed, rules.loose))
+    else:
+        node_affinity = _node_affinity(spec)
+        changed = _require(node_affinity, supported, allowed, mutation)
+        changed |= _prefer(node_affinity, supported & allowed, pod, rules, mutation)
+        if changed:
+            _set_node_affinity(spec, node_affinity, mutation)
+        _tolerate(spec, supported & allowed, rules.taints, mutation)
+    _route(spec, rules, mutation)
+    if mutation.changes and mutation.outcome == "unchanged":
+        mutation.outcome = "mutated"
+    return mutation
+
+
+# --- what the pod already says -------------------------------------------------------
+
+
+def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
+    """The platforms the pod's nodeSelector and required node affinity already admit."""
+    selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+    terms = _required_terms(_node_affinity(spec))
+    return frozenset(
+        p
+        for p in platforms
+        if _selector_admits(selector, p) and (not terms or any(_term_admits(t, p) for t in terms))
+    )
+
+
+def _selector_admits(selector: Mapping[str, Any], platform: Platform) -> bool:
+    arch, os_ = selector.get(ARCH_LABEL), selector.get(OS_LABEL)
+    return (arch is None or arch == platform.architecture) and (os_ is None or os_ == platform.os)
+
+
+def _term_admits(term: Mapping[str, Any], platform: Platform) -> bool:
+    """Whether a nodeSelectorTerm's arch/os expressions admit a node of this platform."""
+    values = {ARCH_LABEL: platform.architecture, OS_LABEL: platform.os}
+    for index, expression in enumerate(_list(term.get("matchExpressions"), "matchExpressions")):
+        expression = _mapping(expression, f"matchExpressions[{index}]")
+        key = expression.get("key")
+        if key in values and not _expression_admits(expression, values[key]):
+            return False
+    return True
+
+
+def _expression_admits(expression: Mapping[str, Any], label: str) -> bool:
+    operator = expression.get("operator")
+    given = _list(expression.get("values"), "values")
+    if operator == "In":
+        return label in given
+    if operator == "NotIn":
+        return label not in given
+    # DoesNotExist never admits a labelled node; Gt/Lt never match a non-integer value.
+    return operator == "Exists"
+
+
+# --- required node affinity -----------------------------------------------------------
+
+
+def _require(
+    node_affinity: dict[str, Any],
+    supported: frozenset[Platform],
+    allowed: frozenset[Platform],
+    mutation: Mutation,
+) -> bool:
+    """AND `arch In [...]` (and `os In [...]` where the OS matters) into every term."""
+    if allowed <= supported:
+        return False  # the pod's own constraints already keep it where its images run
+    expressions = []
+    arches = sorted({p.architecture for p in supported})
+    if any(p.architecture not in arches for p in allowed):
+        expressions.append({"key": ARCH_LABEL, "operator": "In", "values": arches})
+    oses = sorted({p.os for p in supported})
+    if any(p.os not in oses for p in allowed):
+        expressions.append({"key": OS_LABEL, "operator": "In", "values": oses})
+    if not expressions:
+        # Only variants or os/arch pairs tell them apart, which labels cannot say;
+        # the extender still judges each node. Never add an empty term: it matches nothing.
+        return False
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or []
+    required["nodeSelectorTerms"] = terms
+    if not terms:
+        terms.append({})
+    changed = False
+    for term in terms:
+        present = term.setdefault("matchExpressions", [])
+        for expression in expressions:
+            # Idempotent: the webhook may be called again for the same pod.
+            if expression not in present:
+                present.append(copy.deepcopy(expression))
+                changed = True
+    if changed:
+        mutation.changes.append("required_affinity")
+    return changed
+
+
+# --- preferred node affinity ----------------------------------------------------------
+
+
+def _prefer(
+    node_affinity: dict[str, Any],
+    possible: frozenset[Platform],
+    pod: Mapping[str, Any],
+    rules: MutationRules,
+    mutation: Mutation,
+) -> bool:
+    """Weighted terms for the preferred architectures, for pods that run on two or more."""
+    arches = {p.architecture for p in possible}
+    if len(arches) < 2:
+        return False
+    order = _prefer_arch_annotation(pod)
+    preference = annotation_preference(order) if order else rules.arch_preference
+    wanted = [
+        _preferred_term(arch, score)
+        for arch, score in sorted(preference.items(), key=lambda item: (-item[1], item[0]))
+        if arch in arches and score > 0
+    ]
+    existing = _list(
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+        "preferredDuringSchedulingIgnoredDuringExecution",
+    )
+    ours = [term for term in existing if term in wanted]
+    if len(ours) != len(existing) and any(_mentions_arch(term) for term in existing):
+        return False  # the pod states an architecture preference of its own: keep it
+    missing = [term for term in wanted if term not in existing]
+    if not missing:
+        return False
+    node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [*existing, *missing]
+    mutation.changes.append("preferred_affinity")
+    return True
+
+
+def _preferred_term(arch: str, score: int) -> dict[str, Any]:
+    return {
+        "weight": max(1, min(100, score * 10)),
+        "preference": {
+            "matchExpressions": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}]
+        },
+    }
+
+
+def _mentions_arch(term: Any) -> bool:
+    preference = term.get("preference") if isinstance(term, Mapping) else None
+    expressions = preference.get("matchExpressions") if isinstance(preference, Mapping) else None
+    return any(isinstance(e, Mapping) and e.get("key") == ARCH_LABEL for e in expressions or ())
+
+
+def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    metadata = _mapping(pod.get("metadata"), "metadata")
+    return prefer_arch(
+        _mapping(metadata.get("annotations"), "annotations").get(PREFER_ARCH_ANNOTATION)
+    )
+
+
+def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
+    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    copied = copy.deepcopy(dict(node_affinity))
+    required = _mapping(
+        copied.get("requiredDuringSchedulingIgnoredDuringExecution"), "requiredDuringScheduling"
+    )
+    for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
+        _mapping(term, f"nodeSelectorTerms[{index}]")
+    return copied
+
+
+def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return list(required.get("nodeSelectorTerms") or [])
+
+
+def _set_node_affinity(
+    spec: Mapping[str, Any], node_affinity: dict[str, Any], mutation: Mutation
+) -> None:
+    # "add" replaces an existing member (RFC 6902 4.1), so one op covers both cases.
+    if spec.get("affinity") is None:
+        mutation.patch.append(
+            {"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}
+        )
+    else:
+        mutation.patch.append(
+            {"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}
+        )
+
+
+# --- tolerations, routing, annotation ---------------------------------------------------
+
+
+def _tolerate(
+    spec: Mapping[str, Any],
+    possible: frozenset[Platform],
+    taints: Sequence[TaintRule],
+    mutation: Mutation,
+) -> None:
+    """Tolerate an architecture's taint only when every image runs on that architecture."""
+    existing = _list(spec.get("tolerations"), "spec.tolerations")
+    arches = {p.architecture for p in possible}
+    added: list[dict[str, Any]] = []
+    for taint in taints:
+        if taint.architecture not in arches:
+            continue
+        if any(_tolerates(t, taint) for t in [*existing, *added]):
+            continue
+        added.append(
+            {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        )
+    if not added:
+        return
+    if spec.get("tolerations") is None:
+        mutation.patch.append({"op": "add", "path": "/spec/tolerations", "value": added})
+    else:
+        mutation.patch.extend(
+            {"op": "add", "path": "/spec/tolerations/-", "value": t} for t in added
+        )
+    mutation.changes.append("toleration")
+
+
+def _tolerates(toleration: Any, taint: TaintRule) -> bool:
+    """v1.Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
+    if not isinstance(toleration, Mapping):
+        return False
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.key:
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return (
+        operator == "Equal" and key == taint.key and (toleration.get("value") or "") == taint.value
+    )
+
+
+def _route(spec: Mapping[str, Any], rules: MutationRules, mutation: Mutation) -> None:
+    name = spec.get("schedulerName")
+    if not rules.scheduler_name or name not in (None, "", DEFAULT_SCHEDULER):
+        return
+    mutation.patch.append(
+        {"op": "add", "path": "/spec/schedulerName", "value": rules.scheduler_name}
+    )
+    mutation.changes.append("scheduler_name")
+    if mutation.outcome == "unchanged":
+        mutation.outcome = "mutated"
+
+
+def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: Mutation) -> None:
+    shown = [str(p) for p in platforms[:_MAX_ANNOTATED_PLATFORMS]]
+    if len(platforms) > len(shown):
+        shown.append(f"+{len(platforms) - len(shown)} more")
+    value = ",".join(shown) or "none"
+    metadata = _mapping(pod.get("metadata"), "metadata")
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    if annotations.get(PLATFORMS_ANNOTATION) == value:
+        return
+    if metadata.get("annotations") is None:
+        op = {"op": "add", "path": "/metadata/annotations", "value": {PLATFORMS_ANNOTATION: value}}
+    else:
+        # RFC 6901: "/" in a key is written "~1".
+        path = "/metadata/annotations/" + PLATFORMS_ANNOTATION.replace("~", "~0").replace("/", "~1")
+        op = {"op": "add", "path": path, "value": value}
+    mutation.annotation.append(op)
+
+
+def _platforms_in_common(
+    known: Sequence[tuple[str, frozenset[Platform]]], loose: bool
+) -> list[Platform]:
+    """Platforms (of any image's entries) that every image runs on: what the pod runs on."""
+    entries = {p for _, platforms in known for p in platforms}
+    return sorted(p for p in entries if all(any_accepts(p, ps, loose=loose) for _, ps in known))
+
+
+# --- warnings ---------------------------------------------------------------------------
+
+
+def _none_fits(
+    known: Sequence[tuple[str, frozenset[Platform]]], platforms: Iterable[Platform], loose: bool
+) -> str:
+    wanted = sorted(platforms)
+    for image, image_platforms in known:
+        if not any(any_accepts(p, image_platforms, loose=loose) for p in wanted):
+            names = ", ".join(str(p) for p in wanted)
+            return _warning(image, f"runs on none of this cluster's platforms ({names})")
+    # Each image runs somewhere, just not all on the same platform.
+    return _warning(known[0][0], "and the pod's other images share no platform")
+
+
+def _pod_requires_other(
+    known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], loose: bool
+) -> str:
+    required = sorted(allowed)
+    arches = ",".join(sorted({p.architecture for p in required})) or "no known platform"
+    for platform in required:
+        for image, image_platforms in known:
+            if not any_accepts(platform, image_platforms, loose=loose):
+                return _warning(image, f"has no {platform}, but this pod requires {arches}")
+    return _warning(known[0][0], f"does not fit this pod's required {arches}")
+
+
+def _warning(image: str, text: str) -> str:
+    room = _MAX_WARNING - len("archfit: image  ") - len(text)
+    return f"archfit: image {short_image(image, max(room, 24))} {text}"
+
+
+# --- shape checks -------------------------------------------------------------------------
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ShapeError(f"{where} must be an object")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ShapeError(f"{where} must be a list")
+    return value

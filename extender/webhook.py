@@ -1,0 +1,227 @@
+"""The mutating admission webhook: its own TLS listener, one handler, never a denial.
+
+kube-apiserver calls webhooks over HTTPS only, so the webhook listens apart from the
+extender verbs, on a certificate that follows its files (`extender.tls`). The handler
+translates: decode, skip or resolve, `mutation.decide_mutation`, explain, render.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from extender import explain
+from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
+from extender.config import Settings
+from extender.metrics import Metrics, tally_request_lookups
+from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
+from extender.platforms import Platform
+from extender.platforms import parse as parse_platform
+from extender.pods import PodError, PodFacts, facts
+from extender.services import Services
+from extender.tls import ReloadingCertificate
+
+log = structlog.get_logger("archfit")
+
+RULES = web.AppKey("webhook_rules", MutationRules)
+
+_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+class WebhookSetupError(RuntimeError):
+    """The webhook cannot start as configured; the message names the setting."""
+
+
+def base_rules(settings: Settings) -> MutationRules:
+    """The mutation rules the settings give, before the node index adds its platforms."""
+    hook, policy = settings.webhook, settings.policy
+    return MutationRules(
+        platforms=frozenset(parse_platform(text) for text in hook.architectures),
+        arch_preference=policy.arch_preference,
+        taints=tuple(TaintRule(t.architecture, t.key, t.value, t.effect) for t in hook.arch_taints),
+        loose=policy.loose_matching,
+        scheduler_name=hook.scheduler_name,
+    )
+
+
+def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
+    """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
+    app = web.Application(client_max_size=settings.server.max_body_bytes)
+    app[_SETTINGS] = settings
+    app[_METRICS] = metrics
+    app[_SERVICES] = services
+    app[RULES] = base_rules(settings)
+    app.router.add_post(settings.webhook.path, mutate_handler)
+    return app
+
+
+_SETTINGS = web.AppKey("webhook_settings", Settings)
+_METRICS = web.AppKey("webhook_metrics", Metrics)
+_SERVICES = web.AppKey("webhook_services", Services)
+
+
+async def mutate_handler(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    app = request.app
+    settings, metrics, services = app[_SETTINGS], app[_METRICS], app[_SERVICES]
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(
+        request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb="mutate"
+    )
+    try:
+        review = parse_review(await request.read())
+    except WireError as error:
+        # kube-apiserver never sends this; failurePolicy Ignore admits the pod anyway.
+        log.warning("bad_request", path=request.path, problem=str(error))
+        metrics.admissions.labels("bad_request").inc()
+        return web.json_response({"error": str(error)}, status=400)
+    except web.HTTPRequestEntityTooLarge as error:
+        log.warning("bad_request", path=request.path, problem=error.reason)
+        metrics.admissions.labels("bad_request").inc()
+        return web.json_response({"error": error.reason}, status=413)
+    try:
+        body = await _admit(review, settings, metrics, services, app[RULES], started)
+    except Exception:
+        # archfit's own failure must never stop a pod: allow it unchanged, loudly.
+        log.exception("admission_internal_error", uid=review.uid)
+        metrics.admissions.labels("error").inc()
+        body = render_allowed(review.uid)
+    metrics.admission_seconds.observe(time.perf_counter() - started)
+    return web.Response(body=body, content_type="application/json")
+
+
+async def _admit(
+    review: AdmissionRequest,
+    settings: Settings,
+    metrics: Metrics,
+    services: Services,
+    rules: MutationRules,
+    started: float,
+) -> bytes:
+    if not review.is_pod_create:
+        metrics.admissions.labels("skipped").inc()
+        return render_allowed(review.uid)
+    pod = _with_namespace(review.object, review.namespace)
+    try:
+        pod_facts = facts(pod)
+    except PodError as error:
+        # The API server's validation will answer the client; nothing to add here.
+        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        metrics.admissions.labels("skipped").inc()
+        return render_allowed(review.uid)
+    structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
+    skip = _skip_reason(settings, pod, pod_facts)
+    if skip is not None:
+        metrics.admissions.labels("skipped").inc()
+        metrics.skipped_pods.labels(skip).inc()
+        explain.admission_skipped(skip, started)
+        return render_allowed(review.uid)
+    lookups = tally_request_lookups()
+    resolved = await services.resolution.resolve(
+        pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
+    )
+    rules = _with_cluster_platforms(rules, services)
+    try:
+        mutation = decide_mutation(pod, pod_facts.images, resolved, rules)
+    except ShapeError as error:
+        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        metrics.admissions.labels("skipped").inc()
+        return render_allowed(review.uid)
+    dry_run = settings.policy.mode == "dry-run" or review.dry_run
+    outcome = "dry_run" if settings.policy.mode == "dry-run" else mutation.outcome
+    metrics.admissions.labels(outcome).inc()
+    if not dry_run:
+        for change in mutation.changes:
+            metrics.admission_changes.labels(change).inc()
+    if mutation.unknown:
+        metrics.unknown_images.labels("fail-open").inc(len(mutation.unknown))
+    explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
+    return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
+
+
+def _with_namespace(pod: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """The pod with the request's namespace: a CREATE's object may leave it out."""
+    metadata = pod.get("metadata")
+    if not namespace or not isinstance(metadata, Mapping) or metadata.get("namespace"):
+        return dict(pod)
+    return {**pod, "metadata": {**metadata, "namespace": namespace}}
+
+
+def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts) -> str | None:
+    if pod_facts.skip:
+        return "annotation"
+    if pod_facts.namespace in settings.policy.excluded_namespaces:
+        return "excluded_namespace"
+    if not pod_facts.images:
+        return "no_images"
+    spec = pod.get("spec") or {}
+    if isinstance(spec, Mapping) and spec.get("nodeName"):
+        return "bound"  # no scheduler will look at it
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if isinstance(annotations, Mapping) and _MIRROR_ANNOTATION in annotations:
+        return "mirror_pod"
+    owners = metadata.get("ownerReferences") or ()
+    if any(
+        isinstance(o, Mapping) and o.get("kind") == "DaemonSet" and o.get("controller") is True
+        for o in owners
+    ):
+        # The DaemonSet controller already chose the node; a constraint would leave the
+        # pod Pending there forever. The extender still explains a mismatch at
+        # scheduling time (docs/webhook.md, "DaemonSets").
+        return "daemonset"
+    return None
+
+
+def _with_cluster_platforms(rules: MutationRules, services: Services) -> MutationRules:
+    nodes = services.nodes
+    if nodes is None:
+        return rules
+    known: frozenset[Platform] = nodes.known_platforms()
+    if known <= rules.platforms:
+        return rules
+    return MutationRules(
+        platforms=rules.platforms | known,
+        arch_preference=rules.arch_preference,
+        taints=rules.taints,
+        loose=rules.loose,
+        scheduler_name=rules.scheduler_name,
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: Settings, metrics: Metrics, services: Services
+) -> AsyncIterator[ReloadingCertificate]:
+    """Run the webhook's TLS listener until the block exits."""
+    hook = settings.webhook
+    certificate = ReloadingCertificate(hook.cert_file, hook.key_file)
+    if not certificate.reload():
+        # Start anyway: the files may appear later (a Secret volume being synced),
+        # and the watcher below picks them up. /readyz says so meanwhile.
+        log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
+    runner = web.AppRunner(create_webhook_app(settings, metrics, services), access_log=None)
+    await runner.setup()
+    watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
+    try:
+        site = web.TCPSite(runner, hook.host, hook.port, ssl_context=certificate.context)
+        try:
+            await site.start()
+        except OSError as error:
+            raise WebhookSetupError(
+                f"cannot listen on webhook.host/port {hook.host}:{hook.port}: {error.strerror}"
+            ) from error
+        log.info("webhook_listening", host=hook.host, port=hook.port, path=hook.path)
+        yield certificate
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await runner.cleanup()
