@@ -1,0 +1,300 @@
+"""The admission webhook through its own TLS listener, as kube-apiserver calls it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jsonpatch
+import orjson
+import pytest
+
+from extender.app import METRICS, WEBHOOK_CERTIFICATE, create_app
+from extender.config import Settings
+from extender.platforms import Platform
+from extender.pods import PullSecretsRef
+from extender.resolution import FunctionResolver
+from tests.app.conftest import TABLE, StaticNodes, settings, table_resolver
+from tests.objects import node, pod
+from tests.support.registry import free_port
+from tests.support.tls import ServingCert, make_serving_cert
+
+Review = dict[str, Any]
+
+
+def review(obj: dict[str, Any], operation: str = "CREATE", uid: str = "u-1") -> Review:
+    """An AdmissionReview request for a pod, as kube-apiserver sends it."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": obj["metadata"].get("namespace", "shop"),
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+class Webhook:
+    """A running archfit app with the webhook enabled, and an HTTPS client that trusts it."""
+
+    def __init__(
+        self, cert: ServingCert, port: int, client: Any, session: aiohttp.ClientSession
+    ) -> None:
+        self.cert, self.port, self.session = cert, port, session
+        self.client = client
+        """The test client of the extender's own (plain HTTP) listener."""
+        self.app = client.app
+
+    async def call(self, body: Any, status: int = 200) -> dict[str, Any]:
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        async with self.session.post(
+            f"https://127.0.0.1:{self.port}/mutate", data=data, ssl=self.trust()
+        ) as response:
+            assert status == response.status, await response.text()
+            return dict(orjson.loads(await response.read()))
+
+    def trust(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.cert.ca_bundle))
+
+    async def admit(self, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the pod after archfit's patch, the AdmissionResponse)."""
+        answer = (await self.call(review(obj)))["response"]
+        patch = orjson.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+        return jsonpatch.apply_patch(copy.deepcopy(obj), patch), answer
+
+
+Start = Callable[..., Awaitable[Webhook]]
+
+
+def webhook_settings(cert: ServingCert, port: int, **overrides: Any) -> Settings:
+    hook = {
+        "enabled": True,
+        "host": "127.0.0.1",
+        "port": port,
+        "certFile": str(cert.cert),
+        "keyFile": str(cert.key),
+        "resolveDeadlineSeconds": 0.5,
+    }
+    hook.update(overrides.pop("webhook", {}))
+    return settings(webhook=hook, **overrides)
+
+
+@pytest.fixture
+async def start(aiohttp_client: Any, tmp_path: Path) -> AsyncIterator[Start]:
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def make(resolver: Any = None, nodes: Any = None, **overrides: Any) -> Webhook:
+        cert = make_serving_cert(tmp_path / f"tls-{len(sessions)}")
+        port = free_port()
+        app = create_app(
+            webhook_settings(cert, port, **overrides),
+            resolver=resolver or FunctionResolver(table_resolver),
+            nodes=nodes,
+        )
+        client = await aiohttp_client(app)  # the app's start-up opens the TLS listener
+        session = aiohttp.ClientSession()
+        sessions.append(session)
+        return Webhook(cert, port, client, session)
+
+    yield make
+    for session in sessions:
+        await session.close()
+
+
+async def test_an_amd64_only_pod_is_allowed_with_a_patch_that_requires_amd64(start: Start) -> None:
+    """The answer echoes the uid, allows the pod and pins it to amd64 in a JSONPatch."""
+    hook = await start()
+    patched, answer = await hook.admit(pod("acme/amd:1"))
+    assert ("u-1", True, "JSONPatch") == (answer["uid"], answer["allowed"], answer["patchType"])
+    terms = patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+    ] == terms["nodeSelectorTerms"]
+
+
+async def test_a_conflicting_pod_is_allowed_unchanged_with_archfits_warning(start: Start) -> None:
+    """kubectl prints AdmissionResponse warnings; the pod itself is not touched."""
+    hook = await start()
+    obj = pod("acme/amd:1")
+    obj["spec"]["nodeSelector"] = {"kubernetes.io/arch": "arm64"}
+    patched, answer = await hook.admit(obj)
+    assert ["archfit: image acme/amd:1 has no linux/arm64, but this pod requires arm64"] == (
+        answer["warnings"]
+    )
+    assert obj["spec"] == patched["spec"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            lambda p: p["metadata"].update(annotations={"archfit.io/skip": "true"}),
+            id="skip-annotation",
+        ),
+        pytest.param(
+            lambda p: p["metadata"].update(namespace="kube-system"), id="excluded-namespace"
+        ),
+        pytest.param(lambda p: p["spec"].update(nodeName="amd64-a"), id="already-bound"),
+        pytest.param(
+            lambda p: p["metadata"].update(
+                ownerReferences=[
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "agent",
+                        "uid": "x",
+                        "controller": True,
+                    }
+                ]
+            ),
+            id="daemonset",
+        ),
+    ],
+)
+async def test_pods_archfit_must_not_touch_get_no_patch(start: Start, change: Any) -> None:
+    """Opt-out, excluded namespaces, bound pods and DaemonSet pods are left as they are."""
+    hook = await start()
+    obj = pod("acme/amd:1")
+    change(obj)
+    _, answer = await hook.admit(obj)
+    assert {"uid": "u-1", "allowed": True} == answer
+
+
+async def test_an_update_is_allowed_without_looking_at_it(start: Start) -> None:
+    """Only CREATE matters: pod affinity cannot change after creation."""
+    hook = await start()
+    answer = (await hook.call(review(pod("acme/amd:1"), operation="UPDATE")))["response"]
+    assert {"uid": "u-1", "allowed": True} == answer
+
+
+async def test_a_registry_outage_admits_the_pod_unchanged(start: Start) -> None:
+    """Unknown platforms fail open: no constraint, no toleration, no annotation."""
+    hook = await start()
+    obj = pod("acme/multi:1", "acme/down:1")
+    patched, answer = await hook.admit(obj)
+    assert obj == patched
+    assert "patch" not in answer
+
+
+async def test_a_hung_registry_is_given_up_at_the_webhook_deadline(start: Start) -> None:
+    """A lookup that never ends leaves the pod unchanged after resolveDeadlineSeconds (0.5 s)."""
+    never = asyncio.Event()
+
+    async def hangs(image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    hook = await start(resolver=FunctionResolver(hangs))
+    started = time.monotonic()
+    _, answer = await hook.admit(pod("acme/amd:1"))
+    assert time.monotonic() - started < 2.0
+    assert "patch" not in answer
+
+
+async def test_malformed_reviews_get_a_400_that_names_the_problem(start: Start) -> None:
+    """With failurePolicy Ignore the API server admits the pod; the error is for the log."""
+    hook = await start()
+    assert {"error": "request.uid must be a non-empty string"} == await hook.call(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"kind": {}}},
+        status=400,
+    )
+    answer = await hook.call(b"{not json", status=400)
+    assert answer["error"].startswith("body is not valid JSON")
+
+
+async def test_archfits_own_failure_allows_the_pod_unchanged(start: Start) -> None:
+    """An internal error never denies a pod: allowed, no patch, logged at error."""
+
+    class BrokenNodes(StaticNodes):
+        def known_platforms(self) -> frozenset[Platform]:
+            raise RuntimeError("node index broke")
+
+    hook = await start(nodes=BrokenNodes(node("amd64-a", "amd64")))
+    _, answer = await hook.admit(pod("acme/amd:1"))
+    assert {"uid": "u-1", "allowed": True} == answer
+
+
+async def test_the_node_indexs_platforms_join_the_configured_ones(start: Start) -> None:
+    """A cluster that also has s390x nodes: an amd64-only pod is kept off them too."""
+    TABLE["acme/amd-s390x:1"] = TABLE["acme/multi:1"]  # amd64 + arm64
+    hook = await start(nodes=StaticNodes(node("z-1", "s390x")))
+    patched, _ = await hook.admit(pod("acme/amd-s390x:1"))
+    terms = patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert ["amd64", "arm64"] == terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    del TABLE["acme/amd-s390x:1"]
+
+
+async def test_dry_run_mode_annotates_but_adds_no_constraint(start: Start) -> None:
+    """policy.mode dry-run: the annotation explains what the pod runs on; nothing else."""
+    hook = await start(policy={"mode": "dry-run"})
+    obj = pod("acme/amd:1")
+    patched, _ = await hook.admit(obj)
+    assert obj["spec"] == patched["spec"]
+    assert "linux/amd64" == patched["metadata"]["annotations"]["archfit.io/platforms"]
+
+
+async def test_a_rotated_certificate_is_served_without_a_restart(
+    start: Start, tmp_path: Path
+) -> None:
+    """New files, one reload: the next handshake presents the new certificate from a new CA."""
+    hook = await start()
+    await hook.call(review(pod("acme/multi:1")))
+    rotated = make_serving_cert(tmp_path / "rotated")
+    hook.cert.cert.write_bytes(rotated.cert.read_bytes())
+    hook.cert.key.write_bytes(rotated.key.read_bytes())
+    assert hook.app[WEBHOOK_CERTIFICATE].reload()
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await hook.call(review(pod("acme/multi:1")))  # the old CA no longer matches
+    hook.cert = rotated
+    assert True is (await hook.call(review(pod("acme/multi:1"))))["response"]["allowed"]
+
+
+async def test_a_half_written_certificate_keeps_the_old_one_in_use(
+    start: Start, tmp_path: Path
+) -> None:
+    """A new certificate beside the old key fails to load; the listener keeps serving."""
+    hook = await start()
+    hook.cert.cert.write_bytes(make_serving_cert(tmp_path / "other").cert.read_bytes())
+    assert False is hook.app[WEBHOOK_CERTIFICATE].reload()
+    assert True is (await hook.call(review(pod("acme/multi:1"))))["response"]["allowed"]
+
+
+async def test_readyz_reports_the_webhook_certificate(start: Start) -> None:
+    """Without certificate files the app is not ready, and /readyz says why."""
+    missing = await start(webhook={"certFile": "/nonexistent/tls.crt"})
+    response = await missing.client.get("/readyz")
+    assert 503 == response.status
+    assert {"started": True, "webhookCertificate": False} == (await response.json())["checks"]
+    ready = await (await start()).client.get("/readyz")
+    assert (200, True) == (ready.status, (await ready.json())["checks"]["webhookCertificate"])
+
+
+async def test_admissions_are_counted_by_outcome(start: Start) -> None:
+    """archfit_admission_reviews_total and archfit_admission_changes_total."""
+    hook = await start()
+    await hook.admit(pod("acme/amd:1"))
+    await hook.admit(pod("acme/multi:1", "acme/down:1"))
+    text = hook.app[METRICS].render().decode()
+    assert 'archfit_admission_reviews_total{outcome="mutated"} 1.0' in text
+    assert 'archfit_admission_reviews_total{outcome="unknown"} 1.0' in text
+    assert 'archfit_admission_changes_total{change="required_affinity"} 1.0' in text
