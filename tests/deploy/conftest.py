@@ -52,6 +52,20 @@ def overlay(kustomize: Path) -> list[render.Object]:
 
 
 @pytest.fixture(scope="session")
+def webhook_overlay(kustomize: Path) -> list[render.Object]:
+    """`kustomize build deploy/kustomize/webhook` (base plus the webhook component)."""
+    return render.kustomize_build(kustomize, render.KUSTOMIZE_WEBHOOK)
+
+
+@pytest.fixture(scope="session")
+def chart_with_webhook(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> list[render.Object]:
+    """`helm template` of the chart with webhook.enabled=true."""
+    return render.helm_template(
+        helm, {"webhook": {"enabled": True}}, tmp_path_factory.mktemp("values")
+    )
+
+
+@pytest.fixture(scope="session")
 def chart(helm: Path) -> list[render.Object]:
     """`helm template` of the chart with its default values."""
     return render.helm_template(helm)

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_TOOLS = Path(__file__).resolve().parent / "build-tools.sh"
 KUSTOMIZE_BASE = REPO / "deploy" / "kustomize" / "base"
 KUSTOMIZE_SECOND_SCHEDULER = REPO / "deploy" / "kustomize" / "second-scheduler"
+KUSTOMIZE_WEBHOOK = REPO / "deploy" / "kustomize" / "webhook"
 HELM_CHART = REPO / "deploy" / "helm" / "archfit"
 SHIPPED_SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
 

@@ -31,7 +31,7 @@ from tests.e2e.processes import Process, free_port, http_ok, wait_for
 
 pytestmark = pytest.mark.e2e
 
-ALL = ["base", "overlay", "chart", "chart_with_scheduler"]
+ALL = ["base", "overlay", "webhook_overlay", "chart", "chart_with_scheduler", "chart_with_webhook"]
 RBAC_KINDS = {
     "Namespace",
     "ServiceAccount",
@@ -111,14 +111,27 @@ def test_a_misspelt_field_is_refused_by_the_dry_run(
 
 
 @pytest.fixture(scope="module")
-def rbac_applied(apiserver: ApiServer, archfit_namespace: str, overlay: list[Object]) -> None:
-    """The overlay's Namespace, ServiceAccounts and RBAC, applied for real."""
-    for obj in overlay:
+def rbac_applied(
+    apiserver: ApiServer,
+    archfit_namespace: str,
+    overlay: list[Object],
+    webhook_overlay: list[Object],
+) -> None:
+    """The overlays' Namespace, ServiceAccounts and RBAC, applied for real."""
+    for obj in [*overlay, *webhook_overlay]:
         if obj["kind"] in RBAC_KINDS:
             apiserver.apply(obj, dry_run=False)
 
 
-def _allowed(apiserver: ApiServer, user: str, namespace: str, verb: str, resource: str) -> bool:
+def _allowed(
+    apiserver: ApiServer,
+    user: str,
+    namespace: str,
+    verb: str,
+    resource: str,
+    name: str = "some-name",
+    group: str = "",
+) -> bool:
     service_account_namespace = user.split(":")[2]
     review = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -133,8 +146,9 @@ def _allowed(apiserver: ApiServer, user: str, namespace: str, verb: str, resourc
             "resourceAttributes": {
                 "namespace": namespace,
                 "verb": verb,
+                "group": group,
                 "resource": resource,
-                "name": "some-name" if verb == "get" else "",
+                "name": name if verb in ("get", "update", "patch") else "",
             },
         },
     }
@@ -399,4 +413,75 @@ def test_archfit_with_the_shipped_config_and_rbac_indexes_the_nodes_and_turns_re
         archfit.stop()
     log = archfit.process.log_tail(100_000)
     assert {"ready": True, "checks": {"started": True, "nodeIndexSynced": True}} == ready
+    assert "forbidden" not in log.lower(), archfit.process.log_path
+
+
+def test_the_webhooks_rbac_reaches_its_own_secret_and_configuration_and_nothing_more(
+    apiserver: ApiServer, rbac_applied: None
+) -> None:
+    """The self-managed certificate needs one Secret and one caBundle; others stay closed."""
+    user = f"system:serviceaccount:{render.NAMESPACE}:archfit"
+    admission = "admissionregistration.k8s.io"
+    hooks = "mutatingwebhookconfigurations"
+    expected = {
+        (render.NAMESPACE, "update", "secrets", "archfit-webhook-tls", ""): True,
+        (render.NAMESPACE, "create", "secrets", "", ""): True,
+        ("", "get", hooks, "archfit", admission): True,
+        ("", "patch", hooks, "archfit", admission): True,
+        (render.NAMESPACE, "update", "secrets", "other", ""): False,
+        ("team-a", "create", "secrets", "", ""): False,
+        ("", "patch", hooks, "someone-elses", admission): False,
+        ("", "update", "validatingwebhookconfigurations", "archfit", admission): False,
+    }
+    assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
+
+
+def test_archfit_with_the_webhook_overlay_makes_its_certificate_and_sets_the_ca_bundle(
+    apiserver: ApiServer,
+    control_plane: ControlPlane,
+    rbac_applied: None,
+    webhook_overlay: list[Object],
+    tmp_path: Path,
+) -> None:
+    """As its ServiceAccount, with the overlay's env: Secret made, caBundle set, ready."""
+    spec = one(webhook_overlay, "Deployment", "archfit")["spec"]["template"]["spec"]
+    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
+    settings = config_file(one(webhook_overlay, "ConfigMap", "archfit-config"), "archfit.yaml")
+    settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    (container,) = spec["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # Outside a pod: no service-account namespace file, no /var/run mount, no fixed port.
+    env |= {
+        "POD_NAMESPACE": render.NAMESPACE,
+        "ARCHFIT_WEBHOOK__HOST": "127.0.0.1",
+        "ARCHFIT_WEBHOOK__PORT": str(free_port()),
+        "ARCHFIT_WEBHOOK__CERT_FILE": str(tmp_path / "tls" / "tls.crt"),
+        "ARCHFIT_WEBHOOK__KEY_FILE": str(tmp_path / "tls" / "tls.key"),
+    }
+    configuration = one(webhook_overlay, "MutatingWebhookConfiguration", "archfit")
+    apiserver.apply(configuration, dry_run=False)
+    try:
+        archfit = Archfit(tmp_path, settings, env={**os.environ, **env}).start()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{archfit.port}/readyz") as response:
+                checks = json.loads(response.read())["checks"]
+        finally:
+            archfit.stop()
+        stored = apiserver.request(
+            "GET", f"/api/v1/namespaces/{render.NAMESPACE}/secrets/archfit-webhook-tls"
+        ).body
+        applied = apiserver.request(
+            "GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/archfit"
+        ).body
+    finally:
+        apiserver.request(
+            "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/archfit"
+        )
+    assert True is checks["webhookCertificate"]
+    assert {"ca.crt", "ca.key", "tls.crt", "tls.key"} == set(stored["data"])
+    assert [stored["data"]["ca.crt"]] == [
+        w["clientConfig"]["caBundle"] for w in applied["webhooks"]
+    ]
+    log = archfit.process.log_tail(100_000)
     assert "forbidden" not in log.lower(), archfit.process.log_path

@@ -274,6 +274,7 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
     [
         ("base", "chart"),
         ("overlay", "chart_with_scheduler"),
+        ("webhook_overlay", "chart_with_webhook"),
     ],
 )
 def test_the_helm_chart_renders_the_same_objects_as_kustomize(

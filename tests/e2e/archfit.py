@@ -11,7 +11,9 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.catalog import Images
 from tests.e2e.processes import Process, free_port, http_ok
+from tests.support.images import Image
 
 
 def archfit_command() -> list[str]:
@@ -23,6 +25,39 @@ def archfit_command() -> list[str]:
     if found:
         return [found]
     return [sys.executable, "-m", "extender"]
+
+
+def archfit_settings(
+    kubeconfig: Path, images: Images, extra_hosts: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """archfit settings for a control plane: enforce, fail-open, the local registries.
+
+    `extra_hosts` are more loopback registries (host:port) spoken to over plain HTTP.
+    """
+    refs = (images.multi, images.private_arm64_only, images.unreachable_s390x_only)
+    hosts = {host: {"plainHttp": True} for host in (*(_host(i) for i in refs), *extra_hosts)}
+    return {
+        "policy": {
+            "mode": "enforce",
+            "failurePolicy": "fail-open",
+            "excludedNamespaces": ["kube-system"],
+            "archPreference": {"arm64": 10, "amd64": 0},
+            "resolveDeadlineSeconds": 1.5,
+        },
+        "kubernetes": {
+            "mode": "kubeconfig",
+            "kubeconfig": str(kubeconfig),
+            "nodeIndex": True,
+            "pullSecrets": True,
+        },
+        # The test registries live on loopback, which archfit refuses unless allowed.
+        "registry": {"hosts": hosts, "allowedNetworks": ["127.0.0.1/32"]},
+        "logging": {"level": "info", "format": "json"},
+    }
+
+
+def _host(image: Image) -> str:
+    return image.reference.split("/", 1)[0]
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,7 +76,13 @@ class Archfit:
 
     prefix = "/scheduler"
 
-    def __init__(self, workdir: Path, settings: Mapping[str, Any], name: str = "archfit") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        settings: Mapping[str, Any],
+        name: str = "archfit",
+        env: dict[str, str] | None = None,
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.settings = merge(
@@ -50,7 +91,7 @@ class Archfit:
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(self.settings))
         self.process = Process(
-            name, [*archfit_command(), "serve", "--config", str(self.config_path)], workdir
+            name, [*archfit_command(), "serve", "--config", str(self.config_path)], workdir, env
         )
 
     @property

@@ -36,6 +36,8 @@ class Images:
     """In a registry that is stopped before any test runs: an outage."""
     private_registry: str
     """host:port of the Basic-auth registry, as a pull secret names it."""
+    public: RegistryProcess
+    """The anonymous registry, to push more images to and to count its requests."""
 
 
 @contextlib.contextmanager
@@ -65,6 +67,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
             private_s390x_only=private_pusher.single("e2e/private-s390x", "1.0", "linux/s390x"),
             unreachable_s390x_only=unreachable,
             private_registry=private.host,
+            public=public,
         )
     finally:
         if private is not None:

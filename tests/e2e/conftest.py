@@ -14,11 +14,11 @@ import pytest
 from kubernetes import client
 
 from tests.e2e import binaries, catalog, cluster
+from tests.e2e.archfit import archfit_settings
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
-from tests.support.images import Image
 
 
 @pytest.fixture(scope="session")
@@ -62,35 +62,10 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
         yield published
 
 
-def _registry_host(image: Image) -> str:
-    return image.reference.split("/", 1)[0]
-
-
 @pytest.fixture(scope="session")
 def base_settings(control_plane: ControlPlane, images: Images) -> dict[str, Any]:
     """archfit settings every scenario starts from: enforce, fail-open, local registries."""
-    hosts = {
-        _registry_host(image): {"plainHttp": True}
-        for image in (images.multi, images.private_arm64_only, images.unreachable_s390x_only)
-    }
-    return {
-        "policy": {
-            "mode": "enforce",
-            "failurePolicy": "fail-open",
-            "excludedNamespaces": ["kube-system"],
-            "archPreference": {"arm64": 10, "amd64": 0},
-            "resolveDeadlineSeconds": 1.5,
-        },
-        "kubernetes": {
-            "mode": "kubeconfig",
-            "kubeconfig": str(control_plane.admin_kubeconfig),
-            "nodeIndex": True,
-            "pullSecrets": True,
-        },
-        # The test registries live on loopback, which archfit refuses unless allowed.
-        "registry": {"hosts": hosts, "allowedNetworks": ["127.0.0.1/32"]},
-        "logging": {"level": "info", "format": "json"},
-    }
+    return archfit_settings(control_plane.admin_kubeconfig, images)
 
 
 @pytest.fixture(scope="session")

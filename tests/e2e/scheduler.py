@@ -20,11 +20,18 @@ SHIPPED_CONFIG = REPO / "config" / "scheduler-config.yaml"
 
 
 def render_config(
-    path: Path, kubeconfig: Path, url_prefix: str, node_cache_capable: bool | None = None
+    path: Path, kubeconfig: Path, url_prefix: str | None, node_cache_capable: bool | None = None
 ) -> dict[str, Any]:
-    """Write the shipped KubeSchedulerConfiguration with the local substitutions to path."""
+    """Write the shipped KubeSchedulerConfiguration with the local substitutions to path.
+
+    `url_prefix=None` removes the extender: a managed control plane's default scheduler.
+    """
     document: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
     document["clientConnection"]["kubeconfig"] = str(kubeconfig)
+    if url_prefix is None:
+        del document["extenders"]
+        path.write_text(yaml.safe_dump(document))
+        return document
     (extender,) = document["extenders"]
     extender["urlPrefix"] = url_prefix
     if node_cache_capable is not None:
@@ -41,7 +48,7 @@ class Scheduler:
         binaries: Binaries,
         workdir: Path,
         kubeconfig: Path,
-        url_prefix: str,
+        url_prefix: str | None,
         node_cache_capable: bool | None = None,
         name: str = "kube-scheduler",
     ) -> None:

@@ -17,6 +17,17 @@
 {{- end }}
 {{- end }}
 
+{{- define "archfit.webhookFullname" -}}
+{{- printf "%s-webhook" (include "archfit.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "archfit.webhookLabels" -}}
+{{ include "archfit.commonLabels" . }}
+app.kubernetes.io/name: {{ include "archfit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
 {{- define "archfit.schedulerFullname" -}}
 {{- printf "%s-scheduler" (include "archfit.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}

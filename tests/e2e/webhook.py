@@ -1,0 +1,112 @@
+"""archfit's admission webhook on a real control plane, registered as operators register it.
+
+The MutatingWebhookConfiguration is the shipped one (deploy/kustomize/components/webhook)
+with only clientConfig pointed at a local archfit by URL; archfit makes its own CA and
+certificate, stores them in a Secret and sets the caBundle, as it does in a cluster.
+kube-apiserver then calls it over TLS for every pod CREATE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e import cluster
+from tests.e2e.archfit import Archfit, merge
+from tests.e2e.processes import free_port, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_WEBHOOK = REPO / "deploy" / "kustomize" / "components" / "webhook" / "mutatingwebhook.yaml"
+NAMESPACE = "archfit-system"
+PLATFORMS_ANNOTATION = "archfit.io/platforms"
+#: GKE's taint on Arm nodes; the webhook tolerates it for pods whose images all run on arm64.
+ARM64_TAINT = {"key": "kubernetes.io/arch", "value": "arm64", "effect": "NoSchedule"}
+
+
+def shipped_configuration(url: str) -> dict[str, Any]:
+    """The shipped MutatingWebhookConfiguration, calling `url` instead of the Service."""
+    document: dict[str, Any] = yaml.safe_load(SHIPPED_WEBHOOK.read_text())
+    for hook in document["webhooks"]:
+        hook["clientConfig"] = {"url": url}
+    return document
+
+
+class WebhookArchfit:
+    """archfit serving the extender verbs and the webhook, registered with one control plane."""
+
+    def __init__(
+        self, kubeconfig: Path, settings: Mapping[str, Any], workdir: Path, name: str = "archfit"
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.webhook_port = free_port()
+        tls = workdir / f"{name}-tls"
+        self.settings = merge(
+            settings,
+            {
+                "webhook": {
+                    "enabled": True,
+                    "host": "127.0.0.1",
+                    "port": self.webhook_port,
+                    "certFile": str(tls / "tls.crt"),
+                    "keyFile": str(tls / "tls.key"),
+                    "archTaints": [{"architecture": "arm64", **ARM64_TAINT}],
+                    "certificate": {
+                        "selfManaged": True,
+                        "secretNamespace": NAMESPACE,
+                        # kube-apiserver calls https://127.0.0.1:<port>/mutate.
+                        "hosts": ["127.0.0.1"],
+                    },
+                }
+            },
+        )
+        self.archfit = Archfit(workdir, self.settings, name=name)
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        self._admission = client.AdmissionregistrationV1Api(api)
+        self._core = client.CoreV1Api(api)
+
+    @property
+    def url_prefix(self) -> str:
+        """The extender urlPrefix of this archfit."""
+        return self.archfit.url_prefix
+
+    @property
+    def log_path(self) -> Path:
+        return self.archfit.process.log_path
+
+    def start(self) -> WebhookArchfit:
+        """Register the configuration (no caBundle), start archfit, wait until it is called."""
+        with contextlib.suppress(ApiException):  # 409: it exists already
+            self._core.create_namespace({"metadata": {"name": NAMESPACE}})
+        self._unregister()
+        url = f"https://127.0.0.1:{self.webhook_port}/mutate"
+        self._admission.create_mutating_webhook_configuration(shipped_configuration(url))
+        self.archfit.start()  # ready only once its certificate is loaded
+        return self
+
+    def wait_called(self, namespace: str, image: str) -> None:
+        """Wait until kube-apiserver calls the webhook (the caBundle took effect).
+
+        A server-side dry-run create runs mutating webhooks and returns the mutated pod.
+        """
+        probe = cluster.pod_manifest("webhook-probe", [image])
+
+        def annotated() -> bool:
+            created = self._core.create_namespaced_pod(namespace, probe, dry_run="All")
+            return PLATFORMS_ANNOTATION in (created.metadata.annotations or {})
+
+        wait_for(annotated, "kube-apiserver to call archfit's webhook")
+
+    def stop(self) -> None:
+        """Stop archfit and remove the configuration, so later pods are not sent to it."""
+        self.archfit.stop()
+        self._unregister()
+
+    def _unregister(self) -> None:
+        with contextlib.suppress(ApiException):  # 404: not there
+            self._admission.delete_mutating_webhook_configuration("archfit")
