@@ -8,6 +8,7 @@ kube-apiserver then calls it over TLS for every pod CREATE.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -101,6 +102,11 @@ class WebhookArchfit:
             return PLATFORMS_ANNOTATION in (created.metadata.annotations or {})
 
         wait_for(annotated, "kube-apiserver to call archfit's webhook")
+
+    def ca_bundle(self) -> bytes:
+        """The PEM CA archfit made for itself (from its Secret), to trust its webhook."""
+        secret = self._core.read_namespaced_secret("archfit-webhook-tls", NAMESPACE)
+        return base64.b64decode(secret.data["ca.crt"])
 
     def stop(self) -> None:
         """Stop archfit and remove the configuration, so later pods are not sent to it."""
