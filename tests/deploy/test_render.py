@@ -315,17 +315,25 @@ def test_the_chart_follows_its_values(helm: Path, tmp_path: Path) -> None:
     )
 
 
+def test_the_chart_renders_no_webhook_unless_enabled(chart: list[Object]) -> None:
+    """webhook.enabled defaults to false: no webhook objects, no webhook env or port."""
+    assert [] == [key(o) for o in chart if re.search("webhook", yaml.safe_dump(o))]
+
+
 def test_the_chart_renders_no_second_scheduler_unless_enabled(chart: list[Object]) -> None:
     """secondScheduler.enabled defaults to false: nothing named archfit-scheduler is rendered."""
     assert [] == [key(o) for o in chart if re.search("scheduler", o["metadata"]["name"])]
 
 
-@pytest.mark.parametrize("scheduler", [False, True], ids=["extender-only", "second-scheduler"])
-def test_helm_lint_strict_finds_nothing_to_complain_about(helm: Path, scheduler: bool) -> None:
-    """`helm lint --strict` passes (warnings fail it), with and without the second scheduler."""
+@pytest.mark.parametrize(
+    "enabled",
+    ["secondScheduler.enabled=false", "secondScheduler.enabled=true", "webhook.enabled=true"],
+    ids=["extender-only", "second-scheduler", "webhook"],
+)
+def test_helm_lint_strict_finds_nothing_to_complain_about(helm: Path, enabled: str) -> None:
+    """`helm lint --strict` passes (warnings fail it) for each layout the chart offers."""
     done = subprocess.run(
-        [helm, "lint", "--strict", render.HELM_CHART,
-         "--set", f"secondScheduler.enabled={str(scheduler).lower()}"],
+        [helm, "lint", "--strict", render.HELM_CHART, "--set", enabled],
         capture_output=True,
         text=True,
         timeout=120,
