@@ -44,6 +44,8 @@ METRICS = web.AppKey("metrics", Metrics)
 SERVICES = web.AppKey("services", Services)
 WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
 
+_FIRST_CERTIFICATE_SECONDS = 10.0
+
 _JSON = "application/json"
 
 
@@ -226,15 +228,15 @@ async def _self_managed_certificate(
             "or found no cluster)"
         )
     manager = SelfManagedCertificate(services.kube, settings.webhook)
-    # Before the listener starts: its first handshake should already have a certificate.
-    await asyncio.to_thread(manager.ensure)
 
     def expiry(when: datetime.datetime) -> None:
         metrics.webhook_certificate_expiry.set(when.timestamp())
 
-    if manager.expires is not None:
-        expiry(manager.expires)
     task = asyncio.create_task(manager.keep(expiry))
+    # The listener's first handshake should already have a certificate: give the first
+    # pass a moment, but never block start-up on it (the extender must come up).
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(manager.first_pass.wait(), _FIRST_CERTIFICATE_SECONDS)
     try:
         yield
     finally:

@@ -32,6 +32,7 @@ log = structlog.get_logger("archfit.webhook")
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _CONFLICT, _NOT_FOUND = 409, 404
 _TIMEOUT = (5, 15)
+_RETRY_SECONDS = (1, 2, 5, 10, 30)
 
 
 class CertificateSetupError(RuntimeError):
@@ -70,6 +71,8 @@ class SelfManagedCertificate:
         self.namespace = self._cert.secret_namespace or own_namespace()
         self.expires: dt.datetime | None = None
         """When the serving certificate in use expires (for the expiry metric)."""
+        self.first_pass = asyncio.Event()
+        """Set once the first `ensure()` has finished, well or not."""
 
     def ensure(self) -> None:
         """One pass: Secret, files, caBundle. Blocking; run it in a thread."""
@@ -78,15 +81,31 @@ class SelfManagedCertificate:
         self._trust(bundle.ca.cert)
 
     async def keep(self, on_change: Callable[[dt.datetime], None] | None = None) -> None:
-        """Run `ensure()` every checkSeconds until cancelled; failures are logged, not raised."""
+        """Run `ensure()` until cancelled: every checkSeconds, sooner after a failure.
+
+        Failures are logged, never raised: the extender in the same process must keep
+        serving while the API server or RBAC is being fixed.
+        """
+        failures = 0
         while True:
-            await asyncio.sleep(self._cert.check_seconds)
             try:
                 await asyncio.to_thread(self.ensure)
+                failures = 0
             except Exception as error:  # a passing API error must not end the loop
-                log.warning("webhook_certificate_check_failed", error=_short(error))
+                log.error(
+                    "webhook_certificate_failed",
+                    error=_short(error),
+                    hint="check the RBAC of archfit's ServiceAccount on its Secret and "
+                    "MutatingWebhookConfiguration (deploy/kustomize/components/webhook)",
+                )
+                failures += 1
+            self.first_pass.set()
             if on_change is not None and self.expires is not None:
                 on_change(self.expires)
+            delay = self._cert.check_seconds
+            if failures:
+                delay = min(delay, _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+            await asyncio.sleep(delay)
 
     def _stored_or_new(self) -> certs.Bundle:
         secret = self._read_secret()

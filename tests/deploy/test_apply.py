@@ -13,6 +13,7 @@ import json
 import os
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -485,3 +486,44 @@ def test_archfit_with_the_webhook_overlay_makes_its_certificate_and_sets_the_ca_
     ]
     log = archfit.process.log_tail(100_000)
     assert "forbidden" not in log.lower(), archfit.process.log_path
+
+
+def test_without_the_webhooks_rbac_archfit_keeps_running_unready_and_says_why(
+    apiserver: ApiServer,
+    control_plane: ControlPlane,
+    rbac_applied: None,
+    webhook_overlay: list[Object],
+    tmp_path: Path,
+) -> None:
+    """A forbidden Secret is no crash loop: /healthz answers, /readyz names the certificate."""
+    namespace = "no-webhook-rbac"
+    cluster.create_namespace(cluster.core_api(control_plane.admin_kubeconfig), namespace)
+    token = _token(apiserver, namespace, "default")  # an account with no rights at all
+    kubeconfig = _kubeconfig(tmp_path / "default.kubeconfig", control_plane, token)
+    settings = config_file(one(webhook_overlay, "ConfigMap", "archfit-config"), "archfit.yaml")
+    settings["kubernetes"] = {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    settings["kubernetes"] |= {"nodeIndex": False, "pullSecrets": False}
+    settings["webhook"] = {
+        "enabled": True,
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "certFile": str(tmp_path / "tls" / "tls.crt"),
+        "keyFile": str(tmp_path / "tls" / "tls.key"),
+        "certificate": {"selfManaged": True, "secretNamespace": namespace},
+    }
+    archfit = Archfit(tmp_path, settings)
+    archfit.process.start()
+    try:
+        base = f"http://127.0.0.1:{archfit.port}"
+        archfit.process.wait_ready(lambda: http_ok(f"{base}/healthz"))
+        wait_for(
+            lambda: "webhook_certificate_failed" in archfit.process.log_tail(100_000),
+            "archfit to log why it has no certificate",
+        )
+        with pytest.raises(urllib.error.HTTPError) as unready:
+            urllib.request.urlopen(f"{base}/readyz")  # noqa: S310
+        checks = json.loads(unready.value.read())["checks"]
+        assert archfit.process.running()
+    finally:
+        archfit.stop()
+    assert (503, False) == (unready.value.code, checks["webhookCertificate"])
