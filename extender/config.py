@@ -240,16 +240,27 @@ def camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
+class _EnvText(str):
+    """An env override's raw text, read later as the type of the setting it names.
+
+    Reading it as YAML up front would turn `off`, `on`, `yes` and `no` into booleans
+    (YAML 1.1), so `ARCHFIT_KUBERNETES__MODE=off` would fail for a string setting.
+    """
+
+    variable: str
+
+    def __new__(cls, text: str, variable: str) -> _EnvText:
+        made = super().__new__(cls, text)
+        made.variable = variable
+        return made
+
+
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
     for key, raw in sorted(environ.items()):
         if not key.startswith(ENV_PREFIX):
             continue
         path = [camel(part.lower()) for part in key[len(ENV_PREFIX) :].split("__")]
-        try:
-            # YAML scalars and flow syntax: "true", "3", "[a, b]", "{arm64: 10}".
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError as error:
-            raise ConfigError(f"{key}: not a valid YAML value: {error}") from error
+        value = _EnvText(raw, key)
         target = data
         for part in path[:-1]:
             nested = target.setdefault(part, {})
@@ -281,6 +292,13 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
 
 
 def _convert(tp: Any, value: Any, where: str) -> Any:
+    if isinstance(value, _EnvText):
+        try:
+            return _convert(tp, _from_env(tp, value, where), where)
+        except ConfigError as error:
+            if value.variable in str(error):
+                raise
+            raise ConfigError(f"{error} (from {value.variable})") from error
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if dataclasses.is_dataclass(tp):
@@ -296,7 +314,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return _convert(inner, value, where)
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where}: must be a list")
+            raise ConfigError(f"{where}: must be a list (YAML: [a, b]; an env var: a,b)")
         return tuple(_convert(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
     if origin is dict:
         if not isinstance(value, Mapping):
@@ -319,6 +337,43 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: must be a string, not {value!r}")
         return value
     raise TypeError(f"config type {tp!r} at {where} is not supported")  # a programming error
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
+    """An env override's text as the setting's own type (str stays str, whatever it says)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return _from_env(inner, text, where)
+    if tp is str or origin is Literal:
+        return str(text)
+    raw = text.strip()
+    try:
+        if tp is bool:
+            if raw.lower() in _TRUE | _FALSE:
+                return raw.lower() in _TRUE
+            raise ValueError("must be true or false")
+        if tp is int:
+            return int(raw)
+        if tp is float:
+            return float(raw)
+        if origin is tuple and not raw.startswith("["):
+            # `a,b` as well as YAML's `[a, b]`: each item is read as the item type.
+            items = [item.strip() for item in raw.split(",") if item.strip()]
+            return [_EnvText(item, text.variable) for item in items]
+        # Lists, maps and nested sections: YAML flow syntax, "[a, b]", "{arm64: 10}".
+        return yaml.safe_load(raw) if raw else None
+    except (ValueError, yaml.YAMLError) as error:
+        raise ConfigError(f"{where} (from {text.variable}={_short(text)}): {error}") from error
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _join(where: str, key: str) -> str:

@@ -108,3 +108,60 @@ def test_the_readme_carries_the_generated_settings_table():
 def test_the_shipped_config_file_is_the_generated_commented_defaults():
     """config/archfit.yaml is `archfit config --defaults`, so its comments stay true."""
     assert settings_doc.commented_defaults() == (ROOT / "config" / "archfit.yaml").read_text()
+
+
+@pytest.mark.parametrize("word", ["off", "on", "yes", "no", "n", "y", "true", "null", "~"])
+def test_an_env_override_of_a_string_setting_is_read_as_a_string(word):
+    """YAML 1.1 would read `off` as false; a string setting takes the text as written."""
+    settings = load(None, {"ARCHFIT_CACHE__NAMESPACE": word})
+    assert word == settings.cache.namespace
+
+
+def test_kubernetes_mode_off_from_the_env_is_accepted_as_the_readme_writes_it():
+    """ARCHFIT_KUBERNETES__MODE=off, exactly as documented."""
+    assert "off" == load(None, {"ARCHFIT_KUBERNETES__MODE": "off"}).kubernetes.mode
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("127.0.0.1/8", ("127.0.0.1/8",)),
+        ("10.0.0.0/8, registry.internal", ("10.0.0.0/8", "registry.internal")),
+        ("[10.0.0.0/8, 192.168.0.0/16]", ("10.0.0.0/8", "192.168.0.0/16")),
+    ],
+)
+def test_a_list_setting_from_the_env_takes_commas_or_yaml(raw, expected):
+    """ARCHFIT_REGISTRY__ALLOWED_NETWORKS=127.0.0.1/8 is a list of one."""
+    assert (
+        expected
+        == load(None, {"ARCHFIT_REGISTRY__ALLOWED_NETWORKS": raw}).registry.allowed_networks
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "expected"),
+    [
+        ("ARCHFIT_KUBERNETES__NODE_INDEX", "off", False),
+        ("ARCHFIT_KUBERNETES__NODE_INDEX", "TRUE", True),
+        ("ARCHFIT_SERVER__PORT", " 9000 ", 9000),
+        ("ARCHFIT_POLICY__RESOLVE_DEADLINE_SECONDS", "2", 2.0),
+    ],
+)
+def test_env_overrides_are_read_as_the_settings_own_type(variable, raw, expected):
+    """Booleans, integers and numbers parse by the setting's type, not by YAML's guess."""
+    section, key = variable.removeprefix("ARCHFIT_").lower().split("__")
+    settings = load(None, {variable: raw})
+    attribute = {"node_index": "node_index", "port": "port"}.get(key, key)
+    assert expected == getattr(getattr(settings, section), attribute)
+
+
+def test_a_bad_env_value_names_the_variable_and_the_key():
+    """An integer setting given words says which variable and which key."""
+    with pytest.raises(ConfigError, match=r"server\.port \(from ARCHFIT_SERVER__PORT='many'\)"):
+        load(None, {"ARCHFIT_SERVER__PORT": "many"})
+
+
+def test_a_list_setting_written_as_a_scalar_in_the_file_says_how_to_write_a_list():
+    """The message shows both spellings."""
+    with pytest.raises(ConfigError, match=r"must be a list \(YAML: \[a, b\]; an env var: a,b\)"):
+        from_mapping({"registry": {"allowedNetworks": "10.0.0.0/8"}})
