@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from extender import config, settings_doc
+from extender import __version__, config, extras, settings_doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,9 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as error:
         print(f"archfit: bad config: {error}", file=sys.stderr)
         return 2
+    problems = extras.missing(settings)
+    if problems:
+        for problem in problems:
+            print(f"archfit: bad config: {problem}", file=sys.stderr)
+        return 2
     command: str = args.command
     if command == "serve":
-        return _serve(settings)
+        return _serve(settings, config.source(args.config))
     if command == "inspect":
         from extender.inspect import run_inspect
 
@@ -41,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _serve(settings: config.Settings) -> int:
+def _serve(settings: config.Settings, source: Path | None) -> int:
+    import platform
+
+    import structlog
     from aiohttp import web
 
     from extender.app import create_app
@@ -51,6 +59,18 @@ def _serve(settings: config.Settings) -> int:
     from extender.webhook import WebhookSetupError
 
     configure(settings.logging.level, settings.logging.format)
+    server, hook = settings.server, settings.webhook
+    structlog.get_logger("archfit").info(
+        "archfit_starting",
+        version=__version__,
+        python=platform.python_version(),
+        config=str(source.resolve()) if source else None,
+        listen=f"{server.host}:{server.port}",
+        prefix=server.prefix,
+        webhook=f"https://{hook.host}:{hook.port}{hook.path}" if hook.enabled else None,
+        mode=settings.policy.mode,
+        pid=os.getpid(),
+    )
     app = create_app(settings)
     tune_gc()
     try:
@@ -96,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="archfit",
         description="kube-scheduler extender that keeps pods off nodes their images can't run on",
     )
+    parser.add_argument("--version", action="version", version=f"archfit {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--config",

@@ -210,10 +210,17 @@ class Settings:
     """The mutating admission webhook: writes platform constraints into pods at CREATE."""
 
 
+def source(path: Path | None = None) -> Path | None:
+    """The file `load(path)` reads: `path`, else config/archfit.yaml if present, else none."""
+    if path is not None:
+        return path
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
+
 def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Load settings from `path` (default config/archfit.yaml if present) and env overrides."""
     data: dict[str, Any] = {}
-    chosen = path if path is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    chosen = source(path)
     if chosen is not None:
         try:
             loaded = yaml.safe_load(chosen.read_text(encoding="utf-8"))

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import platform
 from collections import Counter as Tally
 from contextvars import ContextVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from extender import __version__
 
 # Sub-millisecond answers from a warm cache up to the scheduler's 5 s default timeout.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
@@ -29,6 +42,14 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # What operators expect beside the custom metrics: CPU, memory, file descriptors,
+        # start time, GC, and which build and Python are running.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        Info("archfit_build", "The archfit build that is running.", registry=r).info(
+            {"version": __version__, "python": platform.python_version()}
+        )
         self.requests = Counter(
             "archfit_requests", "Scheduler extender calls.", ["verb", "outcome"], registry=r
         )

@@ -88,3 +88,65 @@ def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def _run(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """`archfit ARGS` in a fresh interpreter; `prelude` runs first (to hide a library)."""
+    code = f"import sys\n{prelude}\nfrom extender.cli import main\nsys.exit(main({list(args)!r}))"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_archfit_version_prints_the_installed_version():
+    """`archfit --version` is an answer, not a usage error."""
+    from extender import __version__
+
+    done = _run("--version")
+    assert (0, f"archfit {__version__}\n") == (done.returncode, done.stdout)
+
+
+HIDE_REDIS = "sys.modules['redis'] = None  # as if `pip install .` left the extra out"
+
+
+def test_a_redis_cache_without_the_redis_extra_is_a_clear_exit_2_not_a_traceback(tmp_path):
+    """serve and config both refuse it, naming the setting and the extra to install."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text("cache: {url: 'redis://127.0.0.1:1/0'}\nkubernetes: {mode: 'off'}\n")
+    for command in ("serve", "config"):
+        done = _run(command, "--config", str(path), prelude=HIDE_REDIS)
+        assert 2 == done.returncode, command
+        assert "cache.url is a Redis URL" in done.stderr
+        assert "pip install 'archfit[redis]'" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_serve_says_at_start_what_it_runs_where_and_from_which_config(tmp_path):
+    """One archfit_starting line: version, config path, listen address, webhook, mode."""
+    from extender import __version__
+
+    port = free_port()
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+        "logging: {format: json}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_listening(port, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=15)
+    first = orjson.loads(out.splitlines()[0])
+    assert {
+        "event": "archfit_starting",
+        "version": __version__,
+        "config": str(path.resolve()),
+        "listen": f"127.0.0.1:{port}",
+        "webhook": None,
+        "mode": "enforce",
+    } == {k: first[k] for k in ("event", "version", "config", "listen", "webhook", "mode")}
