@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -43,6 +44,7 @@ SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 SERVICES = web.AppKey("services", Services)
 WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
+SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
 
@@ -69,6 +71,16 @@ def create_app(
             yield
 
     app.cleanup_ctx.append(services_ctx)
+    if settings.server.tls:
+        certificate = ReloadingCertificate(settings.server.cert_file, settings.server.key_file)
+        try:
+            certificate.load()
+        except (OSError, ssl.SSLError) as error:
+            raise ServerCertificateError(
+                f"server.certFile/keyFile: cannot load {settings.server.cert_file}: {error}"
+            ) from error
+        app[SERVER_CERTIFICATE] = certificate
+        app.cleanup_ctx.append(_watch_server_certificate)
     if settings.webhook.enabled:
         app.cleanup_ctx.append(_webhook_ctx)
     prefix = settings.server.prefix.rstrip("/")
@@ -199,6 +211,21 @@ async def prioritize_handler(request: web.Request) -> web.Response:
     metrics.request_seconds.labels("prioritize").observe(time.perf_counter() - started)
     metrics.requests.labels("prioritize", "ok").inc()
     return _json(render_priorities(flat if dry_run else decision.scores))
+
+
+class ServerCertificateError(RuntimeError):
+    """The extender's HTTPS certificate cannot be loaded; the message names the setting."""
+
+
+async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
+    """Serve a rotated certificate without a restart (extender.tls)."""
+    watcher = asyncio.create_task(
+        app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)
+    )
+    yield
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
 
 
 async def _webhook_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -1,4 +1,4 @@
-"""Command line: `archfit serve`, `archfit inspect IMAGE...`, `archfit config`."""
+"""Command line: `archfit serve`, `inspect IMAGE...`, `config`, `scheduler-config`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from pathlib import Path
 import yaml
 
 from extender import __version__, config, extras, settings_doc
+from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "scheduler-config":  # needs no settings
+        return _scheduler_config(args)
     try:
         settings = config.load(args.config, os.environ)
     except config.ConfigError as error:
@@ -46,13 +49,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _scheduler_config(args: argparse.Namespace) -> int:
+    from extender.scheduler_config import Registration, render
+
+    try:
+        registration = Registration(
+            url=args.url,
+            ca_file=args.ca_file or "",
+            kubeconfig=args.kubeconfig,
+            node_cache_capable=not args.full_nodes,
+        )
+    except ValueError as error:
+        print(f"archfit scheduler-config: {error}", file=sys.stderr)
+        return 2
+    print(render(registration), end="")
+    return 0
+
+
 def _serve(settings: config.Settings, source: Path | None) -> int:
     import platform
 
     import structlog
     from aiohttp import web
 
-    from extender.app import create_app
+    from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
     from extender.kube.client import KubeConfigError
     from extender.kube.webhook_certs import CertificateSetupError
     from extender.logs import configure
@@ -65,19 +85,25 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
         version=__version__,
         python=platform.python_version(),
         config=str(source.resolve()) if source else None,
-        listen=f"{server.host}:{server.port}",
+        listen=f"{'https' if server.tls else 'http'}://{server.host}:{server.port}",
         prefix=server.prefix,
         webhook=f"https://{hook.host}:{hook.port}{hook.path}" if hook.enabled else None,
         mode=settings.policy.mode,
         pid=os.getpid(),
     )
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ServerCertificateError as error:
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
+    certificate = app.get(SERVER_CERTIFICATE)
     tune_gc()
     try:
         web.run_app(
             app,
             host=settings.server.host,
             port=settings.server.port,
+            ssl_context=certificate.context if certificate else None,
             shutdown_timeout=settings.server.shutdown_grace_seconds,
             access_log=None,  # the summary line per request says more
             print=None,
@@ -132,6 +158,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    register = commands.add_parser(
+        "scheduler-config",
+        help="print the KubeSchedulerConfiguration that registers archfit",
+        description="Print a KubeSchedulerConfiguration with archfit as an extender. "
+        "See deploy/README.md for which --url fits your control plane.",
+    )
+    register.add_argument(
+        "--url",
+        default=SERVICE_URL,
+        help=f"the extender urlPrefix (default: {SERVICE_URL}; a kubeadm scheduler "
+        "needs the Service's ClusterIP instead)",
+    )
+    register.add_argument(
+        "--ca-file", help="for an https --url: the CA bundle that signed archfit's certificate"
+    )
+    register.add_argument(
+        "--kubeconfig", default=KUBEADM_KUBECONFIG, help="kube-scheduler's own kubeconfig"
+    )
+    register.add_argument(
+        "--full-nodes",
+        action="store_true",
+        help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
+    )
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")

@@ -40,8 +40,22 @@ class ServerSettings:
     """Largest request body accepted; larger ones get 413. Full Node lists are big."""
     shutdown_grace_seconds: float = 10.0
     """On SIGTERM, how long in-flight requests may take to finish."""
+    cert_file: str = ""
+    """PEM certificate (chain) to serve HTTPS to kube-scheduler; empty serves plain HTTP."""
+    key_file: str = ""
+    """PEM private key of certFile."""
+    cert_reload_seconds: float = 10.0
+    """How often certFile/keyFile are checked; a rotated pair is served without a restart."""
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.cert_file)
 
     def __post_init__(self) -> None:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("certFile and keyFile: set both for HTTPS, or neither")
+        if self.cert_reload_seconds < 0.1:
+            raise ValueError("certReloadSeconds: must be at least 0.1")
         if not 0 < self.port < 65536:
             raise ValueError(f"port: {self.port} is not a TCP port")
         if not self.prefix.startswith("/") or (self.prefix.endswith("/") and self.prefix != "/"):

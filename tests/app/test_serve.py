@@ -146,7 +146,48 @@ def test_serve_says_at_start_what_it_runs_where_and_from_which_config(tmp_path):
         "event": "archfit_starting",
         "version": __version__,
         "config": str(path.resolve()),
-        "listen": f"127.0.0.1:{port}",
+        "listen": f"http://127.0.0.1:{port}",
         "webhook": None,
         "mode": "enforce",
     } == {k: first[k] for k in ("event", "version", "config", "listen", "webhook", "mode")}
+
+
+def test_serve_speaks_https_with_the_configured_certificate(tmp_path):
+    """server.certFile/keyFile: the verbs answer over TLS, verified against the CA."""
+    import ssl
+    import urllib.request
+
+    from tests.support.tls import make_serving_cert
+
+    cert = make_serving_cert(tmp_path / "tls")
+    port = free_port()
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}, certFile: '{cert.cert}',"
+        f" keyFile: '{cert.key}'}}\nkubernetes: {{mode: 'off'}}\nlogging: {{format: json}}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_listening(port, process)
+        context = ssl.create_default_context(cafile=str(cert.ca_bundle))
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context) as answer:
+            assert 200 == answer.status
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=15)
+
+
+def test_an_unreadable_server_certificate_is_exit_2_naming_the_setting(tmp_path):
+    """A certFile that does not exist stops serve before it binds, with the key's name."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        "server: {certFile: /nonexistent/tls.crt, keyFile: /nonexistent/tls.key}\n"
+        "kubernetes: {mode: 'off'}\n"
+    )
+    done = _run("serve", "--config", str(path))
+    assert 2 == done.returncode
+    assert "server.certFile/keyFile: cannot load /nonexistent/tls.crt" in done.stderr

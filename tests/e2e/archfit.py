@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import ssl
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,14 +96,22 @@ class Archfit:
         )
 
     @property
+    def scheme(self) -> str:
+        """https when the settings give archfit a serving certificate."""
+        return "https" if self.settings["server"].get("certFile") else "http"
+
+    @property
     def url_prefix(self) -> str:
         """What kube-scheduler's extender urlPrefix must be to reach this archfit."""
-        return f"http://127.0.0.1:{self.port}{self.prefix}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{self.prefix}"
 
     def start(self) -> Archfit:
         """Start archfit and wait until /readyz answers 200."""
         self.process.start()
-        self.process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{self.port}/readyz"))
+        # Readiness only, on loopback: the scheduler is what verifies the certificate.
+        context = ssl._create_unverified_context() if self.scheme == "https" else None  # noqa: S323
+        url = f"{self.scheme}://127.0.0.1:{self.port}/readyz"
+        self.process.wait_ready(lambda: http_ok(url, context))
         return self
 
     def stop(self) -> None:

@@ -20,7 +20,11 @@ SHIPPED_CONFIG = REPO / "config" / "scheduler-config.yaml"
 
 
 def render_config(
-    path: Path, kubeconfig: Path, url_prefix: str | None, node_cache_capable: bool | None = None
+    path: Path,
+    kubeconfig: Path,
+    url_prefix: str | None,
+    node_cache_capable: bool | None = None,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Write the shipped KubeSchedulerConfiguration with the local substitutions to path.
 
@@ -36,6 +40,10 @@ def render_config(
     extender["urlPrefix"] = url_prefix
     if node_cache_capable is not None:
         extender["nodeCacheCapable"] = node_cache_capable
+    if ca_file is not None:
+        # What `archfit scheduler-config --url https://... --ca-file ...` writes.
+        extender["enableHTTPS"] = True
+        extender["tlsConfig"] = {"caFile": str(ca_file)}
     path.write_text(yaml.safe_dump(document))
     return document
 
@@ -51,10 +59,13 @@ class Scheduler:
         url_prefix: str | None,
         node_cache_capable: bool | None = None,
         name: str = "kube-scheduler",
+        ca_file: Path | None = None,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"{name}-config.yaml"
-        self.config = render_config(self.config_path, kubeconfig, url_prefix, node_cache_capable)
+        self.config = render_config(
+            self.config_path, kubeconfig, url_prefix, node_cache_capable, ca_file
+        )
         self.port = free_port()
         self.process = Process(
             name,

@@ -36,12 +36,16 @@ class Stack:
         self.scheduler: Scheduler | None = None
 
     def ensure(
-        self, settings: Mapping[str, Any] | None = None, node_cache_capable: bool = True
+        self,
+        settings: Mapping[str, Any] | None = None,
+        node_cache_capable: bool = True,
+        ca_file: Path | None = None,
     ) -> Stack:
         """Make archfit run with base settings merged with `settings`, and a scheduler
-        registered with nodeCacheCapable as given; reuse what already runs like that."""
+        registered with nodeCacheCapable as given (trusting `ca_file` when archfit serves
+        HTTPS); reuse what already runs like that."""
         effective = merge(self._base, settings or {})
-        key = json.dumps([effective, node_cache_capable], sort_keys=True)
+        key = json.dumps([effective, node_cache_capable, str(ca_file)], sort_keys=True)
         if (
             key == self._key
             and self.archfit
@@ -61,6 +65,7 @@ class Stack:
                 self._control_plane.scheduler_kubeconfig,
                 self.archfit.url_prefix,
                 node_cache_capable=node_cache_capable,
+                ca_file=ca_file,
             ).start()
         except BaseException:
             self.stop()

@@ -1,0 +1,88 @@
+"""The KubeSchedulerConfiguration that registers archfit, for `archfit scheduler-config`.
+
+Pure: options in, commented YAML out. config/scheduler-config.yaml is this output for
+the in-cluster Service URL, so the shipped file and the command never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+SERVICE_URL = "http://archfit.archfit-system.svc:8888/scheduler"
+KUBEADM_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Where archfit listens and how kube-scheduler should call it."""
+
+    url: str = SERVICE_URL
+    """The extender urlPrefix: scheme, host, port and archfit's server.prefix."""
+    ca_file: str = ""
+    """For https URLs: the CA bundle kube-scheduler trusts archfit's certificate with."""
+    kubeconfig: str = KUBEADM_KUBECONFIG
+    node_cache_capable: bool = True
+    http_timeout: str = "2s"
+    leader_elect: bool = True
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"--url {self.url!r} must be http(s)://host[:port]/prefix")
+        if parts.scheme == "https" and not self.ca_file:
+            raise ValueError("an https --url needs --ca-file (the CA that signed archfit's cert)")
+        if parts.scheme == "http" and self.ca_file:
+            raise ValueError("--ca-file needs an https --url")
+
+
+def render(registration: Registration) -> str:
+    """The commented KubeSchedulerConfiguration for `registration`."""
+    r = registration
+    tls = ""
+    if r.ca_file:
+        tls = (
+            "  # archfit serves HTTPS (server.certFile/keyFile); trust its CA.\n"
+            "  enableHTTPS: true\n"
+            "  tlsConfig:\n"
+            f"    caFile: {_quote(r.ca_file)}\n"
+        )
+    cache = (
+        "  # archfit list-watches Nodes itself, so the scheduler sends only node names.\n"
+        "  nodeCacheCapable: true\n"
+        if r.node_cache_capable
+        else "  # The scheduler sends whole Node objects; archfit needs no node index.\n"
+        "  nodeCacheCapable: false\n"
+    )
+    return f"""\
+# KubeSchedulerConfiguration that registers archfit as a scheduler extender.
+# Made by `archfit scheduler-config --url {r.url}{" --ca-file " + r.ca_file if r.ca_file else ""}`.
+# Give it to kube-scheduler with --config. The urlPrefix must be reachable from where
+# kube-scheduler runs: a kubeadm scheduler uses the host network and cannot resolve
+# cluster DNS, so give it the archfit Service's ClusterIP (deploy/README.md, "Which urlPrefix").
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {_quote(r.kubeconfig)}
+# Several scheduler replicas must elect one leader (kubeadm also passes --leader-elect).
+leaderElection:
+  leaderElect: {str(r.leader_elect).lower()}
+# Above 100 nodes kube-scheduler only sends a sample of the feasible nodes to
+# extenders. An arm64-only pod in a mostly-amd64 cluster can then miss every
+# arm64 node in one cycle; scoring all nodes avoids that.
+percentageOfNodesToScore: 100
+extenders:
+- urlPrefix: {_quote(r.url)}
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  # Score added = archfit score (0..10) x weight x 10.
+  weight: 1
+{cache}{tls}  # archfit answers within its own resolution deadline (1.5 s by default).
+  httpTimeout: {r.http_timeout}
+  # If archfit is down, schedule as if it were not installed.
+  ignorable: true
+"""
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

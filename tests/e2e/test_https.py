@@ -1,0 +1,55 @@
+"""kube-scheduler calls archfit over HTTPS, trusting a CA the test makes (issue 11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.catalog import Images
+from tests.e2e.stack import Stack
+from tests.e2e.topology import REPLICAS, replicas, schedule
+from tests.support.tls import make_serving_cert
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(CA bundle, certificate, key) for 127.0.0.1."""
+    cert = make_serving_cert(tmp_path_factory.mktemp("extender-tls"))
+    return cert.ca_bundle, cert.cert, cert.key
+
+
+def test_the_scheduler_filters_through_archfit_over_https(
+    stack: Stack,
+    core: client.CoreV1Api,
+    namespace: str,
+    images: Images,
+    serving: tuple[Path, Path, Path],
+) -> None:
+    """enableHTTPS with tlsConfig.caFile: an amd64-only image still lands on amd64 only."""
+    ca, cert, key = serving
+    stack.ensure({"server": {"certFile": str(cert), "keyFile": str(key)}}, ca_file=ca)
+    assert stack.archfit is not None
+    assert stack.archfit.url_prefix.startswith("https://")
+    placed = schedule(core, namespace, replicas("tls", [images.amd64_only.reference]))
+    assert ["amd64"] * REPLICAS == placed
+
+
+def test_a_scheduler_that_does_not_trust_archfits_ca_gets_no_filtering(
+    stack: Stack,
+    core: client.CoreV1Api,
+    namespace: str,
+    images: Images,
+    serving: tuple[Path, Path, Path],
+    tmp_path: Path,
+) -> None:
+    """The control: trusting another CA, every call fails TLS, and ignorable passes all."""
+    _, cert, key = serving
+    other = make_serving_cert(tmp_path / "other").ca_bundle
+    stack.ensure({"server": {"certFile": str(cert), "keyFile": str(key)}}, ca_file=other)
+    placed = schedule(core, namespace, replicas("untrusted", [images.s390x_only.reference]))
+    # s390x runs nowhere: with archfit heard, these pods would stay Pending.
+    assert REPLICAS == len(placed)
