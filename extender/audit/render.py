@@ -14,12 +14,13 @@ from typing import TextIO
 
 import orjson
 from rich import box
-from rich.console import Console
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from extender.audit.report import BLOCKED, READY, Report, WorkloadReport, document
 from extender.registry.errors import snippet
+from extender.tables import print_table
 
 FORMATS = ("table", "json", "csv", "markdown")
 _STYLE = {READY: "green", BLOCKED: "red"}
@@ -31,7 +32,7 @@ CSV_COLUMNS = (
 )  # fmt: skip
 
 
-def write(report: Report, output: str, out: TextIO, *, color: bool = False) -> None:
+def write(report: Report, output: str, out: TextIO) -> None:
     """Write the report in one of FORMATS."""
     if output == "json":
         out.write(orjson.dumps(document(report), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -40,7 +41,7 @@ def write(report: Report, output: str, out: TextIO, *, color: bool = False) -> N
     elif output == "markdown":
         out.write(as_markdown(report))
     else:
-        write_table(report, out, color=color)
+        print_table(Group(*table_parts(report)), out)
 
 
 def headline(report: Report) -> list[str]:
@@ -68,11 +69,9 @@ def headline(report: Report) -> list[str]:
     return lines
 
 
-def write_table(report: Report, out: TextIO, *, color: bool = False) -> None:
+def table_parts(report: Report) -> list[RenderableType]:
     """Tables for a terminal: summary, workloads, blockers, unknown images, broken pods."""
-    console = Console(file=out, force_terminal=color, no_color=not color, width=_width(out))
-    for line in headline(report):
-        console.print(Text(line))
+    parts: list[RenderableType] = [Text(line) for line in headline(report)]
     workloads = _table("NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY", "PODS NOW",
                        "VCPU", "MEMORY", title="Workloads")  # fmt: skip
     for w in report.workloads:
@@ -81,34 +80,34 @@ def write_table(report: Report, out: TextIO, *, color: bool = False) -> None:
             *_cells(key.namespace, key.kind, key.name),
             Text(w.verdict, style=_STYLE.get(w.verdict, "yellow")),
             *_cells(
-                ", ".join(w.runs_on) or "-",
+                _runs_on(w),
                 _why(w) or "-",
                 _running(w.running),
                 _vcpu(w.cpu_millis),
                 _memory(w.memory_bytes),
             ),
         )
-    console.print(workloads)
+    parts.append(workloads)
     if report.blockers:
         blockers = _table("IMAGE", "HAS", "WORKLOADS", "VCPU",
                           title="Images that block arm64, most workloads first")  # fmt: skip
         for b in report.blockers:
             blockers.add_row(*_cells(b.image, _platforms(b.platforms), str(b.workloads),
                                      _vcpu(b.cpu_millis)))  # fmt: skip
-        console.print(blockers)
+        parts.append(blockers)
     if report.unknown_images:
         unknown = _table("IMAGE", "REASON", "WORKLOADS", title="Images that could not be read")
         for u in report.unknown_images:
             unknown.add_row(*_cells(u.image, u.reason, str(u.workloads)))
-        console.print(unknown)
+        parts.append(unknown)
     if report.broken:
         broken = _table("POD", "IMAGE", "NODE", "PROBLEM", title="Broken now")
         for item in report.broken:
             node = f"{item.node or '-'} ({item.node_arch})"
             broken.add_row(*_cells(f"{item.namespace}/{item.pod}", item.image, node, item.problem))
-        console.print(broken)
-    for reason in report.skipped:
-        console.print(Text(f"skipped: {snippet(reason, 300)}"))
+        parts.append(broken)
+    parts += [Text(f"skipped: {snippet(reason, 300)}") for reason in report.skipped]
+    return parts
 
 
 def as_markdown(report: Report) -> str:
@@ -119,7 +118,7 @@ def as_markdown(report: Report) -> str:
             f"{w.workload.key.namespace}/{w.workload.key.name}",
             w.workload.key.kind,
             f"**{w.verdict}**",
-            ", ".join(w.runs_on) or "-",
+            _runs_on(w),
             _why(w) or "-",
             _running(w.running),
             _vcpu(w.cpu_millis),
@@ -132,20 +131,20 @@ def as_markdown(report: Report) -> str:
     if report.blockers:
         parts += _markdown_table(
             ("image", "has", "workloads", "vCPU"),
-            [(f"`{b.image}`", _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
+            [(_code(b.image), _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
              for b in report.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if report.unknown_images:
         parts += _markdown_table(
             ("image", "reason", "workloads"),
-            [(f"`{u.image}`", u.reason, str(u.workloads)) for u in report.unknown_images],
+            [(_code(u.image), u.reason, str(u.workloads)) for u in report.unknown_images],
             "Images that could not be read",
         )
     if report.broken:
         parts += _markdown_table(
             ("pod", "image", "node", "problem"),
-            [(f"{b.namespace}/{b.pod}", f"`{b.image}`", f"{b.node or '-'} ({b.node_arch})",
+            [(f"{b.namespace}/{b.pod}", _code(b.image), f"{b.node or '-'} ({b.node_arch})",
               b.problem) for b in report.broken],
             "Broken now",
         )  # fmt: skip
@@ -184,6 +183,16 @@ def _why(w: WorkloadReport) -> str:
     clauses = [f"{b.image} has {_platforms(b.platforms)}" for b in w.blockers["arm64"]]
     clauses += [f"{u.image}: {u.reason}" for u in w.unknown]
     return "; ".join(clauses)
+
+
+def _runs_on(w: WorkloadReport) -> str:
+    # With an image unknown, the architectures are those of the images known: not certain.
+    mark = "?" if w.unknown else ""
+    return ", ".join(arch + mark for arch in w.runs_on) or "none"
+
+
+def _code(image: str) -> str:
+    return "`" + image.replace("`", "'") + "`"
 
 
 def _table(*headers: str, title: str) -> Table:
@@ -229,8 +238,3 @@ def _memory(size: int) -> str:
 
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
-
-
-def _width(out: TextIO) -> int | None:
-    # A file or pipe gets a wide, stable layout; a terminal uses its own width.
-    return None if out.isatty() else 160

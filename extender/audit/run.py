@@ -82,7 +82,7 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         only_audited=bool(options.selector),
         loose=settings.policy.loose_matching,
     )
-    render.write(report, options.output, out, color=out.isatty())
+    render.write(report, options.output, out)
     return 1 if options.fail_on_blockers and report.summary.blocked else 0
 
 
