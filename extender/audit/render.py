@@ -179,9 +179,10 @@ def as_csv(report: Report) -> str:
 
 
 def _why(w: WorkloadReport) -> str:
-    """What keeps the workload off arm64 (or unverified), one clause per image."""
+    """What keeps the workload off arm64 (or unverified), one clause per image; the reasons
+    of unknown images are in their own table, once per image."""
     clauses = [f"{b.image} has {_platforms(b.platforms)}" for b in w.blockers["arm64"]]
-    clauses += [f"{u.image}: {u.reason}" for u in w.unknown]
+    clauses += [f"{u.image} unknown" for u in w.unknown]
     return "; ".join(clauses)
 
 

@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 
 from tests.e2e import cluster
-from tests.e2e.archfit import archfit_command
+from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.catalog import PRIVATE_USER, Images
 
 pytestmark = pytest.mark.e2e
@@ -56,8 +56,9 @@ def create_fleet(api: client.ApiClient, namespace: str, images: Images) -> None:
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
     selector = {"matchLabels": {"app": "web"}}
     web_template = _template("web", [images.multi.reference])
+    edge = {"tier": "edge", "fleet": namespace}  # what the selector test picks
     web = apps.create_namespaced_deployment(namespace, {
-        "metadata": {"name": "web"},
+        "metadata": {"name": "web", "labels": edge},
         "spec": {"replicas": 2, "selector": selector, "template": web_template},
     })  # fmt: skip
     replica_set = apps.create_namespaced_replica_set(namespace, {
@@ -98,7 +99,9 @@ def create_fleet(api: client.ApiClient, namespace: str, images: Images) -> None:
         "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": {
             **private, "spec": {**private["spec"], "restartPolicy": "OnFailure"}}}}},
     })  # fmt: skip
-    core.create_namespaced_pod(namespace, _bound_pod("debug", images.multi.reference, "arm64-b"))
+    debug = _bound_pod("debug", images.multi.reference, "arm64-b")
+    debug["metadata"]["labels"] = edge
+    core.create_namespaced_pod(namespace, debug)
     core.create_namespaced_pod(
         namespace, _bound_pod("broken", images.amd64_only.reference, "arm64-a")
     )
@@ -112,9 +115,9 @@ def create_fleet(api: client.ApiClient, namespace: str, images: Images) -> None:
     }})  # fmt: skip
 
 
-def audit(config: Path, namespace: str, *options: str) -> subprocess.CompletedProcess[str]:
+def audit(config: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """Run the installed `archfit audit` against the cluster."""
-    command = [*archfit_command(), "audit", "--config", str(config), "-n", namespace, *options]
+    command = [*archfit_command(), "audit", "--config", str(config), *options]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -137,7 +140,7 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
     fleet: Path, namespace: str, images: Images
 ) -> None:
     """Verdicts, blockers, pods per architecture, unknown reasons, broken pods and the saving."""
-    done = audit(fleet, namespace, "-o", "json", "--price-per-vcpu-hour", "0.10")
+    done = audit(fleet, "-n", namespace, "-o", "json", "--price-per-vcpu-hour", "0.10")
     assert 0 == done.returncode, done.stderr
     report = json.loads(done.stdout)
     workloads = {(w["kind"], w["name"]): w for w in report["workloads"]}
@@ -174,7 +177,7 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
     fleet: Path, namespace: str, images: Images
 ) -> None:
     """Markdown for a ticket, and exit status 1 under `--fail-on blockers`."""
-    done = audit(fleet, namespace, "-o", "markdown", "--fail-on", "blockers")
+    done = audit(fleet, "-n", namespace, "-o", "markdown", "--fail-on", "blockers")
     lines = done.stdout.splitlines()
     assert (
         1,
@@ -191,3 +194,21 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
         next(line for line in lines if line.startswith(f"| {namespace}/db ")),
         next(line for line in lines if line.startswith(f"| {namespace}/broken | `")),
     ), done.stdout + done.stderr
+
+
+def test_a_selector_across_namespaces_picks_workloads_and_excluded_namespaces_are_left_out(
+    fleet: Path, namespace: str, base_settings: dict[str, Any]
+) -> None:
+    """`-A -l` audits the labelled workloads only; policy.excludedNamespaces drops the rest."""
+    selected = audit(fleet, "-A", "-l", f"tier=edge,fleet={namespace}", "-o", "json")
+    excluded = fleet.with_name("excluded.yaml")
+    excluded.write_text(yaml.safe_dump(merge(base_settings, {"policy": {
+        "excludedNamespaces": ["kube-system", namespace]}})))  # fmt: skip
+    dropped = audit(excluded, "-A", "-l", f"fleet={namespace}", "-o", "json")
+    assert (0, 0) == (selected.returncode, dropped.returncode), selected.stderr + dropped.stderr
+    names = [(w["kind"], w["name"]) for w in json.loads(selected.stdout)["workloads"]]
+    assert ([("Deployment", "web"), ("Pod", "debug")], 0, 0) == (
+        names,
+        json.loads(selected.stdout)["summary"]["brokenNow"],
+        json.loads(dropped.stdout)["summary"]["workloads"],
+    ), selected.stderr + dropped.stderr
