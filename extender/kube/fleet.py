@@ -76,6 +76,18 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
     def read(kind: str, selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
         return _list(api, kind, scope, selector, field_selector, timeout_seconds)
 
+    def events() -> list[dict[str, Any]]:
+        """Events only add to "broken now"; without the right to list them, statuses remain."""
+        try:
+            return read("Event", field_selector="involvedObject.kind=Pod")
+        except FleetError as error:
+            if isinstance(error.__cause__, client.ApiException) and error.__cause__.status in (
+                401,
+                403,
+            ):
+                return []
+            raise
+
     pods = read("Pod")
     jobs = read("Job")
     selected_pods = read("Pod", scope.selector) if scope.selector else pods
@@ -94,7 +106,7 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
         intermediates=read("ReplicaSet") + jobs,
         pods=pods,
         nodes=_nodes(api, timeout_seconds),
-        events=read("Event", field_selector="involvedObject.kind=Pod"),
+        events=events(),
     )
 
 
