@@ -26,10 +26,11 @@ def test_bad_options_exit_2_with_a_message_naming_them(options, message, capsys)
     assert (2, True) == (exited.value.code, message in capsys.readouterr().err)
 
 
-def test_kubernetes_mode_off_is_an_error_for_the_audit(capsys, monkeypatch):
+def test_kubernetes_mode_off_is_an_error_for_the_audit(capsys, tmp_path):
     """The audit reads the cluster; it says so instead of printing an empty report."""
-    monkeypatch.setenv("ARCHFIT_KUBERNETES__MODE", "off")
-    status = main(["audit", "-n", "shop"])
+    config = tmp_path / "archfit.yaml"
+    config.write_text(yaml.safe_dump({"kubernetes": {"mode": "off"}}))  # quoted: YAML 1.1 "off"
+    status = main(["audit", "--config", str(config), "-n", "shop"])
     expected = "archfit: cannot reach Kubernetes: kubernetes.mode is off, and this command reads"
     assert (2, expected) == (status, capsys.readouterr().err[: len(expected)])
 
