@@ -26,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     command: str = args.command
     if command == "serve":
         return _serve(settings)
+    if command in ("inspect", "audit"):
+        from extender.logs import configure
+
+        # stdout carries the report: warnings (a missing pull secret, say) go to stderr, and
+        # the service's info lines stay quiet unless debug is asked for.
+        level = "warning" if settings.logging.level == "info" else settings.logging.level
+        configure(level, settings.logging.format, sys.stderr)
     if command == "inspect":
         from extender.inspect import run_inspect
 
