@@ -1,10 +1,13 @@
 """The `archfit audit` command line: bad options and the default namespace."""
 
+import io
+
 import pytest
 import yaml
 
+from extender.audit.run import AuditOptions, run_audit
 from extender.cli import main
-from extender.config import KubernetesSettings
+from extender.config import KubernetesSettings, Settings
 from extender.kube.client import current_namespace
 
 
@@ -26,13 +29,13 @@ def test_bad_options_exit_2_with_a_message_naming_them(options, message, capsys)
     assert (2, True) == (exited.value.code, message in capsys.readouterr().err)
 
 
-def test_kubernetes_mode_off_is_an_error_for_the_audit(capsys, tmp_path):
+def test_kubernetes_mode_off_is_an_error_for_the_audit():
     """The audit reads the cluster; it says so instead of printing an empty report."""
-    config = tmp_path / "archfit.yaml"
-    config.write_text(yaml.safe_dump({"kubernetes": {"mode": "off"}}))  # quoted: YAML 1.1 "off"
-    status = main(["audit", "--config", str(config), "-n", "shop"])
+    settings = Settings(kubernetes=KubernetesSettings(mode="off"))
+    out, err = io.StringIO(), io.StringIO()
+    status = run_audit(settings, AuditOptions(namespace="shop"), out, err)
     expected = "archfit: cannot reach Kubernetes: kubernetes.mode is off, and this command reads"
-    assert (2, expected) == (status, capsys.readouterr().err[: len(expected)])
+    assert (2, "", expected) == (status, out.getvalue(), err.getvalue()[: len(expected)])
 
 
 def test_the_default_namespace_is_the_kubeconfig_contexts(tmp_path):
