@@ -169,11 +169,23 @@ def _replicas(kind: str, obj: Mapping[str, Any]) -> int:
         status = _mapping(obj.get("status"), "status")
         return _count(status.get("desiredNumberScheduled"), 0, "status.desiredNumberScheduled")
     if kind == "Job":
+        if _finished(_mapping(obj.get("status"), "status")):
+            return 0  # a finished Job holds no CPU, so it counts towards no share or saving
         return _count(spec.get("parallelism"), 1, "spec.parallelism")
     if kind == "CronJob":
         job = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
         return _count(job.get("parallelism"), 1, "spec.jobTemplate.spec.parallelism")
     return 1
+
+
+def _finished(status: Mapping[str, Any]) -> bool:
+    conditions = status.get("conditions") or []
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") in ("Complete", "Failed")
+        and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def _request(spec: Mapping[str, Any], resource: str, parse: Any) -> int:

@@ -145,7 +145,12 @@ def _list(
         except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
             raise FleetError(f"cannot list {kind}s in {where}: {error}") from error
         for item in page.get("items") or []:
-            if scope.namespace or item["metadata"].get("namespace") not in scope.excluded:
+            metadata = item["metadata"]
+            if scope.namespace or metadata.get("namespace") not in scope.excluded:
+                # The audit reads neither; kubectl's last-applied annotation and managed
+                # fields are often most of an object's size, times every pod in the cluster.
+                metadata.pop("managedFields", None)
+                metadata.pop("annotations", None)
                 items.append(item)
         token = (page.get("metadata") or {}).get("continue") or ""
         if not token:

@@ -39,10 +39,11 @@ def workload_object(kind: str, name: str, spec: dict[str, Any], **fields: Any) -
     """A Deployment/StatefulSet/DaemonSet/Job (template), CronJob (job template) or Pod."""
     if kind == "Pod":
         return {"metadata": meta(name), "spec": spec}
+    status = fields.pop("status", {})
     body: dict[str, Any] = {"template": {"spec": spec}, **fields}
     if kind == "CronJob":
         body = {"schedule": "@daily", "jobTemplate": {"spec": body}}
-    return {"metadata": meta(name), "spec": body, "status": fields.pop("status", {})}
+    return {"metadata": meta(name), "spec": body, "status": status}
 
 
 def workload(
