@@ -51,8 +51,9 @@ def _bound_pod(name: str, image: str, node: str, owners: list[dict[str, Any]] | 
 
 
 def create_fleet(api: client.ApiClient, namespace: str, images: Images) -> None:
-    """Seven workloads: ready, blocked by an init container, private, DaemonSet, bare pods,
-    an image in a registry that is down, and a pod kubelet failed to pull for."""
+    """Eight workloads: ready, blocked by an init container, private with and without its
+    pull secret, DaemonSet, bare pods, an image in a registry that is down, and a pod kubelet
+    failed to pull for."""
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
     selector = {"matchLabels": {"app": "web"}}
     web_template = _template("web", [images.multi.reference])
@@ -104,6 +105,12 @@ def create_fleet(api: client.ApiClient, namespace: str, images: Images) -> None:
     debug = _bound_pod("debug", images.multi.reference, "arm64-b")
     debug["metadata"]["labels"] = edge
     core.create_namespaced_pod(namespace, debug)
+    # The CronJob's private image again, without its pull secret: the registry's 401.
+    apps.create_namespaced_deployment(namespace, {
+        "metadata": {"name": "no-secret"},
+        "spec": {"selector": {"matchLabels": {"app": "no-secret"}},
+                 "template": _template("no-secret", [images.private_arm64_only.reference])},
+    })  # fmt: skip
     core.create_namespaced_pod(
         namespace, _bound_pod("broken", images.amd64_only.reference, "arm64-a")
     )
@@ -150,6 +157,7 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
     assert {
         ("Deployment", "web"): ("ready", ["arm64", "amd64"], {"amd64": 1, "arm64": 1}),
         ("Deployment", "legacy"): ("unknown", ["arm64", "amd64"], {}),
+        ("Deployment", "no-secret"): ("unknown", ["arm64", "amd64"], {}),
         ("StatefulSet", "db"): ("blocked", ["amd64"], {}),
         ("DaemonSet", "agent"): ("blocked", ["amd64"], {}),
         ("CronJob", "report"): ("ready", ["arm64"], {}),
@@ -159,7 +167,7 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
     amd64_only = images.amd64_only.reference
     unknown = workloads["Deployment", "legacy"]["unknown"][0]
     assert (
-        {"workloads": 7, "ready": 3, "blocked": 3, "unknown": 1, "vcpu": 0.9, "readyVcpu": 0.4,
+        {"workloads": 8, "ready": 3, "blocked": 3, "unknown": 2, "vcpu": 1.0, "readyVcpu": 0.4,
          "movableVcpu": 0.2, "monthlySaving": 2.92, "brokenNow": 1},
         [{"image": amd64_only, "platforms": ["linux/amd64"], "workloads": 3, "vcpu": 0.4}],
         images.unreachable_s390x_only.reference,
@@ -172,7 +180,11 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
         [(b["workload"], b["image"], b["node"], b["nodeArch"], b["problem"])
          for b in report["brokenNow"]],
     )  # fmt: skip
-    assert "connect" in unknown["reason"].lower(), unknown["reason"]
+    denied = workloads["Deployment", "no-secret"]["unknown"][0]["reason"]
+    assert ("connect", "401") == (
+        "connect" if "connect" in unknown["reason"].lower() else unknown["reason"],
+        "401" if "401" in denied else denied,
+    )
 
 
 def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
@@ -183,7 +195,7 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
     lines = done.stdout.splitlines()
     assert (
         1,
-        "- Ready for arm64: 3 of 7 workloads (43%), 0.4 of 0.9 requested vCPU (44%).",
+        "- Ready for arm64: 3 of 8 workloads (38%), 0.4 of 1 requested vCPU (40%).",
         f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 |",
         f"| {namespace}/db | StatefulSet | **blocked** | amd64 | "
         f"{images.amd64_only.reference} has linux/amd64 | - | 0.1 |",
