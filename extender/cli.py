@@ -1,4 +1,4 @@
-"""Command line: `archfit serve`, `inspect IMAGE...`, `config`, `scheduler-config`."""
+"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `config`, `scheduler-config`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import gc
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -33,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     command: str = args.command
     if command == "serve":
         return _serve(settings, config.source(args.config))
+    if command in ("inspect", "audit"):
+        from extender.logs import configure
+
+        # stdout carries the report: warnings (a missing pull secret, say) go to stderr, and
+        # the service's info lines stay quiet unless debug is asked for.
+        level = "warning" if settings.logging.level == "info" else settings.logging.level
+        configure(level, settings.logging.format, sys.stderr)
     if command == "inspect":
         from extender.inspect import run_inspect
 
@@ -40,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(
             run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
         )
+    if command == "audit":
+        return _audit(settings, args)
     if args.table:
         print(settings_doc.markdown_table(), end="")
     elif args.defaults:
@@ -124,6 +134,24 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     return 0
 
 
+def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.audit.report import Pricing
+    from extender.audit.run import AuditOptions, run_audit
+    from extender.kube.client import current_namespace
+
+    namespace = None if args.all_namespaces else args.namespace
+    if namespace is None and not args.all_namespaces:
+        namespace = current_namespace(settings.kubernetes)
+    options = AuditOptions(
+        namespace=namespace,
+        selector=args.selector,
+        output=args.output,
+        fail_on_blockers=args.fail_on == "blockers",
+        pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
+    )
+    return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
 def tune_gc() -> None:
     """Make garbage collection rare and cheap for a server that parses big JSON bodies.
 
@@ -181,8 +209,68 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
     )
+    _audit_parser(commands, common)
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     return parser
+
+
+def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.audit.render import FORMATS
+
+    audit = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="report which workloads can move to arm64, what blocks the rest, and the saving",
+    )
+    where = audit.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n", "--namespace", help="one namespace (default: the kubeconfig context's)"
+    )
+    where.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace except policy.excludedNamespaces",
+    )
+    audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
+    audit.add_argument("-o", "--output", choices=FORMATS, default="table")
+    audit.add_argument(
+        "--fail-on",
+        choices=("blockers", "never"),
+        default="never",
+        help="exit status 1 when any workload is blocked from arm64 (for CI)",
+    )
+    audit.add_argument(
+        "--price-per-vcpu-hour",
+        type=_non_negative,
+        default=None,
+        metavar="PRICE",
+        help="on-demand price of one vCPU-hour, for the monthly saving estimate",
+    )
+    audit.add_argument(
+        "--arm64-discount",
+        type=_fraction,
+        default=0.20,
+        metavar="FRACTION",
+        help="how much cheaper arm64 is (default 0.20, the commonly quoted Graviton saving)",
+    )
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _non_negative(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be below 1 (0.20 is 20%)")
+    return value

@@ -10,10 +10,13 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import orjson
+from rich.table import Table
+from rich.text import Text
 
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, build_resolver
 from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.tables import print_table
 
 _HEADERS = ("IMAGE", "DIGEST", "PLATFORMS")
 
@@ -37,7 +40,10 @@ async def run_inspect(
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # KeyboardInterrupt, cancellation: not an image's problem
     rows = list(zip(images, outcomes, strict=True))
-    out.write(_json(rows) if as_json else _table(rows))
+    if as_json:
+        out.write(_json(rows))
+    else:
+        _table(rows, out)
     return 1 if any(isinstance(outcome, BaseException) for _, outcome in rows) else 0
 
 
@@ -69,18 +75,19 @@ def _json(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
     return orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
-def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
-    lines: list[tuple[str, str, str]] = [_HEADERS]
+def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: TextIO) -> None:
+    table = Table(box=None, highlight=False, pad_edge=False)
+    for header in _HEADERS:
+        table.add_column(header, overflow="fold")
     for raw, outcome in rows:
         image = snippet(raw, 120)  # user input: one row per image, nothing unprintable
         if isinstance(outcome, BaseException):
             error = _describe_error(outcome)
-            lines.append((image, "-", f"ERROR {error['type']}: {error['message']}"))
-            continue
-        if outcome.artifact:
-            platforms = "(artifact: not a runnable image)"
+            cells = (image, "-", f"ERROR {error['type']}: {snippet(error['message'], 300)}")
+        elif outcome.artifact:
+            cells = (image, outcome.digest, "(artifact: not a runnable image)")
         else:
             platforms = ", ".join(_platforms(outcome)) or "(no usable platform entries)"
-        lines.append((image, outcome.digest, platforms))
-    widths = [max(len(line[column]) for line in lines) for column in range(2)]
-    return "".join(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c}\n" for a, b, c in lines)
+            cells = (image, outcome.digest, platforms)
+        table.add_row(*(Text(cell) for cell in cells))  # Text: "[x]" in a name is not markup
+    print_table(table, out)

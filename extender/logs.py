@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import orjson
 import structlog
@@ -20,9 +20,15 @@ _LEVELS = {
 def configure(
     level: Literal["debug", "info", "warning", "error"] = "info",
     fmt: Literal["auto", "json", "console"] = "auto",
+    stream: TextIO | None = None,
 ) -> None:
-    """Configure structlog process-wide; called once by the CLI, never by the app factory."""
-    console = fmt == "console" or (fmt == "auto" and sys.stdout.isatty())
+    """Configure structlog process-wide; called once by the CLI, never by the app factory.
+
+    `stream` defaults to stdout (the service); commands whose stdout is their report log
+    to stderr instead.
+    """
+    out = stream or sys.stdout
+    console = fmt == "console" or (fmt == "auto" and out.isatty())
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -32,7 +38,7 @@ def configure(
         structlog.configure(
             processors=[*shared, structlog.dev.ConsoleRenderer()],
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-            logger_factory=structlog.PrintLoggerFactory(),
+            logger_factory=structlog.PrintLoggerFactory(file=out),
             cache_logger_on_first_use=True,
         )
     else:
@@ -43,7 +49,7 @@ def configure(
                 structlog.processors.JSONRenderer(serializer=orjson.dumps),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-            logger_factory=structlog.BytesLoggerFactory(),
+            logger_factory=structlog.BytesLoggerFactory(file=out.buffer),
             cache_logger_on_first_use=True,
         )
     # aiohttp and kubernetes log through the standard library; keep their noise

@@ -68,7 +68,7 @@ class Resolution:
             elif task.cancelled():
                 results[image] = Unknown("lookup cancelled")
             elif (error := task.exception()) is not None:
-                results[image] = Unknown(_describe(error))
+                results[image] = Unknown(describe_failure(error))
             else:
                 results[image] = task.result()
         return results
@@ -86,7 +86,8 @@ class Resolution:
             await asyncio.gather(*self._background, return_exceptions=True)
 
 
-def _describe(error: BaseException) -> str:
+def describe_failure(error: BaseException) -> str:
+    """Why a lookup failed, short enough for a log line, an event or a report cell."""
     text = str(error) or type(error).__name__
     # Registry error bodies can be long; the reason ends up in logs and events.
     return text if len(text) <= 200 else text[:197] + "..."

@@ -12,6 +12,7 @@ import structlog
 from extender.config import Settings
 from extender.metrics import Metrics
 from extender.platforms import Platform
+from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 
 log = structlog.get_logger("archfit")
@@ -71,7 +72,7 @@ async def open_services(
             stack.push_async_callback(index.stop)
             nodes = index
         if resolver is None:
-            resolver = await stack.enter_async_context(_registry_resolver(settings, metrics, api))
+            resolver = await stack.enter_async_context(registry_resolver(settings, metrics, api))
         resolution = Resolution(resolver)
         stack.push_async_callback(resolution.aclose)
         log.info(
@@ -85,10 +86,14 @@ async def open_services(
 
 
 @asynccontextmanager
-async def _registry_resolver(
-    settings: Settings, metrics: Metrics, api: Any | None
+async def registry_resolver(
+    settings: Settings, metrics: Metrics | None, api: Any | None, *, queue_secret_reads: int = 0
 ) -> AsyncIterator[PlatformResolver]:
-    """The registry-backed resolver, reading pull secrets through the API when it can."""
+    """The registry-backed resolver, reading pull secrets through the API when it can.
+
+    `queue_secret_reads`: when above 0, at most that many pull-secret lookups run at once and
+    the rest wait (a batch such as `archfit audit`); 0 fails fast past the thread limit.
+    """
     from extender.registry.resolver import build_resolver
 
     secrets = None
@@ -96,7 +101,10 @@ async def _registry_resolver(
         from extender.kube.secrets import KubeSecretSource
 
         secrets = KubeSecretSource(api, ttl_seconds=settings.registry.pull_secret_ttl_seconds)
-    resolver = await build_resolver(settings.registry, settings.cache, metrics, secrets)
+    source: SecretSource | None = secrets
+    if secrets is not None and queue_secret_reads > 0:
+        source = QueuedSecretSource(secrets, queue_secret_reads)
+    resolver = await build_resolver(settings.registry, settings.cache, metrics, source)
     try:
         yield resolver
     finally:

@@ -13,15 +13,23 @@ class KubeConfigError(RuntimeError):
     """The API server cannot be configured as the settings ask."""
 
 
-def build_api_client(settings: KubernetesSettings) -> client.ApiClient | None:
-    """An ApiClient, or None when Kubernetes access is off (or `auto` outside a cluster)."""
+def build_api_client(
+    settings: KubernetesSettings, *, required: bool = False
+) -> client.ApiClient | None:
+    """An ApiClient, or None when Kubernetes access is off (or `auto` outside a cluster).
+
+    `required` (a command that only reads the cluster): `auto` outside a cluster falls back
+    to the default kubeconfig as kubectl does, and `off` is an error.
+    """
     mode = settings.mode
     if mode == "auto":
         # Inside a pod the service-account token is mounted and this env var is set.
         mode = "in-cluster" if os.environ.get("KUBERNETES_SERVICE_HOST") else "off"
-        if settings.kubeconfig:
+        if settings.kubeconfig or (required and mode == "off"):
             mode = "kubeconfig"
     if mode == "off":
+        if required:
+            raise KubeConfigError("kubernetes.mode is off, and this command reads the cluster")
         return None
     configuration = client.Configuration()
     try:
@@ -37,3 +45,24 @@ def build_api_client(settings: KubernetesSettings) -> client.ApiClient | None:
     # own deadlines and retry loops, so one attempt is enough.
     configuration.retries = 1
     return client.ApiClient(configuration)
+
+
+_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def current_namespace(settings: KubernetesSettings) -> str:
+    """The namespace kubectl would use: the kubeconfig context's, the pod's own in-cluster,
+    else `default`."""
+    in_cluster = settings.mode == "in-cluster" or (
+        settings.mode == "auto"
+        and not settings.kubeconfig
+        and os.environ.get("KUBERNETES_SERVICE_HOST")
+    )
+    try:
+        if in_cluster:
+            with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
+                return file.read().strip() or "default"
+        _, active = config.list_kube_config_contexts(config_file=settings.kubeconfig or None)
+    except (config.ConfigException, OSError):
+        return "default"  # building the client reports what is wrong with the config
+    return str((active or {}).get("context", {}).get("namespace") or "default")

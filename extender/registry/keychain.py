@@ -6,6 +6,7 @@ first), then an optional mounted docker config.json; anonymous access comes last
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,22 @@ class SecretSource(Protocol):
     async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
         """The Secrets in kubelet's order; missing ones are left out."""
         ...
+
+
+class QueuedSecretSource:
+    """A SecretSource that runs at most `limit` lookups at once; the others wait their turn.
+
+    For batches that look up thousands of images at once (`archfit audit`): the API reads
+    behind a lookup are few and cached, and waiting beats failing over to anonymous access.
+    """
+
+    def __init__(self, inner: SecretSource, limit: int) -> None:
+        self._inner = inner
+        self._gate = asyncio.Semaphore(limit)
+
+    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
+        async with self._gate:
+            return await self._inner.pull_secrets(pull)
 
 
 class Keychain:

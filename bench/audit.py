@@ -1,0 +1,152 @@
+"""`archfit audit` of 2,000 workloads sharing 200 images, against a local registry.
+
+Run: `.venv/bin/python bench/audit.py` (needs /usr/bin/docker-registry). It starts its own
+registry on 127.0.0.1 and pushes 200 images (120 OCI indexes, 50 amd64-only, 30 arm64-only).
+The fleet is fed to the audit core directly, with no API server: 2,000 Deployments as the
+API would serve them, in 20 namespaces, each with a ReplicaSet and two bound pods on 100
+nodes. The timed part is everything after the cluster reads: parsing the objects, one
+lookup per distinct (image, credentials) pair through the same resolver, cache and single
+flight as `archfit serve`, judging, and rendering the JSON report. Registry requests come
+from the registry's log; peak RSS from getrusage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import resource
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from extender.audit import render
+from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.report import Pricing, Report
+from extender.audit.run import judge_fleet, parse_workloads
+from extender.registry.resolver import build_resolver
+from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
+from tests.support.images import Pusher
+from tests.support.registry import RegistryProcess
+
+WORKLOADS = 2_000
+IMAGES = 200
+NAMESPACES = 20
+NODES = 100
+PODS_PER_WORKLOAD = 2
+
+
+def push_images(pusher: Pusher) -> list[str]:
+    """120 multi-arch indexes, 50 amd64-only and 30 arm64-only images."""
+    references = []
+    for n in range(IMAGES):
+        repo = f"bench/svc{n}"
+        if n < 120:
+            image, _ = pusher.index(repo, "1.0", ["linux/amd64", "linux/arm64"])
+        elif n < 170:
+            image = pusher.single(repo, "1.0", "linux/amd64")
+        else:
+            image = pusher.single(repo, "1.0", "linux/arm64")
+        references.append(image.reference)
+    return references
+
+
+def _container(name: str, image: str) -> dict[str, Any]:
+    return {"name": name, "image": image, "resources": {"requests": {"cpu": "250m"}}}
+
+
+def fleet(references: list[str]) -> dict[str, Any]:
+    """Deployments, their ReplicaSets, bound pods and nodes, as raw API objects."""
+    deployments, replica_sets, pods = [], [], []
+    for i in range(WORKLOADS):
+        namespace, name = f"team-{i % NAMESPACES}", f"svc-{i}"
+        spec: dict[str, Any] = {"containers": [_container("app", references[i % IMAGES])]}
+        if i % 2:
+            spec["containers"].append(_container("sidecar", references[(i * 7 + 3) % IMAGES]))
+        if i % 3 == 0:
+            spec["initContainers"] = [_container("init", references[(i * 13 + 5) % IMAGES])]
+        uid = f"deploy-{i}"
+        deployments.append({
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "spec": {"replicas": PODS_PER_WORKLOAD, "template": {"spec": spec}},
+        })  # fmt: skip
+        owner = [{"kind": "Deployment", "uid": uid, "controller": True}]
+        replica_sets.append({"metadata": {"uid": f"rs-{i}", "ownerReferences": owner}})
+        for p in range(PODS_PER_WORKLOAD):
+            pods.append({
+                "metadata": {"name": f"{name}-{p}", "namespace": namespace, "uid": f"pod-{i}-{p}",
+                             "ownerReferences": [{"kind": "ReplicaSet", "uid": f"rs-{i}",
+                                                  "controller": True}]},
+                "spec": {"nodeName": f"node-{(i + p) % NODES}", **spec},
+                "status": {"phase": "Running"},
+            })  # fmt: skip
+    nodes = [
+        {"metadata": {"name": f"node-{n}",
+                      "labels": {"kubernetes.io/arch": "arm64" if n % 2 else "amd64"}}}
+        for n in range(NODES)
+    ]  # fmt: skip
+    return {"deployments": deployments, "intermediates": replica_sets, "pods": pods,
+            "nodes": nodes}  # fmt: skip
+
+
+async def audit(registry: RegistryProcess, objects: dict[str, Any]) -> tuple[Report, int, float]:
+    """Parse, look up, judge and render; returns the report, the distinct pairs, and the
+    seconds spent looking images up."""
+    settings = RegistrySettings(
+        hosts={registry.host: HostSettings(plain_http=True)}, allowed_networks=("127.0.0.1",)
+    )
+    resolver = await build_resolver(settings, CacheSettings())
+    try:
+        workloads, _ = parse_workloads({"Deployment": objects["deployments"]})
+        pairs = distinct_pairs(workloads)
+        started = time.perf_counter()
+        lookups = await look_up(resolver, pairs, settings.max_connections_per_host)
+        lookup_seconds = time.perf_counter() - started
+    finally:
+        await resolver.aclose()
+    report = judge_fleet(
+        workloads, lookups, objects["intermediates"], objects["pods"], objects["nodes"], [],
+        Pricing(price_per_vcpu_hour=0.04),
+    )  # fmt: skip
+    render.write(report, "json", io.StringIO())
+    return report, len(pairs), lookup_seconds
+
+
+def main() -> int:
+    """Start a registry, push, audit, print the figures, stop."""
+    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as workdir:
+        registry = RegistryProcess.start(Path(workdir))
+        try:
+            references = push_images(Pusher(registry.url))
+            objects = fleet(references)
+            rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            mark = registry.mark()
+            started = time.perf_counter()
+            report, pairs, lookup_seconds = asyncio.run(audit(registry, objects))
+            wall = time.perf_counter() - started
+            seen = registry.count_since(mark)
+            rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        finally:
+            registry.stop()
+    used = {image for w in report.workloads for image in w.workload.images}
+    by_kind: Counter[str] = Counter({f"{method} {kind}": n for (method, kind), n in seen.items()})
+    s = report.summary
+    print(f"{len(report.workloads)} workloads in {NAMESPACES} namespaces, {len(used)} distinct "
+          f"images, {pairs} distinct (image, credentials) lookups, "
+          f"{len(objects['pods'])} pods on {NODES} nodes")  # fmt: skip
+    print(f"verdicts: ready={s.ready} blocked={s.blocked} unknown={s.unknown}")
+    print(f"wall time: {wall:.2f} s (parse, look up, judge, render JSON; "
+          f"looking up: {lookup_seconds:.2f} s)")  # fmt: skip
+    total = sum(seen.values())
+    print(f"registry requests: {total} = {total / len(used):.2f} per distinct image "
+          f"({dict(sorted(by_kind.items()))})")  # fmt: skip
+    print(f"peak RSS: {rss_peak / 1024:.0f} MiB (before the audit: {rss_before / 1024:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

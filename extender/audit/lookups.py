@@ -1,0 +1,65 @@
+"""Looking up every distinct (image, credentials) pair of a fleet once, concurrently.
+
+Lookups to one registry host are bounded so that queued requests wait here, before the
+registry client's per-request timeout starts, not in its connection pool (where the wait
+would count against that timeout and turn a slow registry into "unknown").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from extender.audit.report import Lookups
+from extender.audit.workloads import Workload
+from extender.placement import Resolved, Unknown
+from extender.pods import PullSecretsRef
+from extender.registry.errors import RegistryError
+from extender.registry.reference import parse
+from extender.resolution import PlatformResolver, describe_failure
+
+Pair = tuple[str, PullSecretsRef]
+
+
+def distinct_pairs(workloads: Iterable[Workload]) -> list[Pair]:
+    """Each (image, credentials) pair once, in first-seen order.
+
+    Workloads that share an image and credentials share its lookup; the resolver's cache
+    keys by credential identity, so the same image under different secrets that resolve to
+    the same (or no) credentials still costs one registry lookup.
+    """
+    pairs: dict[Pair, None] = {}
+    for workload in workloads:
+        for image in workload.images:
+            pairs.setdefault((image, workload.pull), None)
+    return list(pairs)
+
+
+async def look_up(
+    resolver: PlatformResolver,
+    pairs: Iterable[Pair],
+    per_host: int,
+    on_done: Callable[[], None] = lambda: None,
+) -> Lookups:
+    """Resolve every pair, at most `per_host` at a time per registry host; never raises
+    for an image's trouble: a failure becomes Unknown with its reason."""
+    gates: dict[str, asyncio.Semaphore] = {}
+
+    async def one(image: str, pull: PullSecretsRef) -> Resolved:
+        try:
+            host = parse(image).domain
+        except RegistryError as error:
+            on_done()
+            return Unknown(describe_failure(error))
+        gate = gates.setdefault(host, asyncio.Semaphore(per_host))
+        try:
+            async with gate:
+                return await resolver.platforms(image, pull)
+        except Exception as error:  # any failure means "cannot tell", never "unsupported"
+            return Unknown(describe_failure(error))
+        finally:
+            on_done()
+
+    pairs = list(pairs)
+    outcomes = await asyncio.gather(*(one(image, pull) for image, pull in pairs))
+    return dict(zip(pairs, outcomes, strict=True))

@@ -1,0 +1,334 @@
+"""The readiness report: a verdict per workload, the blockers that matter most, and the money.
+
+Pure: takes workloads, what each image lookup answered, where pods run and what is broken,
+and returns plain data that every output format renders (`document()` is the JSON shape).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.audit.breakage import Breakage
+from extender.audit.workloads import KINDS, Workload, WorkloadKey
+from extender.placement import Resolved, Unknown
+from extender.platforms import any_accepts, normalize
+from extender.pods import PullSecretsRef
+
+TARGETS = ("arm64", "amd64")
+"""The architectures a workload is judged against; arm64 is the one moved to."""
+READY, BLOCKED, UNKNOWN = "ready", "blocked", "unknown"
+HOURS_PER_MONTH = 730  # 8,760 h / 12, as cloud price lists count a month
+
+Lookups = Mapping[tuple[str, PullSecretsRef], Resolved]
+"""What each (image, credentials) lookup answered: platforms, or Unknown with the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """What moving is worth: the on-demand price of a vCPU-hour and arm64's discount on it."""
+
+    price_per_vcpu_hour: float | None = None
+    """None: the saving is not estimated (the share of vCPU is still reported)."""
+    arm64_discount: float = 0.20
+    """The commonly quoted Graviton saving over comparable x86 instances."""
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """An image that has no entry for an architecture, and the platforms it does have."""
+
+    image: str
+    platforms: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownImage:
+    """An image whose platforms could not be learned (registry down, 401, bad name)."""
+
+    image: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadReport:
+    """The verdict on one workload."""
+
+    workload: Workload
+    verdict: str
+    """READY, BLOCKED or UNKNOWN, for arm64."""
+    runs_on: tuple[str, ...]
+    """The TARGETS every image supports (of the images known, when some are unknown)."""
+    blockers: Mapping[str, tuple[Blocker, ...]]
+    """Per target architecture, the images without an entry for it."""
+    unknown: tuple[UnknownImage, ...]
+    running: Mapping[str, int]
+    """Pods bound to nodes now, per node architecture."""
+    broken: tuple[Breakage, ...]
+
+    @property
+    def cpu_millis(self) -> int:
+        return self.workload.cpu_millis * self.workload.replicas
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.workload.memory_bytes * self.workload.replicas
+
+
+@dataclass(frozen=True, slots=True)
+class RankedBlocker:
+    """An image that keeps workloads off arm64, with how many and how much CPU."""
+
+    image: str
+    platforms: tuple[str, ...]
+    workloads: int
+    cpu_millis: int
+
+
+@dataclass(frozen=True, slots=True)
+class RankedUnknown:
+    """An image nobody could read, with the reason and how many workloads use it."""
+
+    image: str
+    reason: str
+    workloads: int
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The figures for a planning meeting."""
+
+    workloads: int
+    ready: int
+    blocked: int
+    unknown: int
+    cpu_millis: int
+    ready_cpu_millis: int
+    movable_cpu_millis: int
+    """vCPU of ready workloads that is not on arm64 yet (replicas not running there)."""
+    monthly_saving: float | None
+    """movable vCPU * price * HOURS_PER_MONTH * discount; None without a price."""
+    pricing: Pricing
+    broken: int
+
+    @property
+    def ready_share(self) -> float | None:
+        return self.ready / self.workloads if self.workloads else None
+
+    @property
+    def ready_cpu_share(self) -> float | None:
+        return self.ready_cpu_millis / self.cpu_millis if self.cpu_millis else None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything `archfit audit` prints."""
+
+    summary: Summary
+    workloads: tuple[WorkloadReport, ...]
+    blockers: tuple[RankedBlocker, ...]
+    """arm64 blockers, the one blocking most workloads first."""
+    unknown_images: tuple[RankedUnknown, ...]
+    broken: tuple[Breakage, ...]
+    skipped: tuple[str, ...] = field(default=())
+    """Workloads that could not be read, each with the reason."""
+
+
+def judge(
+    workload: Workload,
+    lookups: Lookups,
+    running: Mapping[str, int],
+    broken: Sequence[Breakage] = (),
+    *,
+    loose: bool = False,
+) -> WorkloadReport:
+    """The verdict on one workload: every image must have an entry for an architecture."""
+    blockers: dict[str, list[Blocker]] = {arch: [] for arch in TARGETS}
+    unknown: list[UnknownImage] = []
+    for image in workload.images:
+        outcome = lookups.get((image, workload.pull), Unknown("not looked up"))
+        if isinstance(outcome, Unknown):
+            unknown.append(UnknownImage(image, outcome.reason))
+            continue
+        for arch in TARGETS:
+            if not any_accepts(normalize("linux", arch), outcome, loose=loose):
+                platforms = tuple(sorted(str(platform) for platform in outcome))
+                blockers[arch].append(Blocker(image, platforms))
+    if blockers["arm64"]:
+        verdict = BLOCKED
+    elif unknown:
+        verdict = UNKNOWN
+    else:
+        verdict = READY
+    return WorkloadReport(
+        workload=workload,
+        verdict=verdict,
+        runs_on=tuple(arch for arch in TARGETS if not blockers[arch]),
+        blockers={arch: tuple(found) for arch, found in blockers.items()},
+        unknown=tuple(unknown),
+        running=dict(sorted(running.items())),
+        broken=tuple(broken),
+    )
+
+
+def build(
+    workloads: Sequence[Workload],
+    lookups: Lookups,
+    running: Mapping[WorkloadKey, Mapping[str, int]],
+    broken: Sequence[Breakage],
+    pricing: Pricing,
+    *,
+    skipped: Sequence[str] = (),
+    loose: bool = False,
+) -> Report:
+    """Judge every workload and sum up."""
+    broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
+    for item in broken:
+        broken_by.setdefault(item.workload, []).append(item)
+    ordered = sorted(workloads, key=_order)
+    reports = tuple(
+        judge(w, lookups, running.get(w.key, {}), broken_by.get(w.key, ()), loose=loose)
+        for w in ordered
+    )
+    return Report(
+        summary=_summary(reports, pricing, len(broken)),
+        workloads=reports,
+        blockers=_rank_blockers(reports),
+        unknown_images=_rank_unknown(reports),
+        broken=tuple(broken),
+        skipped=tuple(skipped),
+    )
+
+
+def _order(workload: Workload) -> tuple[str, int, str]:
+    key = workload.key
+    return key.namespace, KINDS.index(key.kind) if key.kind in KINDS else len(KINDS), key.name
+
+
+def _summary(reports: Sequence[WorkloadReport], pricing: Pricing, broken: int) -> Summary:
+    verdicts = Counter(report.verdict for report in reports)
+    ready = [report for report in reports if report.verdict == READY]
+    movable = sum(
+        report.workload.cpu_millis
+        * max(report.workload.replicas - report.running.get("arm64", 0), 0)
+        for report in ready
+    )
+    saving = None
+    if pricing.price_per_vcpu_hour is not None:
+        hourly = movable / 1000 * pricing.price_per_vcpu_hour * pricing.arm64_discount
+        saving = round(hourly * HOURS_PER_MONTH, 2)
+    return Summary(
+        workloads=len(reports),
+        ready=verdicts[READY],
+        blocked=verdicts[BLOCKED],
+        unknown=verdicts[UNKNOWN],
+        cpu_millis=sum(report.cpu_millis for report in reports),
+        ready_cpu_millis=sum(report.cpu_millis for report in ready),
+        movable_cpu_millis=movable,
+        monthly_saving=saving,
+        pricing=pricing,
+        broken=broken,
+    )
+
+
+def _rank_blockers(reports: Sequence[WorkloadReport]) -> tuple[RankedBlocker, ...]:
+    counts: Counter[str] = Counter()
+    cpu: Counter[str] = Counter()
+    platforms: dict[str, tuple[str, ...]] = {}
+    for report in reports:
+        for blocker in report.blockers["arm64"]:
+            counts[blocker.image] += 1
+            cpu[blocker.image] += report.cpu_millis
+            platforms[blocker.image] = blocker.platforms
+    ranked = sorted(counts, key=lambda image: (-counts[image], -cpu[image], image))
+    return tuple(RankedBlocker(i, platforms[i], counts[i], cpu[i]) for i in ranked)
+
+
+def _rank_unknown(reports: Sequence[WorkloadReport]) -> tuple[RankedUnknown, ...]:
+    counts: Counter[str] = Counter()
+    reasons: dict[str, str] = {}
+    for report in reports:
+        for item in report.unknown:
+            counts[item.image] += 1
+            reasons.setdefault(item.image, item.reason)
+    ranked = sorted(counts, key=lambda image: (-counts[image], image))
+    return tuple(RankedUnknown(i, reasons[i], counts[i]) for i in ranked)
+
+
+def document(report: Report) -> dict[str, Any]:
+    """The report as JSON-ready data (camelCase keys, as Kubernetes writes them)."""
+    summary = report.summary
+    return {
+        "summary": {
+            "workloads": summary.workloads,
+            "ready": summary.ready,
+            "blocked": summary.blocked,
+            "unknown": summary.unknown,
+            "readyShare": _share(summary.ready_share),
+            "vcpu": summary.cpu_millis / 1000,
+            "readyVcpu": summary.ready_cpu_millis / 1000,
+            "readyVcpuShare": _share(summary.ready_cpu_share),
+            "movableVcpu": summary.movable_cpu_millis / 1000,
+            "pricePerVcpuHour": summary.pricing.price_per_vcpu_hour,
+            "arm64Discount": summary.pricing.arm64_discount,
+            "monthlySaving": summary.monthly_saving,
+            "brokenNow": summary.broken,
+        },
+        "blockers": [
+            {
+                "image": b.image,
+                "platforms": list(b.platforms),
+                "workloads": b.workloads,
+                "vcpu": b.cpu_millis / 1000,
+            }
+            for b in report.blockers
+        ],
+        "unknownImages": [
+            {"image": u.image, "reason": u.reason, "workloads": u.workloads}
+            for u in report.unknown_images
+        ],
+        "workloads": [_workload_document(w) for w in report.workloads],
+        "brokenNow": [_breakage_document(b) for b in report.broken],
+        "skipped": list(report.skipped),
+    }
+
+
+def _workload_document(report: WorkloadReport) -> dict[str, Any]:
+    workload = report.workload
+    return {
+        "kind": workload.key.kind,
+        "namespace": workload.key.namespace,
+        "name": workload.key.name,
+        "verdict": report.verdict,
+        "runsOn": list(report.runs_on),
+        "blockers": {
+            arch: [{"image": b.image, "platforms": list(b.platforms)} for b in found]
+            for arch, found in report.blockers.items()
+        },
+        "unknown": [{"image": u.image, "reason": u.reason} for u in report.unknown],
+        "images": list(workload.images),
+        "running": dict(report.running),
+        "replicas": workload.replicas,
+        "vcpu": report.cpu_millis / 1000,
+        "memoryBytes": report.memory_bytes,
+        "brokenNow": len(report.broken),
+    }
+
+
+def _breakage_document(item: Breakage) -> dict[str, Any]:
+    return {
+        "namespace": item.namespace,
+        "pod": item.pod,
+        "workload": str(item.workload) if item.workload else None,
+        "image": item.image,
+        "node": item.node,
+        "nodeArch": item.node_arch,
+        "problem": item.problem,
+        "message": item.message,
+    }
+
+
+def _share(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

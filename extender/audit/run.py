@@ -1,0 +1,156 @@
+"""`archfit audit`: read the fleet, look up each distinct image once, judge, and print.
+
+Kubernetes access comes from the `kubernetes` settings (kubeconfig or in-cluster), image
+lookups from the same registry settings, credentials, cache and SSRF guard as `serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from extender.audit import breakage, render
+from extender.audit.lookups import Pair, distinct_pairs, look_up
+from extender.audit.report import Lookups, Pricing, Report, build
+from extender.audit.workloads import (
+    Owners,
+    Workload,
+    WorkloadError,
+    from_object,
+    node_architectures,
+    running,
+)
+from extender.config import Settings
+
+# Pull-secret lookups in flight at once; each reads a ServiceAccount and its Secrets, cached.
+_SECRET_LOOKUPS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOptions:
+    """What the command line asks for."""
+
+    namespace: str | None
+    """None: every namespace but policy.excludedNamespaces."""
+    selector: str = ""
+    output: str = "table"
+    fail_on_blockers: bool = False
+    pricing: Pricing = field(default_factory=Pricing)
+
+
+def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
+    """Audit the cluster and write the report. Exit status: 0, 1 when `fail_on_blockers`
+    and a workload is blocked, 2 when the cluster cannot be read."""
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.fleet import FleetError, Scope, read_fleet
+
+    try:
+        api: Any = build_api_client(settings.kubernetes, required=True)
+    except KubeConfigError as error:
+        print(f"archfit: cannot reach Kubernetes: {error}", file=err)
+        return 2
+    if api is None:  # required=True raises instead; this keeps the type checker informed
+        return 2
+    try:
+        scope = Scope(options.namespace, options.selector, settings.policy.excluded_namespaces)
+        try:
+            fleet = read_fleet(api, scope)
+        except FleetError as error:
+            print(f"archfit: {error}", file=err)
+            return 2
+        workloads, skipped = parse_workloads(fleet.workloads)
+        pairs = distinct_pairs(workloads)
+        with _progress(err, len(pairs)) as advance:
+            lookups = asyncio.run(_look_up(settings, api, pairs, advance))
+    finally:
+        api.close()
+    report = judge_fleet(
+        workloads,
+        lookups,
+        fleet.intermediates,
+        fleet.pods,
+        fleet.nodes,
+        fleet.events,
+        options.pricing,
+        skipped=skipped,
+        only_audited=bool(options.selector),
+        loose=settings.policy.loose_matching,
+    )
+    render.write(report, options.output, out)
+    return 1 if options.fail_on_blockers and report.summary.blocked else 0
+
+
+def parse_workloads(
+    objects: dict[str, list[dict[str, Any]]],
+) -> tuple[list[Workload], list[str]]:
+    """Workloads from raw objects by kind; the ones that do not parse are skipped, with why."""
+    workloads: list[Workload] = []
+    skipped: list[str] = []
+    for kind, items in objects.items():
+        for obj in items:
+            try:
+                workloads.append(from_object(kind, obj))
+            except WorkloadError as error:
+                skipped.append(str(error))
+    return workloads, skipped
+
+
+def judge_fleet(
+    workloads: Sequence[Workload],
+    lookups: Lookups,
+    intermediates: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    nodes: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]],
+    pricing: Pricing,
+    *,
+    skipped: Sequence[str] = (),
+    only_audited: bool = False,
+    loose: bool = False,
+) -> Report:
+    """Attribute pods to workloads, find what is broken now, and build the report."""
+    owners = Owners(workloads, intermediates)
+    arch = node_architectures(nodes)
+    broken = breakage.find(pods, events, owners, arch)
+    if only_audited:  # a label selector: pods of other workloads are out of scope
+        keys = {workload.key for workload in workloads}
+        broken = [item for item in broken if item.workload in keys]
+    return build(
+        workloads,
+        lookups,
+        running(pods, owners, arch),
+        broken,
+        pricing,
+        skipped=skipped,
+        loose=loose,
+    )
+
+
+async def _look_up(
+    settings: Settings, api: Any, pairs: Sequence[Pair], advance: Callable[[], None]
+) -> Lookups:
+    from extender.services import registry_resolver
+
+    async with registry_resolver(
+        settings, None, api, queue_secret_reads=_SECRET_LOOKUPS
+    ) as resolver:
+        return await look_up(resolver, pairs, settings.registry.max_connections_per_host, advance)
+
+
+@contextlib.contextmanager
+def _progress(err: TextIO, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr while images resolve, only when stderr is a terminal."""
+    if not (err.isatty() and total):
+        yield lambda: None
+        return
+    columns = (TextColumn("resolving images"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=Console(file=err), transient=True) as bar:
+        task = bar.add_task("images", total=total)
+        yield lambda: bar.advance(task)

@@ -1,0 +1,186 @@
+"""Reads what `archfit audit` judges: workloads, the ReplicaSets and Jobs between them and their
+pods, pods, nodes and pod events, as raw JSON (camelCase, as the API serves it).
+
+Lists are paged and read once each; nothing is written. The client is synchronous, so
+call this from a thread, or before the event loop starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client
+
+_PAGE = 500
+_NOT_FOUND = 404
+
+# kind → (API group class, namespaced list method, all-namespaces list method)
+_LISTS: dict[str, tuple[Callable[[client.ApiClient], Any], str, str]] = {
+    "Deployment": (
+        client.AppsV1Api, "list_namespaced_deployment", "list_deployment_for_all_namespaces"
+    ),
+    "StatefulSet": (
+        client.AppsV1Api, "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces"
+    ),
+    "DaemonSet": (
+        client.AppsV1Api, "list_namespaced_daemon_set", "list_daemon_set_for_all_namespaces"
+    ),
+    "ReplicaSet": (
+        client.AppsV1Api, "list_namespaced_replica_set", "list_replica_set_for_all_namespaces"
+    ),
+    "Job": (client.BatchV1Api, "list_namespaced_job", "list_job_for_all_namespaces"),
+    "CronJob": (client.BatchV1Api, "list_namespaced_cron_job", "list_cron_job_for_all_namespaces"),
+    "Pod": (client.CoreV1Api, "list_namespaced_pod", "list_pod_for_all_namespaces"),
+    "Event": (client.CoreV1Api, "list_namespaced_event", "list_event_for_all_namespaces"),
+}  # fmt: skip
+
+
+class FleetError(RuntimeError):
+    """The API server refused or failed a list; the message names the kind and namespace."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which objects the audit reads."""
+
+    namespace: str | None
+    """One namespace, or None for all of them (minus `excluded`)."""
+    selector: str = ""
+    """A label selector for workloads and bare pods, as kubectl -l takes it."""
+    excluded: Collection[str] = field(default=frozenset())
+    """Namespaces left out of an all-namespaces audit (policy.excludedNamespaces)."""
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The raw objects, by kind."""
+
+    workloads: dict[str, list[dict[str, Any]]]
+    """Deployment, StatefulSet, DaemonSet, Job, CronJob, and Pod (bare pods only)."""
+    intermediates: list[dict[str, Any]]
+    """Every ReplicaSet and Job: the links from pods up to Deployments and CronJobs."""
+    pods: list[dict[str, Any]]
+    """Every pod in scope, selector or not: where workloads run and what is broken."""
+    nodes: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    """Events about pods."""
+
+
+def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
+    """List everything the audit needs. Raises FleetError when a list fails."""
+
+    def read(kind: str, selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
+        return _list(api, kind, scope, selector, field_selector, timeout_seconds)
+
+    def events() -> list[dict[str, Any]]:
+        """Events only add to "broken now"; without the right to list them, statuses remain."""
+        try:
+            return read("Event", field_selector="involvedObject.kind=Pod")
+        except FleetError as error:
+            if isinstance(error.__cause__, client.ApiException) and error.__cause__.status in (
+                401,
+                403,
+            ):
+                return []
+            raise
+
+    pods = read("Pod")
+    jobs = read("Job")
+    selected_pods = read("Pod", scope.selector) if scope.selector else pods
+    workloads = {
+        "Deployment": read("Deployment", scope.selector),
+        "StatefulSet": read("StatefulSet", scope.selector),
+        "DaemonSet": read("DaemonSet", scope.selector),
+        # A Job that a CronJob started is that CronJob's run, not a workload of its own.
+        "Job": [job for job in (read("Job", scope.selector) if scope.selector else jobs)
+                if not _owned_by(job, "CronJob")],
+        "CronJob": read("CronJob", scope.selector),
+        "Pod": [pod for pod in selected_pods if not pod["metadata"].get("ownerReferences")],
+    }  # fmt: skip
+    return Fleet(
+        workloads=workloads,
+        intermediates=read("ReplicaSet") + jobs,
+        pods=pods,
+        nodes=_nodes(api, timeout_seconds),
+        events=events(),
+    )
+
+
+def _list(
+    api: client.ApiClient,
+    kind: str,
+    scope: Scope,
+    selector: str,
+    field_selector: str,
+    timeout: float,
+) -> list[dict[str, Any]]:
+    group, namespaced, everywhere = _LISTS[kind]
+    where = f"namespace {scope.namespace}" if scope.namespace else "all namespaces"
+    if scope.namespace:
+        call = getattr(group(api), namespaced)
+        args: tuple[str, ...] = (scope.namespace,)
+    else:
+        call = getattr(group(api), everywhere)
+        args = ()
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        try:
+            response = call(
+                *args,
+                label_selector=selector,
+                field_selector=field_selector,
+                limit=_PAGE,
+                _continue=token or None,
+                _preload_content=False,  # raw JSON: camelCase keys, and much faster
+                _request_timeout=timeout,
+            )
+            page = orjson.loads(response.data)
+        except client.ApiException as error:
+            raise FleetError(f"cannot list {kind}s in {where}: {_api_reason(error)}") from error
+        except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
+            raise FleetError(f"cannot list {kind}s in {where}: {error}") from error
+        for item in page.get("items") or []:
+            metadata = item["metadata"]
+            if scope.namespace or metadata.get("namespace") not in scope.excluded:
+                # The audit reads neither; kubectl's last-applied annotation and managed
+                # fields are often most of an object's size, times every pod in the cluster.
+                metadata.pop("managedFields", None)
+                metadata.pop("annotations", None)
+                items.append(item)
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
+def _nodes(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
+    """Nodes, for their architectures; without the right to list them, none are known."""
+    try:
+        response: Any = client.CoreV1Api(api).list_node(
+            _preload_content=False, _request_timeout=timeout
+        )
+        nodes: list[dict[str, Any]] = orjson.loads(response.data).get("items") or []
+    except client.ApiException as error:
+        if error.status in (401, 403, _NOT_FOUND):
+            return []  # where pods run is then counted as "unknown"
+        raise FleetError(f"cannot list Nodes: {_api_reason(error)}") from error
+    except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
+        raise FleetError(f"cannot list Nodes: {error}") from error
+    return nodes
+
+
+def _owned_by(obj: dict[str, Any], kind: str) -> bool:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return any(ref.get("kind") == kind and ref.get("controller") for ref in refs)
+
+
+def _api_reason(error: client.ApiException) -> str:
+    try:
+        message = orjson.loads(error.body or b"{}").get("message")
+    except (orjson.JSONDecodeError, AttributeError):
+        message = None
+    return f"{error.status} {message or error.reason}"

@@ -1,0 +1,53 @@
+"""The audit's image lookups against a real registry: one lookup per image, failures unknown."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.workloads import Workload, WorkloadKey
+from extender.placement import Unknown
+from extender.pods import PullSecretsRef
+from tests.integration.conftest import ResolverFactory, local_settings
+from tests.support.fixtures import PublishedRegistry
+
+pytestmark = pytest.mark.integration
+
+
+def _workload(n: int, *images: str) -> Workload:
+    namespace = f"team-{n % 20}"  # other namespaces: other credentials to look up with
+    return Workload(WorkloadKey("Deployment", namespace, f"w{n}"), f"uid-{n}", images,
+                    PullSecretsRef(namespace), 1, 100, 1 << 20)  # fmt: skip
+
+
+async def test_an_image_shared_by_200_workloads_in_20_namespaces_costs_one_lookup(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """HEAD the tag and GET the index once, however many workloads and namespaces share it."""
+    registry = public_registry.registry
+    image = public_registry.catalog.manifest_list.reference
+    resolver = await make_resolver(local_settings(registry.host))
+    mark = registry.mark()
+    pairs = distinct_pairs(_workload(n, image) for n in range(200))
+    lookups = await look_up(resolver, pairs, per_host=8)
+    seen = registry.count_since(mark)
+    answers = {frozenset(str(p) for p in outcome) for outcome in lookups.values()}
+    expected = (
+        20,
+        {frozenset({"linux/amd64", "linux/arm64"})},
+        {("HEAD", "manifests"): 1, ("GET", "manifests"): 1},
+    )
+    assert expected == (len(lookups), answers, dict(seen))
+
+
+async def test_a_bad_name_and_a_missing_image_are_unknown_with_a_reason_not_an_error(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """Nothing an image does stops the audit; every pair gets an answer."""
+    registry = public_registry.registry
+    resolver = await make_resolver(local_settings(registry.host))
+    missing = f"{registry.host}/archfit/nothing-here:1"
+    lookups = await look_up(resolver, distinct_pairs([_workload(0, "Bad/Name", missing)]), 8)
+    assert [True, True] == [
+        isinstance(outcome, Unknown) and bool(outcome.reason) for outcome in lookups.values()
+    ]

@@ -1,0 +1,45 @@
+"""The audit report as a table, Markdown and CSV: hostile names cannot forge rows or styles."""
+
+import csv
+import io
+
+from extender.audit.render import CSV_COLUMNS, write
+from extender.audit.report import Pricing, build
+from extender.placement import Unknown
+from extender.platforms import parse
+from extender.pods import PullSecretsRef
+from tests.unit.audit_objects import workload
+
+PULL = PullSecretsRef("shop")
+AMD64 = frozenset({parse("linux/amd64")})
+HOSTILE = "evil|row\n| forged | row |[red]x[/red]"
+
+
+def _report():
+    fleet = [workload("api", HOSTILE), workload("web", "web:1")]
+    answers = {(HOSTILE, PULL): AMD64, ("web:1", PULL): Unknown("401 Unauthorized")}
+    return build(fleet, answers, {}, [], Pricing())
+
+
+def _render(output):
+    out = io.StringIO()
+    write(_report(), output, out)
+    return out.getvalue()
+
+
+def test_markdown_escapes_pipes_and_keeps_one_line_per_row():
+    """A pipe or newline in an image name stays inside its cell."""
+    rows = [line for line in _render("markdown").splitlines() if line.startswith("| shop/")]
+    assert [7, 7] == [line.replace("\\|", "").count("|") - 1 for line in rows]
+
+
+def test_the_table_prints_markup_in_names_literally():
+    """rich does not read "[red]" in an image name as a style."""
+    assert "[red]x[/red]" in _render("table")
+
+
+def test_csv_has_one_row_per_workload_with_the_verdict():
+    """Spreadsheet columns, one workload a row."""
+    rows = list(csv.reader(io.StringIO(_render("csv"))))
+    expected = [list(CSV_COLUMNS), ["api", "blocked"], ["web", "unknown"]]
+    assert expected == [rows[0], *([row[2], row[3]] for row in rows[1:])]
