@@ -96,8 +96,15 @@ class AddressGuard:
             ip = legacy
         if "%" in host or not self.address_allowed(ip):
             raise AddressForbidden(
-                f"refusing to contact {host}: not a public address and not in allowedNetworks"
+                f"refusing to contact {host}: not a public address; {ALLOW_HINT}"
             )
+
+
+ALLOW_HINT = (
+    "if this registry is yours, list it in registry.allowedNetworks "
+    "(ARCHFIT_REGISTRY__ALLOWED_NETWORKS=host,10.0.0.0/8)"
+)
+"""Every refusal names the setting that lifts it."""
 
 
 class GuardedResolver(AbstractResolver):
@@ -120,8 +127,8 @@ class GuardedResolver(AbstractResolver):
         allowed = [r for r in results if self._guard.address_allowed(_ip(r["host"]))]
         if not allowed:
             raise AddressForbidden(
-                f"refusing to contact {host[:100]}: it resolves only to non-public addresses"
-                " and is not in allowedNetworks"
+                f"refusing to contact {host[:100]}: it resolves only to non-public addresses;"
+                f" {ALLOW_HINT}"
             )
         return allowed
 

@@ -78,7 +78,10 @@ class RegistrySettings:
     max_redirects: int = 5
     """Redirect hops followed for one request, each checked by the address guard."""
     hosts: dict[str, HostSettings] = field(default_factory=dict)
-    """Per-registry options, keyed by the registry as written in images (`docker.io`)."""
+    """Per-registry options, keyed by the registry as written in images, e.g.
+    {registry.local:5000: {plainHttp: true}, ghcr.io: {caBundle: /ca.pem,
+    insecureSkipVerify: false, mirrors: [{url: https://mirror.local, capabilities: [pull,
+    resolve]}]}}."""
     allowed_networks: tuple[str, ...] = ()
     """CIDRs, addresses or host names that may be private (in-cluster registries)."""
     docker_config_path: str = ""

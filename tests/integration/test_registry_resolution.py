@@ -164,7 +164,7 @@ async def test_a_loopback_registry_is_refused_unless_allow_listed(
     settings = local_settings(registry.host, allowed_networks=())
     resolver = await make_resolver(settings)
     mark = registry.mark()
-    with pytest.raises(AddressForbidden):
+    with pytest.raises(AddressForbidden, match=r"list it in registry\.allowedNetworks"):
         await resolver.platforms(public_registry.catalog.amd64_only.reference, POD)
     assert [] == registry.requests_since(mark)
 
