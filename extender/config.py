@@ -71,9 +71,8 @@ class PolicySettings:
             if not 0 <= score <= 10:
                 raise ValueError(f"archPreference.{arch}: score {score} is outside 0..10")
         # Normalise aliases once, so "aarch64: 10" means arm64.
-        normal = {
-            normalize("linux", arch).architecture: s for arch, s in self.arch_preference.items()
-        }
+        preference = self.arch_preference.items()
+        normal = {normalize("linux", arch.strip()).architecture: s for arch, s in preference}
         object.__setattr__(self, "arch_preference", normal)
         if not 0 < self.resolve_deadline_seconds <= 60:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 60]")
