@@ -45,6 +45,7 @@ def filtered(
             image=rejection.image,
             image_platforms=image_platforms,
             reason=rejection.reason,
+            rule=str(rejection.rule),
             dry_run=dry_run,
         )
     unknown = {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
