@@ -161,22 +161,10 @@ def _platform_vector(platform: Platform) -> list[Platform]:
     """compare.go platformVector: the node's own platform, then what it also runs."""
     arch = platform.architecture
     if arch == "amd64":
-        vector = [platform]
-        level = _go_atoi(platform.variant.removeprefix("v"))
-        if level is not None and level > 1:
-            vector += [
-                platform._replace(variant=f"v{n}") for n in range(min(level, _MAX_LEVEL) - 1, 0, -1)
-            ]
-        vector.append(platform._replace(architecture="386", variant=""))
-        return vector
+        i386 = platform._replace(architecture="386", variant="")
+        return [platform, *_lower_levels(platform, 1), i386]
     if arch == "arm":
-        vector = [platform]
-        level = _go_atoi(platform.variant.removeprefix("v"))
-        if level is not None and level > 5:
-            vector += [
-                platform._replace(variant=f"v{n}") for n in range(min(level, _MAX_LEVEL) - 1, 4, -1)
-            ]
-        return vector
+        return [platform, *_lower_levels(platform, 5)]
     if arch == "arm64":
         variant = platform.variant or "v8"
         versions = _ARM64_VERSIONS.get(variant)
@@ -191,6 +179,15 @@ def _platform_vector(platform: Platform) -> list[Platform]:
         arm = "v8" if variant.startswith(("v8", "v9")) else variant
         return vector + _platform_vector(platform._replace(architecture="arm", variant=arm))
     return [platform]
+
+
+def _lower_levels(platform: Platform, lowest: int) -> list[Platform]:
+    """platformVector's countdown: the same architecture at each lower level down to `lowest`."""
+    level = _go_atoi(platform.variant.removeprefix("v"))
+    if level is None or level <= lowest:
+        return []
+    top = min(level, _MAX_LEVEL)
+    return [platform._replace(variant=f"v{n}") for n in range(top - 1, lowest - 1, -1)]
 
 
 _GO_ATOI = re.compile(r"[+-]?[0-9]+", re.ASCII)
