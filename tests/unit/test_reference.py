@@ -186,8 +186,7 @@ def test_an_invalid_reference_is_rejected_with_a_clean_message(text: str) -> Non
 def test_a_first_component_that_is_no_domain_leaves_the_reference_without_a_registry(
     text: str, path: str
 ) -> None:
-    """normalize.go splitDockerDomain takes it as a domain; reference.go Parse reads it all as
-    the path with Domain() == "", so archfit names no host and refuses the reference."""
+    """normalize.go splitDockerDomain, then reference.go Parse: Domain() is "", so no host."""
     with pytest.raises(InvalidReference) as caught:
         parse(text)
     assert f"has no registry (distribution reads {path!r} as its path)" in str(caught.value)
