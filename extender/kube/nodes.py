@@ -30,6 +30,8 @@ _BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 _Facts = tuple[Platform | None, Rule]
 """A node's platform (None when it names no architecture) and its runtime's matching rule."""
+_UNKNOWN: _Facts = (None, Rule.STRICT)
+"""What a name the index has not seen gets: no platform, so the failure policy decides."""
 
 
 class NodeIndex:
@@ -177,9 +179,6 @@ class NodeIndex:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
         if self._on_change is not None:
             self._on_change(len(nodes))
-
-
-_UNKNOWN: _Facts = (None, Rule.STRICT)
 
 
 class _Expired(Exception):
