@@ -22,9 +22,9 @@ from extender import explain
 from extender.config import Settings
 from extender.metrics import Metrics, tally_request_lookups
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
-from extender.platforms import node_platform
 from extender.pods import PodError, PodFacts, facts
 from extender.resolution import PlatformResolver
+from extender.runtimes import node_facts
 from extender.scheduler_api import (
     ExtenderArgs,
     WireError,
@@ -133,13 +133,12 @@ async def _decode(request: web.Request, verb: str) -> _Call:
             raise _NoNodeIndex
         if not nodes.synced:
             await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
-        names = args.node_names
-        candidates = list(map(Candidate, names, nodes.platforms(names)))
+        candidates = nodes.candidates(args.node_names)
     else:
         candidates = []
         for node in args.nodes or ():
             labels, info = node_labels_and_info(node)
-            candidates.append(Candidate(node_name(node), node_platform(labels, info)))
+            candidates.append(Candidate(node_name(node), *node_facts(labels, info)))
     return _Call(args, pod, skip, candidates, deadline)
 
 
@@ -342,7 +341,7 @@ def _count_bad(request: web.Request) -> None:
 def _policy(settings: Settings) -> Policy:
     return Policy(
         failure_policy=settings.policy.failure_policy,
-        loose_matching=settings.policy.loose_matching,
+        matching=settings.policy.matching,
         arch_preference=settings.policy.arch_preference,
     )
 

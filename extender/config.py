@@ -76,8 +76,8 @@ class PolicySettings:
     """Pods in these namespaces are never filtered or scored."""
     arch_preference: dict[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
     """Score (0..10) per architecture, for pods whose images run on two or more candidates."""
-    loose_matching: bool = False
-    """containerd 1.x fallbacks: arm64 nodes accept arm/v8..v5, amd64 nodes accept 386."""
+    matching: Literal["auto", "strict", "loose"] = "auto"
+    """`auto` judges each node by its runtime's rule; `strict` or `loose` judge all nodes alike."""
     resolve_deadline_seconds: float = 1.5
     """Time a request waits for registries; keep it below the scheduler's httpTimeout."""
 
@@ -86,12 +86,16 @@ class PolicySettings:
             if not 0 <= score <= 10:
                 raise ValueError(f"archPreference.{arch}: score {score} is outside 0..10")
         # Normalise aliases once, so "aarch64: 10" means arm64.
-        normal = {
-            normalize("linux", arch).architecture: s for arch, s in self.arch_preference.items()
-        }
+        preference = self.arch_preference.items()
+        normal = {normalize("linux", arch.strip()).architecture: s for arch, s in preference}
         object.__setattr__(self, "arch_preference", normal)
         if not 0 < self.resolve_deadline_seconds <= 60:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 60]")
+
+    @property
+    def loose_matching(self) -> bool:
+        """Whether every node gets containerd's Only() fallbacks (the pre-`matching` flag)."""
+        return self.matching == "loose"
 
 
 @dataclass(frozen=True)
@@ -251,8 +255,28 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
 
 def from_mapping(data: Mapping[str, Any]) -> Settings:
     """Build validated Settings from plain data (camelCase keys)."""
-    settings: Settings = _build(Settings, data, "")
+    settings: Settings = _build(Settings, _upgrade_legacy(data), "")
     return settings
+
+
+def _upgrade_legacy(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Read `policy.looseMatching: true|false` of older files as `policy.matching: loose|strict`.
+
+    false meant containerd 2.x's strict matching, so it stays strict rather than turning auto.
+    """
+    policy = data.get("policy")
+    if not isinstance(policy, Mapping) or "looseMatching" not in policy:
+        return data
+    loose = policy["looseMatching"]
+    if "matching" in policy:
+        raise ConfigError("policy.looseMatching: replaced by policy.matching; set only matching")
+    if isinstance(loose, _EnvText):
+        loose = _from_env(bool, loose, "policy.looseMatching")
+    if not isinstance(loose, bool):
+        raise ConfigError(f"policy.looseMatching: must be true or false, not {loose!r}")
+    upgraded = {key: value for key, value in policy.items() if key != "looseMatching"}
+    upgraded["matching"] = "loose" if loose else "strict"
+    return {**data, "policy": upgraded}
 
 
 def camel(name: str) -> str:

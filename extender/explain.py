@@ -46,6 +46,7 @@ def filtered(
             image=rejection.image,
             image_platforms=image_platforms,
             reason=rejection.reason,
+            rule=str(rejection.rule),
             dry_run=dry_run,
         )
     unknown = _unknown(resolved)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.placement import Resolved, annotation_preference, short_image
-from extender.platforms import Platform, any_accepts
+from extender.platforms import Platform, Rule, any_accepts
 from extender.pods import PREFER_ARCH_ANNOTATION, prefer_arch
 
 ARCH_LABEL = "kubernetes.io/arch"
@@ -46,7 +46,10 @@ class MutationRules:
     arch_preference: Mapping[str, int]
     """Score 0..10 per architecture; a preferred term's weight is score x 10."""
     taints: Sequence[TaintRule] = ()
-    loose: bool = False
+    rule: Rule = Rule.LOOSE
+    """How image entries match a platform. The webhook cannot see which runtime a pod
+    will meet, so under `policy.matching: auto` it takes the most permissive rule: a
+    constraint must never exclude a node that could run the images."""
     scheduler_name: str = ""
     """Send pods that asked for the default scheduler to this one (off when empty)."""
 
@@ -99,17 +102,17 @@ def decide_mutation(
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
     supported = frozenset(
-        p for p in rules.platforms if all(any_accepts(p, ps, loose=rules.loose) for _, ps in known)
+        p for p in rules.platforms if all(any_accepts(p, ps, rule=rules.rule) for _, ps in known)
     )
     mutation.runs_on = tuple(sorted(supported))
-    _annotate(pod, _platforms_in_common(known, rules.loose), mutation)
+    _annotate(pod, _platforms_in_common(known, rules.rule), mutation)
     allowed = _allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_none_fits(known, rules.platforms, rules.loose))
+        mutation.warnings.append(_none_fits(known, rules.platforms, rules.rule))
     elif not supported & allowed:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_pod_requires_other(known, allowed, rules.loose))
+        mutation.warnings.append(_pod_requires_other(known, allowed, rules.rule))
     else:
         node_affinity = _node_affinity(spec)
         changed = _require(node_affinity, supported, allowed, mutation)
@@ -376,22 +379,22 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
 
 
 def _platforms_in_common(
-    known: Sequence[tuple[str, frozenset[Platform]]], loose: bool
+    known: Sequence[tuple[str, frozenset[Platform]]], rule: Rule
 ) -> list[Platform]:
     """Platforms (of any image's entries) that every image runs on: what the pod runs on."""
     entries = {p for _, platforms in known for p in platforms}
-    return sorted(p for p in entries if all(any_accepts(p, ps, loose=loose) for _, ps in known))
+    return sorted(p for p in entries if all(any_accepts(p, ps, rule=rule) for _, ps in known))
 
 
 # --- warnings ---------------------------------------------------------------------------
 
 
 def _none_fits(
-    known: Sequence[tuple[str, frozenset[Platform]]], platforms: Iterable[Platform], loose: bool
+    known: Sequence[tuple[str, frozenset[Platform]]], platforms: Iterable[Platform], rule: Rule
 ) -> str:
     wanted = sorted(platforms)
     for image, image_platforms in known:
-        if not any(any_accepts(p, image_platforms, loose=loose) for p in wanted):
+        if not any(any_accepts(p, image_platforms, rule=rule) for p in wanted):
             names = ", ".join(str(p) for p in wanted)
             return _warning(image, f"runs on none of this cluster's platforms ({names})")
     # Each image runs somewhere, just not all on the same platform.
@@ -399,13 +402,13 @@ def _none_fits(
 
 
 def _pod_requires_other(
-    known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], loose: bool
+    known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], rule: Rule
 ) -> str:
     required = sorted(allowed)
     arches = ",".join(sorted({p.architecture for p in required})) or "no known platform"
     for platform in required:
         for image, image_platforms in known:
-            if not any_accepts(platform, image_platforms, loose=loose):
+            if not any_accepts(platform, image_platforms, rule=rule):
                 return _warning(image, f"has no {platform}, but this pod requires {arches}")
     return _warning(known[0][0], f"does not fit this pod's required {arches}")
 

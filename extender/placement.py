@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from extender.platforms import Platform, any_accepts
+from extender.platforms import Platform, Rule, any_accepts
 
 # kube-scheduler cuts the event message at 1024 bytes and groups identical
 # reasons; an image name longer than this is cut so the clause stays short.
@@ -31,20 +31,29 @@ Resolved = frozenset[Platform] | Unknown
 """What a request knows of one image: its platforms, or that it does not know."""
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """The decision knobs, taken from settings."""
-
-    failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
-    loose_matching: bool = False
-    arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
-
-
 class Candidate(NamedTuple):
     """A node the scheduler offers, with its platform (None when nothing says)."""
 
     name: str
     platform: Platform | None
+    runtime_rule: Rule = Rule.STRICT
+    """The rule of the runtime the node reports (extender.runtimes); strict when unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The decision knobs, taken from settings."""
+
+    failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
+    matching: Literal["auto", "strict", "loose"] = "auto"
+    """`auto` judges each node by its runtime's rule; the others force one rule on all."""
+    arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+
+    def rule_for(self, node: Candidate) -> Rule:
+        """The rule `node` is judged by."""
+        if self.matching == "auto":
+            return node.runtime_rule
+        return Rule.LOOSE if self.matching == "loose" else Rule.STRICT
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,8 @@ class Rejection:
     image: str
     image_platforms: frozenset[Platform]
     reason: str
+    rule: Rule
+    """The matching rule the node was judged by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +126,9 @@ def decide_filter(
     # An image missing from `resolved` is as unknown as one that timed out.
     unknown = [image for image in images if not isinstance(resolved.get(image), frozenset)]
     fail_open = policy.failure_policy == "fail-open"
-    # Clusters have a handful of platforms and many nodes: judge each platform once.
-    mismatches: dict[Platform, tuple[str, frozenset[Platform], str] | None] = {}
+    # Clusters have a handful of platforms and runtimes and many nodes: judge each
+    # (platform, rule) pair once.
+    mismatches: dict[tuple[Platform, Rule], tuple[str, frozenset[Platform], str] | None] = {}
     for node in candidates:
         platform = node.platform
         if platform is None:
@@ -124,12 +136,14 @@ def decide_filter(
             if fail_open:
                 decision.passed.append(node.name)
             continue
-        if platform not in mismatches:
-            mismatches[platform] = _first_mismatch(known, platform, policy.loose_matching)
-        mismatch = mismatches[platform]
+        rule = policy.rule_for(node)
+        key = (platform, rule)
+        if key not in mismatches:
+            mismatches[key] = _first_mismatch(known, platform, rule)
+        mismatch = mismatches[key]
         if mismatch is not None:
             image, platforms, reason = mismatch
-            decision.rejected.append(Rejection(node.name, platform, image, platforms, reason))
+            decision.rejected.append(Rejection(node.name, platform, image, platforms, reason, rule))
             continue
         if unknown:
             decision.doubted.append(Doubt(node.name, unknown_reason(unknown[0]), unknown[0]))
@@ -140,11 +154,11 @@ def decide_filter(
 
 
 def _first_mismatch(
-    known: Sequence[tuple[str, frozenset[Platform]]], node: Platform, loose: bool
+    known: Sequence[tuple[str, frozenset[Platform]]], node: Platform, rule: Rule
 ) -> tuple[str, frozenset[Platform], str] | None:
     """The first image with no entry for `node`, its platforms and the reason; or None."""
     for image, platforms in known:
-        if not any_accepts(node, platforms, loose=loose):
+        if not any_accepts(node, platforms, rule=rule):
             return image, platforms, mismatch_reason(image, node)
     return None
 
@@ -174,21 +188,22 @@ def decide_scores(
     known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
     if not images or len(known) != len(images):
         return ScoreDecision(flat, False, ())
-    distinct = {c.platform for c in candidates if c.platform is not None}
+    judged = {c.name: (c.platform, policy.rule_for(c)) for c in candidates}
     runnable = {
-        platform
-        for platform in distinct
-        if all(any_accepts(platform, platforms, loose=policy.loose_matching) for platforms in known)
+        (platform, rule)
+        for platform, rule in set(judged.values())
+        if platform is not None
+        and all(any_accepts(platform, platforms, rule=rule) for platforms in known)
     }
-    arches = tuple(sorted({p.architecture for p in runnable}))
+    arches = tuple(sorted({platform.architecture for platform, _ in runnable}))
     if len(arches) < 2:
         return ScoreDecision(flat, False, arches)
     preference = annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
     scores = {
-        c.name: preference.get(c.platform.architecture, 0)
-        if c.platform is not None and c.platform in runnable
+        name: preference.get(platform.architecture, 0)
+        if platform is not None and (platform, rule) in runnable
         else 0
-        for c in candidates
+        for name, (platform, rule) in judged.items()
     }
     return ScoreDecision(scores, True, arches)
 

@@ -1,23 +1,17 @@
-"""Platforms: normalising `os/arch/variant` the way containerd does, and strict matching.
+"""Platforms: normalising `os/arch/variant` and matching them the way container runtimes do.
 
-Pure functions over plain data; no I/O. See DESIGN §2 for the rules.
+Pure functions over plain data; no I/O. The rules are ports of
+github.com/containerd/platforms v1.0.0-rc.5 (database.go, compare.go,
+platform_windows_compat.go) and of containers/image's internal/pkg/platform/platform_matcher.go.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
+import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
-
-_ARCH_ALIASES = {
-    "aarch64": "arm64",
-    "x86_64": "amd64",
-    "x86-64": "amd64",
-    "i386": "386",
-    "armhf": "arm",
-    "armel": "arm",
-}
-# armhf/armel are Debian names that imply a variant of their own.
-_ARCH_IMPLIED_VARIANT = {"armhf": "v7", "armel": "v6"}
 
 
 class Platform(NamedTuple):
@@ -38,23 +32,52 @@ class Platform(NamedTuple):
         return text
 
 
+class Rule(enum.StrEnum):
+    """How a node's runtime picks an image's manifest entry (README "How it decides")."""
+
+    STRICT = "strict"
+    """containerd ≥ 2.1 (transfer service): compare.go OnlyStrict ≡ Ordered(Normalize(node))."""
+    LOOSE = "loose"
+    """containerd 2.0 and 1.x on Linux: compare.go Only(node), the platformVector fallbacks."""
+    CONTAINERS_IMAGE = "containers-image"
+    """CRI-O: containers/image platform_matcher.go WantedPlatforms and MatchesPlatform."""
+
+
 def normalize(os: str, architecture: str, variant: str = "", os_version: str = "") -> Platform:
-    """Return the canonical platform for raw manifest or node values."""
-    os_ = os.strip().lower()
-    raw_arch = architecture.strip().lower()
-    arch = _ARCH_ALIASES.get(raw_arch, raw_arch)
-    var = variant.strip().lower() or _ARCH_IMPLIED_VARIANT.get(raw_arch, "")
-    if arch == "arm64" and var in ("8", "v8", "v8.0"):
-        var = ""
-    elif arch == "arm":
-        # containerd treats plain "arm" as v7, and accepts bare digits.
-        if not var:
-            var = "v7"
-        elif var.isdigit():
-            var = f"v{var}"
-    elif arch == "amd64" and var == "v1":
-        var = ""
-    return Platform(os_, arch, var, os_version.strip())
+    """containerd's Normalize (platforms.go): normalizeOS and normalizeArch of database.go.
+
+    Nothing is trimmed: containerd compares what the manifest says.
+    """
+    os_ = os.lower()
+    if os_ == "macos":
+        os_ = "darwin"
+    arch, var = _normalize_arch(architecture, variant)
+    return Platform(os_, arch, var, os_version)
+
+
+def _normalize_arch(arch: str, variant: str) -> tuple[str, str]:
+    """database.go normalizeArch, case by case."""
+    arch, variant = arch.lower(), variant.lower()
+    if arch == "i386":
+        return "386", ""
+    if arch in ("x86_64", "x86-64", "amd64"):
+        return "amd64", "" if variant == "v1" else variant
+    if arch in ("aarch64", "arm64"):
+        if variant in ("8", "v8", "v8.0"):
+            variant = ""
+        elif variant in ("9", "9.0", "v9.0"):
+            variant = "v9"
+        return "arm64", variant
+    if arch == "armhf":
+        return "arm", "v7"
+    if arch == "armel":
+        return "arm", "v6"
+    if arch == "arm":
+        if variant in ("", "7"):
+            variant = "v7"
+        elif variant in ("5", "6", "8"):
+            variant = "v" + variant
+    return arch, variant
 
 
 def parse(text: str) -> Platform:
@@ -80,54 +103,173 @@ def node_platform(labels: Mapping[str, str], node_info: Mapping[str, str]) -> Pl
     return normalize(os_ or "linux", arch, "", labels.get("node.kubernetes.io/windows-build", ""))
 
 
-# Looser matching of containerd 1.x, off by default: a 64-bit arm host that can
-# still run 32-bit code, and amd64 hosts that run 386.
-_LOOSE_FALLBACKS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
-    ("arm64", ""): (("arm", "v8"), ("arm", "v7"), ("arm", "v6"), ("arm", "v5")),
-    ("amd64", ""): (("386", ""),),
-}
+def accepts(
+    node: Platform, image: Platform, *, rule: Rule = Rule.STRICT, loose: bool = False
+) -> bool:
+    """Whether a node of platform `node`, pulling by `rule`, takes an image entry `image`.
 
-
-def accepts(node: Platform, image: Platform, *, loose: bool = False) -> bool:
-    """Whether a node of platform `node` can run an image entry of platform `image`.
-
-    Strict by default, as containerd 2.x CRI: the same OS, the same architecture,
-    and a variant the node runs (nodes carry no variant label, so a node accepts
-    the base variant only: arm64 accepts arm64 and arm64/v8, never arm/v7;
-    amd64 rejects amd64/v3-only images).
+    `loose=True` is the older spelling of `rule=Rule.LOOSE`.
     """
-    if node.os != image.os:
-        return False
-    # Windows process isolation needs the same build (major.minor.build).
-    if (
-        node.os == "windows"
-        and node.os_version
-        and image.os_version
-        and _windows_build(node.os_version) != _windows_build(image.os_version)
-    ):
-        return False
-    if node.architecture == image.architecture and node.variant == image.variant:
-        return True
-    if node.architecture == "arm" and image.architecture == "arm":
-        # An arm/v7 node runs v6 and v5 code too.
-        return _arm_level(image.variant) <= _arm_level(node.variant)
     if loose:
-        fallbacks = _LOOSE_FALLBACKS.get((node.architecture, node.variant), ())
-        return (image.architecture, image.variant) in fallbacks
-    return False
+        rule = Rule.LOOSE
+    if (image.os, image.architecture, image.variant) not in _accepted(node, rule):
+        return False
+    # containers/image ignores os.version; containerd's NewMatcher checks it on Windows.
+    if rule is Rule.CONTAINERS_IMAGE or node.os != "windows":
+        return True
+    return windows_compatible(node.os_version, image.os_version)
 
 
-def _arm_level(variant: str) -> int:
-    digits = variant.removeprefix("v")
-    return int(digits) if digits.isdigit() else 0
+def any_accepts(
+    node: Platform, images: Iterable[Platform], *, rule: Rule = Rule.STRICT, loose: bool = False
+) -> bool:
+    """Whether any of an image's entries runs on the node under `rule` (see `accepts`)."""
+    if loose:
+        rule = Rule.LOOSE
+    return any(accepts(node, image, rule=rule) for image in images)
 
 
-def _windows_build(os_version: str) -> str:
-    # A node's windows-build label is "10.0.17763"; an image's os.version adds
-    # a revision, "10.0.17763.5820", which does not matter for compatibility.
-    return ".".join(os_version.split(".")[:3])
+_Key = tuple[str, str, str]
 
 
-def any_accepts(node: Platform, images: Iterable[Platform], *, loose: bool = False) -> bool:
-    """Whether any of an image's entries runs on the node."""
-    return any(accepts(node, image, loose=loose) for image in images)
+@functools.lru_cache(maxsize=512)
+def _accepted(node: Platform, rule: Rule) -> frozenset[_Key]:
+    """The normalised (os, arch, variant) entries the node's runtime takes, computed once."""
+    if rule is Rule.STRICT:
+        wanted = [node]
+    elif rule is Rule.LOOSE:
+        wanted = _platform_vector(node)
+    else:
+        wanted = _containers_image_wanted(node)
+    # containerd's NewMatcher normalises each platform it matches against.
+    normal = (normalize(p.os, p.architecture, p.variant) for p in wanted)
+    return frozenset((p.os, p.architecture, p.variant) for p in normal)
+
+
+# compare.go arm64variantToVersion: (major, highest minor) pairs, newest first.
+_ARM64_VERSIONS: dict[str, tuple[tuple[int, int], ...]] = {
+    **{f"v8.{minor}": ((8, minor),) for minor in range(10)},
+    "v8": ((8, 0),),
+    **{f"v9.{minor}": ((9, minor), (8, min(minor + 5, 9))) for minor in range(8)},
+    "v9": ((9, 0), (8, 5)),
+}
+_MAX_LEVEL = 64
+"""Highest amd64/arm level expanded; real ones stop at v4 and v8, and nodes name none."""
+
+
+def _platform_vector(platform: Platform) -> list[Platform]:
+    """compare.go platformVector: the node's own platform, then what it also runs."""
+    arch = platform.architecture
+    if arch == "amd64":
+        i386 = platform._replace(architecture="386", variant="")
+        return [platform, *_lower_levels(platform, 1), i386]
+    if arch == "arm":
+        return [platform, *_lower_levels(platform, 5)]
+    if arch == "arm64":
+        variant = platform.variant or "v8"
+        versions = _ARM64_VERSIONS.get(variant)
+        if versions is None:
+            return []  # an arm64 variant compare.go does not know matches nothing at all
+        vector = [
+            platform._replace(variant=f"v{major}" if minor == 0 else f"v{major}.{minor}")
+            for major, top in versions
+            for minor in range(top, -1, -1)
+        ]
+        # Every arm64 v8.x and v9.x runs 32-bit arm/v8 and below.
+        arm = "v8" if variant.startswith(("v8", "v9")) else variant
+        return vector + _platform_vector(platform._replace(architecture="arm", variant=arm))
+    return [platform]
+
+
+def _lower_levels(platform: Platform, lowest: int) -> list[Platform]:
+    """platformVector's countdown: the same architecture at each lower level down to `lowest`."""
+    level = _go_atoi(platform.variant.removeprefix("v"))
+    if level is None or level <= lowest:
+        return []
+    top = min(level, _MAX_LEVEL)
+    return [platform._replace(variant=f"v{n}") for n in range(top - 1, lowest - 1, -1)]
+
+
+_GO_ATOI = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _go_atoi(text: str) -> int | None:
+    """Go's strconv.Atoi: an optional sign and ASCII digits, within int64; None otherwise."""
+    if _GO_ATOI.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+# containers/image platform_matcher.go `compatibility`: variants a CPU variant also runs.
+_CONTAINERS_IMAGE_COMPATIBILITY = {"arm": ("v8", "v7", "v6", "v5"), "arm64": ("v8",)}
+
+
+def _containers_image_wanted(node: Platform) -> list[Platform]:
+    """platform_matcher.go WantedPlatforms for a node whose CPU variant is what its arch says.
+
+    getCPUVariant reads "v8" on arm64 and the arm level (v7 unless the node says otherwise)
+    on arm; other architectures have none.
+    """
+    arch = node.architecture
+    cpu_variant = "v8" if arch == "arm64" else node.variant if arch == "arm" else ""
+    if cpu_variant:
+        order = _CONTAINERS_IMAGE_COMPATIBILITY.get(arch, ())
+        variants = list(order[order.index(cpu_variant) :]) if cpu_variant in order else []
+        variants = (variants or [cpu_variant]) + [""]
+    else:
+        variants = ["", *_CONTAINERS_IMAGE_COMPATIBILITY.get(arch, ())]
+    return [node._replace(variant=variant) for variant in variants]
+
+
+class _WindowsVersion(NamedTuple):
+    major: int
+    minor: int
+    build: int
+
+
+_ZERO = _WindowsVersion(0, 0, 0)
+_LTSC2022 = 20348
+# platform_windows_compat.go compatLTSCReleases: stable-ABI LTSC builds, ascending.
+_COMPAT_LTSC_RELEASES = (_LTSC2022, 26100)
+_UINT = re.compile(r"[0-9]+", re.ASCII)
+
+
+def windows_compatible(host_version: str, image_version: str) -> bool:
+    """platform_windows_compat.go windowsVersionMatcher.Match for a host and an image os.version.
+
+    A host that names no version, or an image without os.version, matches.
+    """
+    host = _windows_version(host_version)
+    if host == _ZERO or not image_version:
+        return True
+    return _host_runs_container(host, _windows_version(image_version))
+
+
+def _windows_version(text: str) -> _WindowsVersion:
+    """getWindowsOSVersion: `major.minor.build[...]`, or the zero version if it is not one."""
+    if text.count(".") < 2:
+        return _ZERO
+    major, minor, build = text.split(".")[:3]
+    fields = []
+    for value, bits in ((major, 8), (minor, 8), (build, 16)):
+        if _UINT.fullmatch(value) is None or int(value) >= 1 << bits:
+            return _ZERO  # strconv.ParseUint fails: the zero version
+        fields.append(int(value))
+    return _WindowsVersion(*fields)
+
+
+def _host_runs_container(host: _WindowsVersion, ctr: _WindowsVersion) -> bool:
+    """checkWindowsHostAndContainerCompat as containerd/platforms v1.0.0-rc.5 has it."""
+    if (host.major, host.minor) != (ctr.major, ctr.minor):
+        return False
+    if host.build < _LTSC2022:
+        return host.build == ctr.build
+    # The newest LTSC at or below the host; the floor is the LTSC before it (or itself,
+    # for the first one): every host from LTSC N runs images from LTSC N-1 up to itself.
+    floor = _LTSC2022
+    for index in range(len(_COMPAT_LTSC_RELEASES) - 1, -1, -1):
+        if host.build >= _COMPAT_LTSC_RELEASES[index]:
+            floor = _COMPAT_LTSC_RELEASES[max(index - 1, 0)]
+            break
+    return floor <= ctr.build <= host.build

@@ -97,7 +97,7 @@ def prefer_arch(value: object) -> tuple[str, ...]:
     order: dict[str, None] = {}
     for item in value.split(","):
         if item.strip():
-            order.setdefault(normalize("linux", item).architecture, None)
+            order.setdefault(normalize("linux", item.strip()).architecture, None)
     return tuple(order)
 
 

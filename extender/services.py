@@ -11,6 +11,7 @@ import structlog
 
 from extender.config import Settings
 from extender.metrics import Metrics
+from extender.placement import Candidate
 from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
@@ -19,10 +20,14 @@ log = structlog.get_logger("archfit")
 
 
 class NodeSource(Protocol):
-    """Knows the platform of nodes by name (for NodeNames-only requests)."""
+    """Knows the platform and runtime rule of nodes by name (for NodeNames-only requests)."""
 
     @property
     def synced(self) -> bool: ...
+
+    def candidates(self, names: Sequence[str]) -> list[Candidate]:
+        """Each named node with its platform (None when unknown) and its runtime's rule."""
+        ...
 
     def platforms(self, names: Sequence[str]) -> list[Platform | None]:
         """Each named node's platform; None when the node is unknown or names none."""

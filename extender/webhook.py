@@ -22,7 +22,7 @@ from extender.admission_api import AdmissionRequest, WireError, parse_review, re
 from extender.config import Settings
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
-from extender.platforms import Platform
+from extender.platforms import Platform, Rule
 from extender.platforms import parse as parse_platform
 from extender.pods import PodError, PodFacts, facts
 from extender.services import Services
@@ -46,7 +46,7 @@ def base_rules(settings: Settings) -> MutationRules:
         platforms=frozenset(parse_platform(text) for text in hook.architectures),
         arch_preference=policy.arch_preference,
         taints=tuple(TaintRule(t.architecture, t.key, t.value, t.effect) for t in hook.arch_taints),
-        loose=policy.loose_matching,
+        rule=Rule.STRICT if policy.matching == "strict" else Rule.LOOSE,
         scheduler_name=hook.scheduler_name,
     )
 
@@ -191,7 +191,7 @@ def _with_cluster_platforms(rules: MutationRules, services: Services) -> Mutatio
         platforms=rules.platforms | known,
         arch_preference=rules.arch_preference,
         taints=rules.taints,
-        loose=rules.loose,
+        rule=rules.rule,
         scheduler_name=rules.scheduler_name,
     )
 

@@ -16,8 +16,12 @@ def node(
     *,
     labels: bool = True,
     node_info: bool = True,
+    runtime: str = "containerd://2.1.4",
 ) -> dict[str, Any]:
-    """A v1.Node of a kubelet on a cloud VM, with the labels kubelet sets itself."""
+    """A v1.Node of a kubelet on a cloud VM, with the labels kubelet sets itself.
+
+    `runtime` is status.nodeInfo.containerRuntimeVersion; containerd 2.1 matches strictly.
+    """
     meta_labels = {
         "beta.kubernetes.io/arch": arch,
         "beta.kubernetes.io/instance-type": _ARCH_INSTANCE.get(arch, "m5.large"),
@@ -39,7 +43,7 @@ def node(
         "bootID": str(uuid.uuid5(uuid.NAMESPACE_OID, name)),
         "kernelVersion": "6.1.112-124.190.amzn2023." + ("aarch64" if arch == "arm64" else "x86_64"),
         "osImage": "Amazon Linux 2023.6.20241031",
-        "containerRuntimeVersion": "containerd://1.7.23",
+        "containerRuntimeVersion": runtime,
         "kubeletVersion": "v1.31.2-eks-94953ac",
         "kubeProxyVersion": "v1.31.2-eks-94953ac",
         "operatingSystem": os,

@@ -16,7 +16,9 @@ import structlog
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from extender.platforms import Platform, node_platform
+from extender.placement import Candidate
+from extender.platforms import Platform, Rule
+from extender.runtimes import node_facts
 
 log = structlog.get_logger("archfit.nodes")
 
@@ -26,8 +28,14 @@ _WATCH_SECONDS = 30
 _BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 
+_Facts = tuple[Platform | None, Rule]
+"""A node's platform (None when it names no architecture) and its runtime's matching rule."""
+_UNKNOWN: _Facts = (None, Rule.STRICT)
+"""What a name the index has not seen gets: no platform, so the failure policy decides."""
+
+
 class NodeIndex:
-    """Node name → platform (None when the node names no architecture)."""
+    """Node name → platform and runtime rule, one shared tuple per distinct pair."""
 
     def __init__(
         self,
@@ -36,7 +44,9 @@ class NodeIndex:
     ) -> None:
         self._core = client.CoreV1Api(api)
         self._on_change = on_change
-        self._nodes: Mapping[str, Platform | None] = {}
+        self._nodes: Mapping[str, _Facts] = {}
+        # Thousands of nodes share a handful of (platform, rule) pairs: keep one copy of each.
+        self._shared: dict[_Facts, _Facts] = {}
         self._platforms: frozenset[Platform] = frozenset()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -49,10 +59,15 @@ class NodeIndex:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    def candidates(self, names: Sequence[str]) -> list[Candidate]:
+        """Many nodes at once (platform None for unknown ones): one snapshot, no locks."""
+        nodes = self._nodes
+        return [Candidate(name, *nodes.get(name, _UNKNOWN)) for name in names]
+
     def platforms(self, names: Sequence[str]) -> list[Platform | None]:
         """Platforms of many nodes at once (None for unknown ones): one snapshot, no locks."""
         nodes = self._nodes
-        return [nodes.get(name) for name in names]
+        return [nodes.get(name, _UNKNOWN)[0] for name in names]
 
     def known_platforms(self) -> frozenset[Platform]:
         """The distinct platforms of the indexed nodes (the webhook's cluster platforms)."""
@@ -102,7 +117,7 @@ class NodeIndex:
         response: Any = self._core.list_node(_preload_content=False, _request_timeout=(5, 60))
         body = orjson.loads(response.data)
         nodes = {
-            name: _platform_of(item)
+            name: self._facts_of(item)
             for item in body.get("items") or ()
             if (name := (item.get("metadata") or {}).get("name"))
         }
@@ -148,32 +163,32 @@ class NodeIndex:
         name = metadata.get("name")
         if not name:
             return new_version
-        platform = _platform_of(raw)
-        if kind != "DELETED" and name in self._nodes and self._nodes[name] == platform:
+        facts = self._facts_of(raw)
+        if kind != "DELETED" and name in self._nodes and self._nodes[name] == facts:
             return new_version  # most updates are status heartbeats: nothing to copy
         nodes = dict(self._nodes)
         if kind == "DELETED":
             nodes.pop(name, None)
         else:
-            nodes[name] = platform
+            nodes[name] = facts
         self._publish(nodes)
         return new_version
 
-    def _publish(self, nodes: dict[str, Platform | None]) -> None:
+    def _facts_of(self, node: Mapping[str, Any]) -> _Facts:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        facts = node_facts(labels, info)
+        return self._shared.setdefault(facts, facts)
+
+    def _publish(self, nodes: dict[str, _Facts]) -> None:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
-        self._platforms = frozenset(p for p in nodes.values() if p is not None)
+        self._platforms = frozenset(p for p, _ in nodes.values() if p is not None)
         if self._on_change is not None:
             self._on_change(len(nodes))
 
 
 class _Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
-
-
-def _platform_of(node: Mapping[str, Any]) -> Platform | None:
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    info = (node.get("status") or {}).get("nodeInfo") or {}
-    return node_platform(labels, info)
 
 
 def _short(error: BaseException) -> str:

@@ -18,7 +18,7 @@ from aiocache.base import BaseCache
 from aiocache.serializers import NullSerializer, StringSerializer
 
 from extender.metrics import Metrics
-from extender.platforms import Platform
+from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain
 from extender.registry.flight import SingleFlight
@@ -208,7 +208,9 @@ def _encode_facts(facts: ImageFacts) -> str:
 
 def _decode_facts(text: str) -> ImageFacts:
     document = orjson.loads(text)
-    platforms = frozenset(Platform(*(str(part) for part in entry)) for entry in document["p"])
+    # Normalised again on the way out: entries cached by an older archfit (Redis keeps
+    # them for a week) then follow today's rules. normalize() is idempotent.
+    platforms = frozenset(normalize(*(str(part) for part in entry)) for entry in document["p"])
     return ImageFacts(str(document["m"]), platforms, bool(document["a"]))
 
 

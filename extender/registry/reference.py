@@ -15,8 +15,8 @@ LEGACY_DEFAULT_DOMAIN = "index.docker.io"
 DOCKER_HUB_API_HOST = "registry-1.docker.io"
 DEFAULT_TAG = "latest"
 
-NAME_MAX = 255
-"""distribution's NameTotalLengthMax: domain and path together."""
+PATH_MAX = 255
+"""distribution/reference v0.6.0 RepositoryNameTotalLengthMax: the path alone, not the domain."""
 _INPUT_MAX = 1024
 """Longest input we even look at: a name, a tag (128) and a sha512 digest fit easily."""
 
@@ -109,16 +109,26 @@ def parse(text: str) -> Reference:
             f"invalid image reference {shown!r}: not a valid name[:tag][@digest]"
         )
     name, tag, digest = match.group(1), match.group(2) or "", match.group(3) or ""
-    if len(name) > NAME_MAX:
-        raise InvalidReference(f"invalid image reference {shown!r}: name longer than {NAME_MAX}")
     name_match = _NAME_RE.fullmatch(name)
     if name_match is None:  # pragma: no cover - the reference pattern already matched it
         raise InvalidReference(f"invalid image reference {shown!r}: bad repository name")
+    # reference.go Parse: a first component that is no valid domain ("reg_istry.io") reads
+    # as part of the path, leaving the reference without a domain.
+    found_domain, path = name_match.group(1) or "", name_match.group(2)
+    if len(path) > PATH_MAX:
+        raise InvalidReference(f"invalid image reference {shown!r}: path longer than {PATH_MAX}")
     if digest:
         _check_digest(digest, shown)
+    if not found_domain:
+        # containerd would dial the first component as a host and CRI-O would fail; no
+        # registry is named, so archfit asks none rather than guess one.
+        raise InvalidReference(
+            f"invalid image reference {shown!r}: {domain!r} is not a registry host, so the"
+            f" name has no registry (distribution reads {snippet(path, 80)!r} as its path)"
+        )
     if not tag and not digest:
         tag = DEFAULT_TAG
-    return Reference(name_match.group(1), name_match.group(2), tag, digest)
+    return Reference(found_domain, path, tag, digest)
 
 
 def _split_domain(text: str) -> tuple[str, str]:

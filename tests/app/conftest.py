@@ -11,15 +11,18 @@ from aiohttp.test_utils import TestClient
 
 from extender.app import create_app
 from extender.config import Settings, from_mapping
-from extender.platforms import Platform, node_platform, parse
+from extender.placement import Candidate
+from extender.platforms import Platform, Rule, parse
 from extender.pods import PullSecretsRef
 from extender.resolution import FunctionResolver
+from extender.runtimes import node_facts
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {
     "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),
     "acme/amd:1": frozenset({parse("linux/amd64")}),
     "acme/arm:1": frozenset({parse("linux/arm64")}),
     "acme/v7:1": frozenset({parse("linux/arm/v7")}),
+    "acme/amd-v7:1": frozenset({parse("linux/amd64"), parse("linux/arm/v7")}),
     "acme/down:1": ConnectionError("registry.acme.test: connection refused"),
 }
 
@@ -39,7 +42,7 @@ class StaticNodes:
 
     def __init__(self, *nodes: Mapping[str, Any]) -> None:
         self._nodes = {
-            n["metadata"]["name"]: node_platform(
+            n["metadata"]["name"]: node_facts(
                 n["metadata"].get("labels") or {}, n["status"].get("nodeInfo") or {}
             )
             for n in nodes
@@ -49,11 +52,14 @@ class StaticNodes:
     def synced(self) -> bool:
         return True
 
+    def candidates(self, names: list[str]) -> list[Candidate]:
+        return [Candidate(name, *self._nodes.get(name, (None, Rule.STRICT))) for name in names]
+
     def platforms(self, names: list[str]) -> list[Platform | None]:
-        return [self._nodes.get(name) for name in names]
+        return [candidate.platform for candidate in self.candidates(names)]
 
     def known_platforms(self) -> frozenset[Platform]:
-        return frozenset(p for p in self._nodes.values() if p is not None)
+        return frozenset(p for p, _ in self._nodes.values() if p is not None)
 
     async def wait_synced(self, seconds: float) -> bool:
         return True

@@ -112,7 +112,7 @@ async def test_pods_in_excluded_namespaces_pass_every_node(make_client):
 
 
 async def test_every_rejected_node_gets_one_explaining_log_line_and_one_summary(make_client):
-    """node_rejected carries pod, node, platforms and reason; filter_done sums up."""
+    """node_rejected carries pod, node, platforms, reason and rule; filter_done sums up."""
     client = await make_client(nodes=StaticNodes(*ALL))
     with capture_logs() as logs:
         await post(client, "filter", args_names(pod("acme/amd:1", name="api-1"), *NAMES))
@@ -125,6 +125,7 @@ async def test_every_rejected_node_gets_one_explaining_log_line_and_one_summary(
         "image": "acme/amd:1",
         "image_platforms": ["linux/amd64"],
         "reason": ARM_REASON,
+        "rule": "strict",
         "dry_run": False,
     } == rejected[0]
     (summary,) = [e for e in logs if e["event"] == "filter_done"]

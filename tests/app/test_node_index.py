@@ -10,7 +10,8 @@ from aiohttp import web
 from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
-from extender.platforms import parse
+from extender.placement import Candidate
+from extender.platforms import Rule, parse
 from extender.resolution import FunctionResolver
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
@@ -55,8 +56,8 @@ class FakeApiServer:
         response.content_type = "application/json"
         await response.prepare(request)
         if len(self.watches) == 1 and self.script:
-            n3 = node("n3", "arm64")
-            n1 = node("n1", "arm64")  # relabelled
+            n3 = node("n3", "arm64", runtime="cri-o://1.31.2")
+            n1 = node("n1", "arm64", runtime="containerd://2.0.5")  # relabelled, downgraded
             events = [("ADDED", n3), ("MODIFIED", n1), ("DELETED", self.nodes["n2"])]
             self.nodes.update(n1=n1, n3=n3)
             del self.nodes["n2"]
@@ -98,7 +99,7 @@ async def wait_for(predicate, seconds: float = 10.0) -> None:
 
 
 async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp_server):
-    """ADDED, MODIFIED and DELETED update platforms; an expired watch lists again."""
+    """ADDED, MODIFIED and DELETED update platforms and rules; an expired watch lists again."""
     fake = FakeApiServer()
     server = await aiohttp_server(fake.app())
     configuration = client.Configuration()
@@ -109,10 +110,20 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
     index.start()
     try:
         assert await index.wait_synced(10)
-        await wait_for(lambda: index.relists == 2 and index.platforms(["n4"]) != [None])
+        # The second watch starts just after the relist publishes; wait for it too.
+        await wait_for(
+            lambda: (
+                index.relists == 2 and index.platforms(["n4"]) != [None] and len(fake.watches) >= 2
+            )
+        )
         assert [parse("linux/arm64"), None, parse("linux/arm64"), parse("linux/amd64")] == (
             index.platforms(["n1", "n2", "n3", "n4"])
         )
+        # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
+        # containers/image, containerd 2.1 and unknown nodes are strict.
+        assert [Rule.LOOSE, Rule.STRICT, Rule.CONTAINERS_IMAGE, Rule.STRICT] == [
+            candidate.runtime_rule for candidate in index.candidates(["n1", "n2", "n3", "n4"])
+        ]
         assert 3 == len(index)
         assert ["10", "23"] == fake.watches[:2]
         assert 2 == len(fake.lists)
@@ -169,6 +180,9 @@ class NeverSynced:
 
     def platforms(self, names):
         return [None for _ in names]
+
+    def candidates(self, names):
+        return [Candidate(name, None) for name in names]
 
     async def wait_synced(self, seconds):
         await asyncio.sleep(seconds)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import ssl
 import sys
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,11 @@ class Archfit:
     def stop(self) -> None:
         """Stop archfit."""
         self.process.stop()
+
+    def indexed_nodes(self) -> int | None:
+        """The `archfit_node_index_nodes` gauge, read from /metrics (None before any list)."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            text = response.read().decode()
+        found = re.search(r"^archfit_node_index_nodes (\S+)$", text, re.MULTILINE)
+        return int(float(found.group(1))) if found else None

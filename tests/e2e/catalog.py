@@ -28,6 +28,8 @@ class Images:
     arm64_only: Image
     s390x_only: Image
     """Runs on none of the nodes."""
+    armv7_only: Image
+    """linux/arm/v7: only arm64 nodes whose runtime falls back to 32-bit arm run it."""
     private_arm64_only: Image
     """Behind Basic auth; needs the pod's imagePullSecrets."""
     private_s390x_only: Image
@@ -63,6 +65,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
             amd64_only=pusher.single("e2e/amd64-only", "1.0", "linux/amd64"),
             arm64_only=pusher.single("e2e/arm64-only", "1.0", "linux/arm64"),
             s390x_only=pusher.single("e2e/s390x-only", "1.0", "linux/s390x"),
+            armv7_only=pusher.single("e2e/armv7-only", "1.0", "linux/arm/v7"),
             private_arm64_only=private_pusher.single("e2e/private-arm64", "1.0", "linux/arm64"),
             private_s390x_only=private_pusher.single("e2e/private-s390x", "1.0", "linux/s390x"),
             unreachable_s390x_only=unreachable,

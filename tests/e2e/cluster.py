@@ -33,6 +33,8 @@ class NodeSpec:
     cpu: str = "16"
     memory: str = "64Gi"
     pods: str = "250"
+    runtime: str = "none://0"
+    """status.nodeInfo.containerRuntimeVersion; archfit reads its matching rule from it."""
 
 
 def create_node(core: client.CoreV1Api, spec: NodeSpec) -> None:
@@ -77,7 +79,7 @@ def create_node(core: client.CoreV1Api, spec: NodeSpec) -> None:
                     "architecture": spec.arch,
                     "operatingSystem": spec.os,
                     "kubeletVersion": "v0.0.0-e2e",
-                    "containerRuntimeVersion": "none://0",
+                    "containerRuntimeVersion": spec.runtime,
                     "kernelVersion": "",
                     "osImage": "",
                     "bootID": "",
@@ -132,6 +134,7 @@ def pod_manifest(
     annotations: Mapping[str, str] | None = None,
     pull_secrets: Iterable[str] = (),
     cpu: str = "10m",
+    node_selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A pod with one container per image, requests of cpu each, and no service-account token."""
 
@@ -156,6 +159,8 @@ def pod_manifest(
     secrets = [{"name": secret} for secret in pull_secrets]
     if secrets:
         spec["imagePullSecrets"] = secrets
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

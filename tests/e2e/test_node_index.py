@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -20,13 +18,9 @@ LATE = cluster.NodeSpec("s390x-late", "s390x")
 
 
 def indexed_nodes(stack: Stack) -> int | None:
-    """archfit's `archfit_node_index_nodes` gauge, read from its /metrics."""
+    """archfit's `archfit_node_index_nodes` gauge."""
     assert stack.archfit is not None
-    url = f"http://127.0.0.1:{stack.archfit.port}/metrics"
-    with urllib.request.urlopen(url, timeout=2) as response:
-        text = response.read().decode()
-    found = re.search(r"^archfit_node_index_nodes (\S+)$", text, re.MULTILINE)
-    return int(float(found.group(1))) if found else None
+    return stack.archfit.indexed_nodes()
 
 
 @pytest.fixture

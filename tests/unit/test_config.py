@@ -55,12 +55,35 @@ def test_env_overrides_win_over_the_file(tmp_path):
         ({"server": {"prefix": "scheduler"}}, "server.prefix"),
         ({"server": []}, "server: must be a mapping"),
         ({"kubernetes": {"nodeIndex": "yes"}}, "kubernetes.nodeIndex: must be true or false"),
+        ({"policy": {"matching": "lenient"}}, "policy.matching: 'lenient' is not one of"),
+        ({"policy": {"looseMatching": "yes"}}, "policy.looseMatching: must be true or false"),
+        (
+            {"policy": {"looseMatching": True, "matching": "auto"}},
+            "policy.looseMatching: replaced by policy.matching",
+        ),
     ],
 )
 def test_bad_settings_raise_an_error_naming_the_key(data, message):
     """Every mistake names the key it is about."""
     with pytest.raises(ConfigError, match=message):
         from_mapping(data)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [({}, "auto"), ({"looseMatching": True}, "loose"), ({"looseMatching": False}, "strict")],
+)
+def test_the_older_loose_matching_flag_still_reads_as_a_matching_rule(policy, expected):
+    """Files written for `looseMatching: true|false` keep their meaning: loose or strict."""
+    assert expected == from_mapping({"policy": policy}).policy.matching
+
+
+def test_the_older_loose_matching_flag_works_as_an_env_override(tmp_path):
+    """ARCHFIT_POLICY__LOOSE_MATCHING=true still turns on containerd's Only() fallbacks."""
+    path = tmp_path / "a.yaml"
+    path.write_text("policy:\n  mode: enforce\n")
+    settings = load(path, {"ARCHFIT_POLICY__LOOSE_MATCHING": "true"})
+    assert ("loose", True) == (settings.policy.matching, settings.policy.loose_matching)
 
 
 @pytest.mark.parametrize("alias", ["docker.io", "index.docker.io", "registry-1.docker.io"])

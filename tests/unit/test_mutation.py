@@ -20,7 +20,7 @@ from extender.mutation import (
     decide_mutation,
 )
 from extender.placement import Resolved, Unknown
-from extender.platforms import Platform, parse
+from extender.platforms import Platform, Rule, parse
 from tests.objects import pod
 
 AMD = frozenset({parse("linux/amd64")})
@@ -296,3 +296,14 @@ def test_platforms_only_variants_tell_apart_add_no_empty_term() -> None:
     v7_only = frozenset({Platform("linux", "arm", "v7")})
     patched, mutation = admit(pod("acme/v7:1"), {"acme/v7:1": v7_only}, rules(platforms=cluster))
     assert (("linux/arm/v7",), []) == (tuple(map(str, mutation.runs_on)), required_terms(patched))
+
+
+def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes():
+    """A containerd 2.0 arm64 node runs arm/v7 (Only()); the webhook must not rule it out."""
+    v7 = frozenset({parse("linux/arm/v7")})
+    patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE))
+    assert [{"matchExpressions": [ARCH_IN_ARM]}] == required_terms(patched)
+    strict = decide_mutation(
+        pod("acme/v7:1"), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
+    )
+    assert ("conflict", []) == (strict.outcome, strict.patch)

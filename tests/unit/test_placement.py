@@ -10,7 +10,7 @@ from extender.placement import (
     decide_scores,
     mismatch_reason,
 )
-from extender.platforms import parse
+from extender.platforms import Rule, parse
 
 
 def plats(*texts):
@@ -121,9 +121,54 @@ def test_a_node_without_architecture_follows_the_failure_policy():
 
 
 def test_loose_matching_lets_arm64_nodes_run_arm_v7_images():
-    """The containerd 1.x fallback is opt-in."""
-    decision = decide_filter(["a"], {"a": ARMV7}, NODES, Policy(loose_matching=True))
+    """`matching: loose` gives every node containerd's Only() fallbacks."""
+    decision = decide_filter(["a"], {"a": ARMV7}, NODES, Policy(matching="loose"))
     assert ["arm-1", "arm-2"] == decision.passed
+
+
+MIXED = [
+    Candidate("arm-2.0", parse("linux/arm64"), Rule.LOOSE),
+    Candidate("arm-2.2", parse("linux/arm64"), Rule.STRICT),
+    Candidate("arm-crio", parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
+    Candidate("armv7-2.2", parse("linux/arm/v7"), Rule.STRICT),
+    Candidate("armv7-crio", parse("linux/arm/v7"), Rule.CONTAINERS_IMAGE),
+]
+
+
+@pytest.mark.parametrize(
+    ("matching", "image", "passed"),
+    [
+        ("auto", "linux/arm/v7", ["arm-2.0", "armv7-2.2", "armv7-crio"]),
+        ("auto", "linux/arm/v6", ["arm-2.0", "armv7-crio"]),
+        ("strict", "linux/arm/v7", ["armv7-2.2", "armv7-crio"]),
+        ("loose", "linux/arm/v6", ["arm-2.0", "arm-2.2", "arm-crio", "armv7-2.2", "armv7-crio"]),
+    ],
+)
+def test_auto_matching_judges_each_node_by_its_runtimes_rule(matching, image, passed):
+    """`auto` takes each node's runtime rule; `strict` and `loose` override it for all."""
+    decision = decide_filter(["a"], {"a": plats(image)}, MIXED, Policy(matching=matching))
+    assert passed == decision.passed
+
+
+def test_each_platform_and_rule_pair_is_judged_once_per_request():
+    """A thousand nodes of one platform and two runtimes cost two judgements, not a thousand."""
+    nodes = [Candidate(f"n{i}", parse("linux/arm64"), (Rule.LOOSE, Rule.STRICT)[i % 2])
+             for i in range(1000)]  # fmt: skip
+    calls = []
+
+    class Counting(frozenset):
+        def __iter__(self):
+            calls.append(1)
+            return super().__iter__()
+
+    decision = decide_filter(["a"], {"a": Counting(ARMV7)}, nodes, Policy())
+    assert (2, 500, 500) == (len(calls), len(decision.passed), len(decision.rejected))
+
+
+def test_a_rejection_names_the_rule_the_node_was_judged_by():
+    """The node_rejected log line says which runtime rule refused the image."""
+    decision = decide_filter(["a"], {"a": ARMV7}, MIXED[:2], Policy())
+    assert [Rule.STRICT] == [r.rule for r in decision.rejected]
 
 
 @pytest.mark.parametrize(

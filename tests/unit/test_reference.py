@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from extender.registry.errors import InvalidReference
+from extender.registry.hosts import HostTable
 from extender.registry.reference import Reference, parse, parse_digest
+from extender.registry.settings import RegistrySettings
 
 SHA = "sha256:" + "f" * 64
 SHA2 = "sha256:dbcc1c35ac38df41fd2f5e4130b32ffdb93ebae8b3dbe638c23575912276fc9c"
 SHA512 = "sha512:" + "f" * 128
+ECR = "123456789012.dkr.ecr.ap-southeast-2.amazonaws.com"
 
 # input, then the normalised (domain, path, tag, digest)
 VALID: list[tuple[str, tuple[str, str, str, str]]] = [
@@ -83,6 +86,12 @@ VALID: list[tuple[str, tuple[str, str, str, str]]] = [
     ("[2001:db8:1:2:3:4:5:6]/repo:tag", ("[2001:db8:1:2:3:4:5:6]", "repo", "tag", "")),
     (f"[2001:db8::1]:5000/repo:tag@{SHA}", ("[2001:db8::1]:5000", "repo", "tag", SHA)),
     ("[::1]:5000/repo", ("[::1]:5000", "repo", "latest", "")),
+    # reference_test.go TestReferenceParse, v0.6.0: the 255 limit is on the path alone
+    # (reference.go Parse, RepositoryNameTotalLengthMax), so a long domain does not count.
+    ("a/" * 127 + "a:tag-puts-this-over-max",
+     ("docker.io", "a/" * 127 + "a", "tag-puts-this-over-max", "")),
+    ("example.com/" + "a" * 255 + ":tag", ("example.com", "a" * 255, "tag", "")),
+    (ECR + "/team/" + "p" * 250 + ":v1", (ECR, "team/" + "p" * 250, "v1", "")),
     # TestValidateRemoteName
     ("docker---rules/docker", ("docker.io", "docker---rules/docker", "latest", "")),
     ("d/docker", ("docker.io", "d/docker", "latest", "")),
@@ -103,8 +112,10 @@ INVALID: list[str] = [
     "Uppercase:tag",
     "test:5000/Uppercase/lowercase:tag",
     "a/" * 128 + "a:tag",
-    "a/" * 127 + "a:tag-puts-this-over-max",  # valid for Parse, too long once docker.io/ is added
     "aa/asdf$$^/aa",
+    "example.com/" + "a" * 256,
+    "domain/" + "a" * 256 + ":tag",
+    ECR + "/team/" + "p" * 251 + ":v1",
     "[2001:db8::1]",
     "[2001:db8::1]:5000",
     "[2001:db8::1]:tag",
@@ -164,6 +175,23 @@ def test_an_invalid_reference_is_rejected_with_a_clean_message(text: str) -> Non
     assert len(message) < 250
 
 
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("reg_istry.io/x", "reg_istry.io/x"),
+        ("reg_istry.io/x:1", "reg_istry.io/x"),
+        (f"foo__bar.com/team/app@{SHA}", "foo__bar.com/team/app"),
+    ],
+)
+def test_a_first_component_that_is_no_domain_leaves_the_reference_without_a_registry(
+    text: str, path: str
+) -> None:
+    """normalize.go splitDockerDomain, then reference.go Parse: Domain() is "", so no host."""
+    with pytest.raises(InvalidReference) as caught:
+        parse(text)
+    assert f"has no registry (distribution reads {path!r} as its path)" in str(caught.value)
+
+
 def test_the_canonical_string_names_domain_path_tag_and_digest() -> None:
     """str() gives the fully-qualified reference, digest after tag."""
     assert f"docker.io/library/busybox:latest@{SHA}" == str(parse(f"busybox:latest@{SHA}"))
@@ -200,3 +228,14 @@ def test_a_sha512_digest_is_split_into_algorithm_and_hex() -> None:
     """parse_digest returns the algorithm and the hex part."""
     expected = ("sha512", "f" * 128)
     assert expected == parse_digest(SHA512)
+
+
+@pytest.mark.parametrize("text", [v[0] for v in VALID], ids=[v[0][:60] for v in VALID])
+def test_every_endpoint_of_a_reference_is_a_host_the_reference_names(text: str) -> None:
+    """Without mirrors, the only host asked is the domain as written (registry-1 for docker.io)."""
+    ref = parse(text)
+    first = text.split("/", 1)[0]
+    named = {"registry-1.docker.io"} if ref.domain == "docker.io" else {first}
+    endpoints = HostTable(RegistrySettings()).endpoints(ref, resolve=True)
+    hosts = {endpoint.host for endpoint in endpoints}
+    assert named == hosts
