@@ -111,7 +111,11 @@ class CredentialPlugins:
 
     @classmethod
     def from_settings(
-        cls, settings: CredentialProviderSettings, *, clock: Clock = time.monotonic
+        cls,
+        settings: CredentialProviderSettings,
+        *,
+        clock: Clock = time.monotonic,
+        environ: Mapping[str, str] | None = None,
     ) -> CredentialPlugins | None:
         """The plugins of `settings.configPath`, or None when none is set.
 
@@ -141,7 +145,7 @@ class CredentialPlugins:
                 raise ValueError(
                     f"registry.credentialProviders.binDir: {binary} is not an executable file"
                 )
-        return cls(providers, bin_dir, settings, clock=clock)
+        return cls(providers, bin_dir, settings, clock=clock, environ=environ)
 
     def matching(self, image: str) -> list[Provider]:
         """The plugins whose matchImages cover `image` (`domain/path`)."""

@@ -157,6 +157,24 @@ class RegistryProcess:
                 seen.append(entry)
         return seen
 
+    def authorized_since(self, mark: int) -> list[tuple[str, str]]:
+        """(method, path) of every request after `mark` that passed htpasswd or token auth."""
+        self._sync()
+        with self.log_path.open("rb") as log:
+            log.seek(mark)
+            lines = log.read().splitlines()
+        found = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("msg") == "authorized request":
+                found.append(
+                    (str(entry.get("http.request.method")), str(entry.get("http.request.uri")))
+                )
+        return found
+
     def count_since(self, mark: int) -> Counter[tuple[str, str]]:
         """Requests after `mark` by (method, kind), kind being manifests, blobs, or base."""
         return Counter((r.method, _kind(r.path)) for r in self.requests_since(mark))
