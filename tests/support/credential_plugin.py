@@ -45,7 +45,9 @@ answer = {{
     "apiVersion": behaviour.get("apiVersion", request["apiVersion"]),
     "kind": "CredentialProviderResponse",
     "cacheKeyType": behaviour.get("cacheKeyType", "Image"),
-    "auth": {{behaviour["key"]: {{"username": behaviour["username"], "password": behaviour["password"]}}}},
+    "auth": {{
+        behaviour["key"]: {{"username": behaviour["username"], "password": behaviour["password"]}},
+    }},
 }}
 if "cacheDuration" in behaviour:
     answer["cacheDuration"] = behaviour["cacheDuration"]
