@@ -18,6 +18,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -35,9 +36,13 @@ def require_binary(path: str, package: str) -> str:
     CI must never pass by skipping the real thing, so a missing binary fails there.
     """
     found = shutil.which(path)
-    if found:
-        return found
-    message = f"{path} not found: apt-get install -y {package}"
+    if not found:
+        unavailable(f"{path} not found: apt-get install -y {package}")
+    return found
+
+
+def unavailable(message: str) -> NoReturn:
+    """Fail under CI=true (CI must never pass by skipping the real thing), else skip loudly."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(f"!!! SKIPPED, NOT TESTED: {message}")

@@ -1,0 +1,136 @@
+"""An egress proxy (a real tinyproxy) in front of the registry, with the SSRF guard still on.
+
+tinyproxy was chosen over a hand-written CONNECT proxy because it is a real, widely used
+forward proxy (Debian package), so what it relays is what a corporate proxy would see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from extender.registry.errors import AddressForbidden
+from extender.registry.settings import HostSettings, ProxySettings
+from tests.integration.conftest import ResolverFactory, local_settings, pod
+from tests.support.fixtures import PublishedRegistry
+from tests.support.proxy import PROXY_ADDRESS, TinyProxy, loopback_name
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def tinyproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyProxy]:
+    """tinyproxy on 127.0.0.3."""
+    proxy = TinyProxy.start(tmp_path_factory.mktemp("tinyproxy"))
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+def by_name(registry: PublishedRegistry, reference: str) -> tuple[str, str]:
+    """The registry's host under a loopback name (Go never proxies 127.0.0.1), and the image."""
+    host = f"{loopback_name()}:{registry.registry.host.rsplit(':', 1)[1]}"
+    return host, reference.replace(registry.registry.host, host, 1)
+
+
+def proxied(host: str, proxy: TinyProxy, *allowed: str, **proxy_fields: str):
+    """Settings sending plain-http registry traffic through the proxy."""
+    return local_settings(
+        host,
+        hosts={host: HostSettings(plain_http=True)},
+        allowed_networks=allowed,
+        proxy=ProxySettings(http_proxy=proxy.url, **proxy_fields),
+    )
+
+
+async def test_the_proxy_relays_every_registry_request(
+    public_registry: PublishedRegistry, tinyproxy: TinyProxy, make_resolver: ResolverFactory
+) -> None:
+    """Tag, manifest and config all go through the proxy, addressed by the registry's name."""
+    image = public_registry.catalog.single
+    host, reference = by_name(public_registry, image.reference)
+    settings = proxied(host, tinyproxy, f"{PROXY_ADDRESS}/32", "127.0.0.1/32")
+    resolver = await make_resolver(settings)
+    mark = tinyproxy.mark()
+    platforms = await resolver.platforms(reference, pod())
+    relayed = tinyproxy.requests_since(mark)
+    assert image.platforms == {str(p) for p in platforms}
+    assert {("HEAD", "manifests"), ("GET", "manifests"), ("GET", "blobs")} == {
+        (method, url.split("/")[-2]) for method, url in relayed
+    }
+    assert all(url.startswith(f"http://{host}/v2/") for _, url in relayed)
+
+
+async def test_a_target_resolving_to_a_refused_address_is_refused_through_the_proxy(
+    public_registry: PublishedRegistry, tinyproxy: TinyProxy, make_resolver: ResolverFactory
+) -> None:
+    """Only the proxy is allowed: the registry's name resolves to 127.0.0.1, so no request."""
+    host, reference = by_name(public_registry, public_registry.catalog.single.reference)
+    resolver = await make_resolver(proxied(host, tinyproxy, f"{PROXY_ADDRESS}/32"))
+    mark = tinyproxy.mark()
+    with pytest.raises(AddressForbidden):
+        await resolver.platforms(reference, pod())
+    assert [] == tinyproxy.requests_since(mark)
+
+
+async def test_a_refused_literal_address_never_reaches_the_proxy(
+    tinyproxy: TinyProxy, make_resolver: ResolverFactory
+) -> None:
+    """The cloud metadata address is refused before anything is sent to the proxy."""
+    host = "169.254.169.254"
+    resolver = await make_resolver(proxied(host, tinyproxy, f"{PROXY_ADDRESS}/32"))
+    mark = tinyproxy.mark()
+    with pytest.raises(AddressForbidden):
+        await resolver.platforms(f"{host}/latest/meta-data:x", pod())
+    assert [] == tinyproxy.requests_since(mark)
+
+
+async def test_no_proxy_hosts_are_reached_directly(
+    public_registry: PublishedRegistry, tinyproxy: TinyProxy, make_resolver: ResolverFactory
+) -> None:
+    """A NO_PROXY entry naming the registry sends it around the proxy."""
+    image = public_registry.catalog.single
+    host, reference = by_name(public_registry, image.reference)
+    name = host.split(":", 1)[0]
+    settings = proxied(host, tinyproxy, f"{PROXY_ADDRESS}/32", "127.0.0.1/32", no_proxy=name)
+    resolver = await make_resolver(settings)
+    mark = tinyproxy.mark()
+    platforms = await resolver.platforms(reference, pod())
+    assert (image.platforms, []) == ({str(p) for p in platforms}, tinyproxy.requests_since(mark))
+
+
+async def test_the_proxy_can_come_from_the_environment(
+    public_registry: PublishedRegistry,
+    tinyproxy: TinyProxy,
+    make_resolver: ResolverFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fromEnvironment reads HTTP_PROXY as containerd does."""
+    monkeypatch.setenv("HTTP_PROXY", f"{PROXY_ADDRESS}:{tinyproxy.port}")  # no scheme: http
+    image = public_registry.catalog.single
+    host, reference = by_name(public_registry, image.reference)
+    settings = local_settings(
+        host,
+        hosts={host: HostSettings(plain_http=True)},
+        allowed_networks=(f"{PROXY_ADDRESS}/32", "127.0.0.1/32"),
+        proxy=ProxySettings(from_environment=True),
+    )
+    resolver = await make_resolver(settings)
+    mark = tinyproxy.mark()
+    await resolver.platforms(reference, pod())
+    assert 3 == len(tinyproxy.requests_since(mark))
+
+
+async def test_a_proxy_missing_from_allowed_networks_stops_the_start(
+    tinyproxy: TinyProxy, make_resolver: ResolverFactory, tmp_path: Path
+) -> None:
+    """Trusting a proxy is written down: one not in allowedNetworks is a config error."""
+    settings = local_settings(
+        "registry.example.com", proxy=ProxySettings(https_proxy=tinyproxy.url)
+    )
+    with pytest.raises(ValueError, match=r"registry\.allowedNetworks") as caught:
+        await make_resolver(settings)
+    assert "registry.proxy" in str(caught.value)
