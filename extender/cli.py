@@ -29,9 +29,13 @@ def main(argv: list[str] | None = None) -> int:
         from extender.inspect import run_inspect
 
         as_json = args.json or not sys.stdout.isatty()
-        return asyncio.run(
-            run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
-        )
+        try:
+            return asyncio.run(
+                run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+            )
+        except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+            print(f"archfit: bad config: {error}", file=sys.stderr)
+            return 2
     if args.table:
         print(settings_doc.markdown_table(), end="")
     elif args.defaults:
