@@ -196,12 +196,13 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
         body = await post(client, "filter", args_full(make_pod(image), *nodes))
         took = time.monotonic() - started
         await _wait_for(lambda: any(e["event"] == "credential_provider_failed" for e in logs))
-    unknown = [e for e in logs if e["event"] == "image_platforms_unknown"]
+    unknown = [e["image"] for e in logs if e["event"] == "image_platforms_unknown"]
+    failed = [e["provider"] for e in logs if e["event"] == "credential_provider_failed"]
     healthy = await client.get("/healthz")
-    assert took < 1.0
-    assert ["amd-1", "arm-1"] == [n["metadata"]["name"] for n in body["Nodes"]["items"]]
-    assert [image] == [e["image"] for e in unknown]
-    assert 200 == healthy.status
+    passed = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
+    # The deadline is 0.5 s; the rest of the second is slack for a loaded machine.
+    expected = (True, ["amd-1", "arm-1"], [image], [NAME], 200)
+    assert expected == (took < 1.5, passed, unknown, failed, healthy.status)
     if mode == "hang":
         assert not plugin.child_alive()  # the whole process group was killed
 
@@ -252,8 +253,27 @@ async def test_no_log_line_carries_a_credential_the_plugin_returned_or_printed(
     assert [] == found
 
 
-async def _wait_for(condition, seconds: float = 5.0) -> None:
+async def _wait_for(condition, seconds: float = 10.0) -> None:
     deadline = time.monotonic() + seconds
     # The captured log list has no event to await; the plugin's failure lands in it.
     while not condition() and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
+
+
+async def test_the_unknown_log_line_says_the_refusal_is_about_credentials(
+    basic_registry: PublishedRegistry, aiohttp_client
+) -> None:
+    """image_platforms_unknown names the settings that would give archfit a credential."""
+    host = basic_registry.registry.host
+    settings = from_mapping(
+        {
+            "kubernetes": {"mode": "off"},
+            "registry": {"hosts": {host: {"plainHttp": True}}, "allowedNetworks": ["127.0.0.1/32"]},
+        }
+    )
+    client = await aiohttp_client(create_app(settings))
+    image = basic_registry.catalog.armv7_only.reference
+    with structlog.testing.capture_logs() as logs:
+        await post(client, "filter", args_full(make_pod(image), node("amd-1", "amd64")))
+    (line,) = [e for e in logs if e["event"] == "image_platforms_unknown"]
+    assert line["error"].startswith("no credentials for this image: add an imagePullSecret, or set")
