@@ -127,6 +127,12 @@ def load_config(raw: bytes, source: str) -> list[Provider]:
 def _provider(entry: object, where: str) -> Provider:
     if not isinstance(entry, dict):
         raise PluginConfigError(f"{where}: must be a mapping")
+    if entry.get("tokenAttributes") is not None:
+        # kubelet's service account token mode binds tokens to the pod being pulled for;
+        # archfit pulls for no pod, so a plugin that needs one would silently get nothing.
+        raise PluginConfigError(
+            f"{where}.tokenAttributes: service account token mode is not supported"
+        )
     name = entry.get("name")
     # kubelet refuses names that would leave the plugin directory.
     if not isinstance(name, str) or not name or name in (".", "..") or "/" in name:

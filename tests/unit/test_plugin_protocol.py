@@ -77,6 +77,7 @@ def test_a_kubelet_config_file_is_read_whole() -> None:
         (("defaultCacheDuration", "-1h"), "must not be negative"),
         (("apiVersion", "credentialprovider.kubelet.k8s.io/v2"), r"providers\[0\]\.apiVersion"),
         (("env", [{"value": "x"}]), r"providers\[0\]\.env\[0\]"),
+        (("tokenAttributes", {"serviceAccountTokenAudience": "x"}), "not supported"),
     ],
 )
 def test_a_bad_provider_entry_is_named_in_the_error(
