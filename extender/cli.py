@@ -67,6 +67,9 @@ def _serve(settings: config.Settings) -> int:
     except KubeConfigError as error:
         print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
         return 2
+    except ValueError as error:  # raised while building the resolver: CA bundle, plugins, proxy
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
     except OSError as error:  # the port is taken, the address does not exist
         print(
             f"archfit: cannot listen on {settings.server.host}:{settings.server.port}: "
