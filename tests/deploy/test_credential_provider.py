@@ -14,9 +14,9 @@ import pytest
 from extender.config import from_mapping
 from extender.registry.plugin_protocol import load_config
 from tests.deploy import render
-from tests.deploy.apiserver import ApiError, ApiServer
-from tests.deploy.render import Object, key, one
-from tests.deploy.test_apply import _dropped, archfit_namespace  # noqa: F401
+from tests.deploy.apiserver import ApiServer
+from tests.deploy.render import Object, one
+from tests.deploy.test_apply import archfit_namespace, dry_run_problems  # noqa: F401
 from tests.deploy.test_render import _normalised
 
 pytestmark = pytest.mark.e2e
@@ -55,16 +55,7 @@ def test_the_credential_provider_renders_apply_with_a_strict_dry_run_without_war
 ) -> None:
     """The init container passes restricted admission; no field is dropped or warned about."""
     objects: list[Object] = request.getfixturevalue(name)
-    errors, warnings, dropped = [], [], []
-    for obj in objects:
-        try:
-            answer = apiserver.apply(obj)
-        except ApiError as error:
-            errors.append(str(error))
-            continue
-        warnings += [f"{key(obj)}: {w}" for w in answer.warnings]
-        dropped += [f"{key(obj)}{p}" for p in _dropped(obj, answer.body)]
-    assert ([], [], []) == (errors, warnings, dropped)
+    assert ([], [], []) == dry_run_problems(apiserver, objects)
 
 
 def test_the_chart_and_the_component_render_the_same_objects(

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.process import stop as stop_process
+from tests.support.process import wait_ready
 from tests.support.registry import free_port, require_binary, unavailable
 
 PROXY_ADDRESS = "127.0.0.3"
@@ -83,16 +83,14 @@ class TinyProxy:
         raise RuntimeError(f"tinyproxy did not start: {log_path.read_text(errors='replace')}")
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                socket.create_connection((PROXY_ADDRESS, self.port), timeout=1).close()
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
+        return wait_ready(self.process, self._accepts, _START_TIMEOUT)
+
+    def _accepts(self) -> bool:
+        try:
+            socket.create_connection((PROXY_ADDRESS, self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""

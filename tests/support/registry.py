@@ -23,6 +23,7 @@ from typing import NoReturn
 import pytest
 
 from tests.support.process import stop as stop_process
+from tests.support.process import wait_ready
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _START_TIMEOUT = 15.0
@@ -125,18 +126,16 @@ class RegistryProcess:
         raise RuntimeError(f"docker-registry did not start; its log ends:\n{last_error}")
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
-                return True
-            except urllib.error.HTTPError:
-                return True  # 401 from an auth-protected registry means it is up
-            except OSError:
-                time.sleep(0.05)
-        return False
+        return wait_ready(self.process, self._answers, _START_TIMEOUT)
+
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
+        except urllib.error.HTTPError:
+            return True  # 401 from an auth-protected registry means it is up
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""
@@ -151,12 +150,8 @@ class RegistryProcess:
 
     def requests_since(self, mark: int) -> list[LoggedRequest]:
         """Every request the registry answered after `mark`, sync probes excluded."""
-        self._sync()
-        with self.log_path.open("rb") as log:
-            log.seek(mark)
-            lines = log.read().splitlines()
         seen = []
-        for line in lines:
+        for line in self._lines_since(mark):
             entry = _parse(line)
             if entry is not None and not entry.path.startswith(_SYNC_PATH):
                 seen.append(entry)
@@ -164,12 +159,8 @@ class RegistryProcess:
 
     def authorized_since(self, mark: int) -> list[tuple[str, str]]:
         """(method, path) of every request after `mark` that passed htpasswd or token auth."""
-        self._sync()
-        with self.log_path.open("rb") as log:
-            log.seek(mark)
-            lines = log.read().splitlines()
         found = []
-        for line in lines:
+        for line in self._lines_since(mark):
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -179,6 +170,12 @@ class RegistryProcess:
                     (str(entry.get("http.request.method")), str(entry.get("http.request.uri")))
                 )
         return found
+
+    def _lines_since(self, mark: int) -> list[bytes]:
+        self._sync()
+        with self.log_path.open("rb") as log:
+            log.seek(mark)
+            return log.read().splitlines()
 
     def count_since(self, mark: int) -> Counter[tuple[str, str]]:
         """Requests after `mark` by (method, kind), kind being manifests, blobs, or base."""
