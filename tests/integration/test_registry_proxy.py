@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp.test_utils import TestServer
 
 from extender.registry.errors import AddressForbidden
 from extender.registry.settings import HostSettings, ProxySettings
 from tests.integration.conftest import ResolverFactory, local_settings, pod
+from tests.support.faults import FaultRegistry
 from tests.support.fixtures import PublishedRegistry
 from tests.support.proxy import PROXY_ADDRESS, TinyProxy, loopback_name
+from tests.support.tls import make_serving_cert
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +137,29 @@ async def test_a_proxy_missing_from_allowed_networks_stops_the_start(
     with pytest.raises(ValueError, match=r"registry\.allowedNetworks") as caught:
         await make_resolver(settings)
     assert "registry.proxy" in str(caught.value)
+
+
+async def test_an_https_registry_is_reached_through_a_connect_tunnel(
+    tinyproxy: TinyProxy, make_resolver: ResolverFactory, tmp_path: Path
+) -> None:
+    """CONNECT to the registry's name, TLS verified end to end against its own CA."""
+    name = loopback_name()
+    cert = make_serving_cert(tmp_path / "tls", dns_names=(name,))
+    registry = FaultRegistry()
+    registry.image("tls/app", "1", "linux/arm64")
+    server = TestServer(registry.app(), host="127.0.0.1")
+    await server.start_server(ssl=cert.server_context())
+    try:
+        host = f"{name}:{server.port}"
+        settings = local_settings(
+            hosts={host: HostSettings(ca_bundle=str(cert.ca_bundle))},
+            allowed_networks=(f"{PROXY_ADDRESS}/32", "127.0.0.1/32"),
+            proxy=ProxySettings(https_proxy=tinyproxy.url),
+        )
+        resolver = await make_resolver(settings)
+        mark = tinyproxy.mark()
+        platforms = await resolver.platforms(f"{host}/tls/app:1", pod())
+        tunnels = set(tinyproxy.requests_since(mark))
+    finally:
+        await server.close()
+    assert ({"linux/arm64"}, {("CONNECT", host)}) == ({str(p) for p in platforms}, tunnels)

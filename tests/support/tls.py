@@ -33,8 +33,8 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_serving_cert(workdir: Path) -> ServingCert:
-    """Write a CA and a 127.0.0.1 certificate it signed under `workdir`."""
+def make_serving_cert(workdir: Path, dns_names: tuple[str, ...] = ()) -> ServingCert:
+    """Write a CA and a certificate it signed for 127.0.0.1 (and `dns_names`) under `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -74,7 +74,12 @@ def make_serving_cert(workdir: Path) -> ServingCert:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    *(x509.DNSName(name) for name in dns_names),
+                ]
+            ),
             critical=False,
         )
         .add_extension(
