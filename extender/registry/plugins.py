@@ -21,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from extender.metrics import Metrics
 from extender.registry.credentials import Credential
 from extender.registry.flight import SingleFlight
 from extender.registry.plugin_protocol import (
@@ -100,8 +101,10 @@ class CredentialPlugins:
         *,
         clock: Clock = time.monotonic,
         environ: Mapping[str, str] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.providers = tuple(providers)
+        self._metrics = metrics
         self._bin_dir = bin_dir
         self._settings = settings
         self._clock = clock
@@ -116,6 +119,7 @@ class CredentialPlugins:
         *,
         clock: Clock = time.monotonic,
         environ: Mapping[str, str] | None = None,
+        metrics: Metrics | None = None,
     ) -> CredentialPlugins | None:
         """The plugins of `settings.configPath`, or None when none is set.
 
@@ -145,7 +149,7 @@ class CredentialPlugins:
                 raise ValueError(
                     f"registry.credentialProviders.binDir: {binary} is not an executable file"
                 )
-        return cls(providers, bin_dir, settings, clock=clock, environ=environ)
+        return cls(providers, bin_dir, settings, clock=clock, environ=environ, metrics=metrics)
 
     def matching(self, image: str) -> list[Provider]:
         """The plugins whose matchImages cover `image` (`domain/path`)."""
@@ -200,7 +204,9 @@ class CredentialPlugins:
                 "credential_provider_failed", provider=provider.name, image=image, error=str(error)
             )
             self._store((provider.name, "Failed", image), _FAILURE_SECONDS, ())
+            self._count(provider, "failed")
             raise
+        self._count(provider, "ok")
         seconds = answer.cache_seconds
         if seconds is None:
             seconds = provider.default_cache_seconds
@@ -216,6 +222,10 @@ class CredentialPlugins:
             keys=len(answer.auth),
         )
         return answer.auth
+
+    def _count(self, provider: Provider, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.credential_provider_runs.labels(provider.name, outcome).inc()
 
     def _store(self, key: tuple[str, str, str], seconds: float, entries: Entries) -> None:
         self._cache[key] = _Cached(self._clock() + seconds, entries)

@@ -100,7 +100,7 @@ async def build_resolver(
     or a proxy is unusable.
     """
     hosts = HostTable(registry)  # before the session exists, so a bad CA bundle leaks nothing
-    plugins = CredentialPlugins.from_settings(registry.credential_providers)
+    plugins = CredentialPlugins.from_settings(registry.credential_providers, metrics=metrics)
     transport = Transport(registry, metrics)
     client = RegistryClient(transport, hosts)
     store = Store(cache, metrics)

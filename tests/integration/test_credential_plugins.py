@@ -17,6 +17,7 @@ import structlog
 
 from extender.app import create_app
 from extender.config import from_mapping
+from extender.metrics import Metrics
 from extender.registry.errors import NoCredentials
 from extender.registry.plugins import CredentialPlugins
 from extender.registry.settings import CredentialProviderSettings
@@ -152,13 +153,17 @@ async def test_concurrent_lookups_of_one_image_share_one_plugin_run(
 ) -> None:
     """Single flight: twenty callers, one process."""
     plugin = installed(tmp_path, basic_registry)
+    metrics = Metrics()
     plugins = CredentialPlugins.from_settings(
-        CredentialProviderSettings(str(plugin.config_path), str(plugin.bin_dir))
+        CredentialProviderSettings(str(plugin.config_path), str(plugin.bin_dir)), metrics=metrics
     )
     assert plugins is not None
     image = f"{basic_registry.registry.host}/private/app"
     answers = await asyncio.gather(*(plugins.entries(image) for _ in range(20)))
-    assert (1, 1) == (len(plugin.calls()), len({a[0] for a in answers}))
+    counted = metrics.registry.get_sample_value(
+        "archfit_credential_provider_runs_total", {"provider": NAME, "outcome": "ok"}
+    )
+    assert (1, 1, 1.0) == (len(plugin.calls()), len({a[0] for a in answers}), counted)
 
 
 @pytest.mark.parametrize(
