@@ -183,7 +183,15 @@ class Transport:
         if _is_ip(host) or self.guard.name_allowed(host):
             return
         port = url.port or (443 if url.scheme == "https" else 80)
-        await self._target_check.resolve(host, port, family=socket.AF_UNSPEC)
+        try:
+            await self._target_check.resolve(host, port, family=socket.AF_UNSPEC)
+        except OSError as error:
+            # Where only the proxy resolves outside names, listing them by name is the way.
+            raise Unreachable(
+                f"{host[:100]}: cannot resolve it to check its address before using the proxy"
+                f" ({type(error).__name__}); list it by name in registry.allowedNetworks if only"
+                " the proxy can resolve it"
+            ) from error
 
     def _label(self, host: str) -> str:
         if host in self._host_labels:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
-from extender.registry.errors import AddressForbidden
+from extender.registry.errors import AddressForbidden, Unreachable
 from extender.registry.settings import HostSettings, ProxySettings
 from tests.integration.conftest import ResolverFactory, local_settings, pod
 from tests.support.faults import FaultRegistry
@@ -88,6 +88,18 @@ async def test_a_refused_literal_address_never_reaches_the_proxy(
     mark = tinyproxy.mark()
     with pytest.raises(AddressForbidden):
         await resolver.platforms(f"{host}/latest/meta-data:x", pod())
+    assert [] == tinyproxy.requests_since(mark)
+
+
+async def test_a_target_only_the_proxy_could_resolve_is_not_sent_unchecked(
+    tinyproxy: TinyProxy, make_resolver: ResolverFactory
+) -> None:
+    """A name archfit cannot resolve is not handed to the proxy; the error says what to do."""
+    host = "registry.archfit.invalid"
+    resolver = await make_resolver(proxied(host, tinyproxy, f"{PROXY_ADDRESS}/32"))
+    mark = tinyproxy.mark()
+    with pytest.raises(Unreachable, match=r"list it by name in registry\.allowedNetworks"):
+        await resolver.platforms(f"{host}/team/app:1", pod())
     assert [] == tinyproxy.requests_since(mark)
 
 
