@@ -45,9 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         from extender.inspect import run_inspect
 
         as_json = args.json or not sys.stdout.isatty()
-        return asyncio.run(
-            run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
-        )
+        try:
+            return asyncio.run(
+                run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+            )
+        except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+            print(f"archfit: bad config: {error}", file=sys.stderr)
+            return 2
     if command == "audit":
         return _audit(settings, args)
     if args.table:
@@ -123,6 +127,9 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
         return 2
     except (WebhookSetupError, CertificateSetupError) as error:
         print(f"archfit: cannot start the webhook: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:  # raised while building the resolver: CA bundle, plugins, proxy
+        print(f"archfit: bad config: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the port is taken, the address does not exist
         print(

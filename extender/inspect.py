@@ -1,6 +1,7 @@
 """`archfit inspect IMAGE...`: what the resolver sees for each image, as a table or JSON.
 
-Uses the same registry settings and credentials (dockerConfigPath) as the extender.
+Uses the same registry settings and credential chain as the extender: the mounted docker
+config and the kubelet credential provider plugins (a pod's pull secrets need a pod).
 """
 
 from __future__ import annotations

@@ -90,6 +90,12 @@ class Metrics:
             ["host"],
             registry=r,
         )
+        self.credential_provider_runs = Counter(
+            "archfit_credential_provider_runs",
+            "Credential provider plugin runs (cache misses), by outcome: ok or failed.",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.nodes_known = Gauge("archfit_node_index_nodes", "Nodes in the node index.", registry=r)
         self.admissions = Counter(
             "archfit_admission_reviews",

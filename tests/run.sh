@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real servers the integration tests start: CNCF distribution, redis, htpasswd.
-packages=(docker-registry redis-server apache2-utils)
+# Real servers the integration tests start: CNCF distribution, redis, htpasswd, a forward proxy.
+packages=(docker-registry redis-server apache2-utils tinyproxy)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")

@@ -131,7 +131,7 @@ def key_matches(key: str, target: str) -> bool:
     The key loses its scheme and a leading /v1/ or /v2/; hosts need the same number of
     labels, each glob-matched; ports must be equal; the key's path must prefix the image's.
     """
-    return _match(_strip_key(key), target)
+    return _match(strip_key(key), target)
 
 
 def _match(key: str, target: str) -> bool:
@@ -146,7 +146,8 @@ def _match(key: str, target: str) -> bool:
     return all(fnmatch.fnmatchcase(t, k) for k, t in zip(key_labels, target_labels, strict=True))
 
 
-def _strip_key(key: str) -> str:
+def strip_key(key: str) -> str:
+    """A config key without its scheme and a leading /v1/ or /v2/, as keys are matched."""
     for scheme in ("https://", "http://"):
         if key.startswith(scheme):
             key = key[len(scheme) :]
@@ -197,7 +198,7 @@ def _entries(auths: Mapping[str, Any], source: str) -> list[tuple[str, Credentia
         if isinstance(encoded, str) and encoded:
             username, password = _decode_auth(encoded, source)
         if isinstance(username, str) and isinstance(password, str) and (username or password):
-            entries.append((_strip_key(key), Credential(username, password, source)))
+            entries.append((strip_key(key), Credential(username, password, source)))
     return entries
 
 
@@ -219,6 +220,8 @@ class CredentialChain:
     """The credentials to try for one image, in order; anonymous access comes after them."""
 
     items: tuple[Credential, ...] = ()
+    failed_providers: tuple[str, ...] = ()
+    """Credential provider plugins that matched the image but gave nothing (not in identity)."""
 
     @property
     def identity(self) -> str:

@@ -6,6 +6,7 @@
     ├── Unreachable             no HTTP answer: DNS, connect or TLS failure
     │   └── Timeout             connect or total time limit hit
     ├── Unauthorized            401/403 after every credential (and anonymous) was tried
+    │   └── NoCredentials       ... and no credential source matched the image at all
     ├── NotFound                404: the repository, tag or digest is unknown
     ├── UnexpectedStatus        any other status (5xx, 429, ...), with a cut body
     ├── TooLarge                a body exceeded its size cap
@@ -50,6 +51,10 @@ class Timeout(Unreachable):
 
 class Unauthorized(RegistryError):
     """The registry refused every credential we had, and anonymous access."""
+
+
+class NoCredentials(Unauthorized):
+    """Refused, and no pull secret, plugin or docker config had a credential for the image."""
 
 
 class NotFound(RegistryError):

@@ -1,7 +1,8 @@
 """Which credentials to try for an image, in kubelet's order.
 
 First the pod's pull secrets and its ServiceAccount's (one keyring, most specific key
-first), then an optional mounted docker config.json; anonymous access comes last.
+first), then kubelet's default keyring: the mounted docker config.json together with the
+credential provider plugins' answers; anonymous access comes last.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from extender.registry.credentials import (
     config_file_entries,
     keyring,
 )
+from extender.registry.plugins import CredentialPlugins
 from extender.registry.reference import Reference
 
 log = structlog.get_logger(__name__)
@@ -58,8 +60,14 @@ class QueuedSecretSource:
 class Keychain:
     """Credential chains for images, from a SecretSource and a docker config file."""
 
-    def __init__(self, secrets: SecretSource | None = None, docker_config_path: str = "") -> None:
+    def __init__(
+        self,
+        secrets: SecretSource | None = None,
+        docker_config_path: str = "",
+        plugins: CredentialPlugins | None = None,
+    ) -> None:
         self._secrets = secrets
+        self._plugins = plugins
         self._path = Path(docker_config_path) if docker_config_path else None
         self._file_ring = Keyring()
         self._file_stamp: tuple[float, int] | None = None
@@ -70,11 +78,17 @@ class Keychain:
         found: list[Credential] = []
         if self._secrets is not None and pull is not None:
             found += await self._from_secrets(ref, pull)
-        found += self._config_file().lookup(ref)
+        plugin_entries: tuple[tuple[str, Credential], ...] = ()
+        failed: list[str] = []
+        if self._plugins is not None:
+            plugin_entries, failed = await self._plugins.entries(ref.name)
+        # kubelet merges its providers (docker config file, plugins) into one keyring, so
+        # the most specific key wins across them.
+        found += Keyring(self._config_file().entries + plugin_entries).lookup(ref)
         unique: dict[str, Credential] = {}
         for cred in found:
             unique.setdefault(cred.identity, cred)
-        return CredentialChain(tuple(unique.values()))
+        return CredentialChain(tuple(unique.values()), tuple(failed))
 
     async def _from_secrets(self, ref: Reference, pull: PullSecretsRef) -> list[Credential]:
         assert self._secrets is not None

@@ -66,6 +66,17 @@ class AddressGuard:
         name = host.lower().rstrip(".")
         return name in self._names or any(name.endswith(s) for s in self._suffixes)
 
+    def listed(self, host: str) -> bool:
+        """Whether `host` (a name or a literal IP) is named by the allow-list itself.
+
+        Stricter than passing the guard: a public address passes but is not listed.
+        """
+        try:
+            ip = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+        except ValueError:
+            return self.name_allowed(host)
+        return any(ip in net for net in self._networks if ip.version == net.version)
+
     def address_allowed(self, ip: IPAddress) -> bool:
         """Whether a connection to `ip` is allowed."""
         if is_public(ip):

@@ -13,8 +13,11 @@ from extender.platforms import Platform
 from extender.pods import PullSecretsRef
 from extender.registry.cache import CachedSource, Store
 from extender.registry.client import RegistryClient
+from extender.registry.credentials import CredentialChain
+from extender.registry.errors import NoCredentials, Unauthorized
 from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
+from extender.registry.plugins import CredentialPlugins
 from extender.registry.reference import Reference, parse
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
@@ -59,14 +62,30 @@ class RegistryResolver:
         """
         ref = parse(image)
         creds = await self._keychain.credentials(ref, pull)
-        digest = ref.digest or await self._source.digest(ref, creds)
-        facts = await self._source.facts(ref, digest, creds)
+        try:
+            digest = ref.digest or await self._source.digest(ref, creds)
+            facts = await self._source.facts(ref, digest, creds)
+        except Unauthorized as error:
+            if creds:
+                raise
+            raise NoCredentials(f"{_credentials_hint(creds)}: {error}") from error
         return ImageResolution(ref, digest, facts.media_type, facts.platforms, facts.artifact)
 
     async def aclose(self) -> None:
         """Stop background fetches and close connections (cache, sessions)."""
         for close in self._closers:
             await close()
+
+
+def _credentials_hint(creds: CredentialChain) -> str:
+    """Why a refusal is about credentials, first, so that a cut reason still says it."""
+    if creds.failed_providers:
+        names = ", ".join(creds.failed_providers)
+        return f"credential provider {names} failed (see credential_provider_failed)"
+    return (
+        "no credentials for this image: add an imagePullSecret, or set"
+        " registry.credentialProviders.configPath or registry.dockerConfigPath"
+    )
 
 
 async def build_resolver(
@@ -77,14 +96,18 @@ async def build_resolver(
 ) -> RegistryResolver:
     """Build a resolver; call it inside the running loop and `aclose()` it at shutdown.
 
-    Raises ValueError naming the setting when a CA bundle cannot be loaded.
+    Raises ValueError naming the setting when a CA bundle, the credential provider config
+    or a proxy is unusable.
     """
     hosts = HostTable(registry)  # before the session exists, so a bad CA bundle leaks nothing
+    plugins = CredentialPlugins.from_settings(registry.credential_providers, metrics=metrics)
     transport = Transport(registry, metrics)
     client = RegistryClient(transport, hosts)
     store = Store(cache, metrics)
     source = CachedSource(RegistrySource(client, registry), store, metrics)
-    keychain = Keychain(secrets, registry.docker_config_path)
+    keychain = Keychain(secrets, registry.docker_config_path, plugins)
     # Close in dependency order: stop fetches first, then what they were using.
-    closers = (source.aclose, client.aclose, store.aclose, transport.aclose)
+    closers: list[Closer] = [source.aclose, client.aclose, store.aclose, transport.aclose]
+    if plugins is not None:
+        closers.insert(0, plugins.aclose)
     return RegistryResolver(source, keychain, closers)

@@ -56,6 +56,46 @@ class HostSettings:
 
 
 @dataclass(frozen=True)
+class CredentialProviderSettings:
+    """kubelet image credential provider plugins (ECR, Artifact Registry, ACR), run like kubelet."""
+
+    config_path: str = ""
+    """kubelet CredentialProviderConfig file (`--image-credential-provider-config`); empty: off."""
+    bin_dir: str = "/var/lib/archfit/credential-providers"
+    """Directory of the plugin binaries (kubelet's `--image-credential-provider-bin-dir`)."""
+    timeout_seconds: float = 15.0
+    """Limit on one plugin run; after it the plugin's whole process group is killed."""
+    max_output_bytes: int = 1_048_576
+    """Largest answer read from a plugin's stdout; a longer one counts as a failed run."""
+
+    def __post_init__(self) -> None:
+        _positive(self.timeout_seconds, "timeoutSeconds")
+        _positive(self.max_output_bytes, "maxOutputBytes")
+        if self.config_path and not self.bin_dir:
+            raise ValueError("binDir must be set when configPath is")
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """An egress proxy for registry requests, chosen per URL as containerd (Go httpproxy) does."""
+
+    from_environment: bool = False
+    """Also read HTTPS_PROXY, HTTP_PROXY and NO_PROXY (or lowercase) for values not set here."""
+    https_proxy: str = field(default="", repr=False)  # may carry a proxy password
+    """Proxy URL for https registries (`http://proxy.corp:3128`); empty: direct."""
+    http_proxy: str = field(default="", repr=False)  # may carry a proxy password
+    """Proxy URL for plain-http registries; empty: direct."""
+    no_proxy: str = ""
+    """Comma-separated hosts, `.domains`, `host:port`, IPs and CIDRs reached directly; `*`: all."""
+
+    def __post_init__(self) -> None:
+        for name in ("https_proxy", "http_proxy"):
+            value = getattr(self, name)
+            if value and not _valid_proxy(value):
+                raise ValueError(f"{_camel(name)} must be an http(s)://host[:port] URL")
+
+
+@dataclass(frozen=True)
 class RegistrySettings:
     """Timeouts, limits and per-host options for every registry request."""
 
@@ -88,6 +128,12 @@ class RegistrySettings:
     """A mounted docker `config.json` whose credentials apply to every pod, tried last."""
     pull_secret_ttl_seconds: float = 30.0
     """How long Secrets and ServiceAccounts read from the API server are reused."""
+    credential_providers: CredentialProviderSettings = field(
+        default_factory=CredentialProviderSettings
+    )
+    """kubelet credential provider plugins, tried with the mounted docker config."""
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    """Egress proxy; its host must be listed in allowedNetworks."""
 
     def __post_init__(self) -> None:
         _positive(self.connect_timeout_seconds, "connectTimeoutSeconds")
@@ -168,6 +214,18 @@ _DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 def _camel(snake: str) -> str:
     head, *rest = snake.split("_")
     return head + "".join(part.capitalize() for part in rest)
+
+
+def _valid_proxy(url: str) -> bool:
+    # Like Go's httpproxy, `proxy.corp:3128` without a scheme means http://.
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and parts.path in ("", "/")
+        and not parts.query
+        and not parts.fragment
+    )
 
 
 def _valid_allowed(entry: str) -> bool:

@@ -7,6 +7,9 @@ never goes to a host other than the one it was meant for.
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +29,7 @@ from extender.registry.errors import (
 )
 from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
+from extender.registry.proxy import routes
 from extender.registry.settings import RegistrySettings
 
 USER_AGENT = "archfit/0.1 (kube-scheduler extender)"
@@ -53,9 +57,21 @@ class Transport:
         metrics: Metrics | None = None,
         *,
         guard: AddressGuard | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
+        """Raises ValueError naming the setting when a proxy is not in allowedNetworks."""
         self.settings = settings
         self.guard = guard or AddressGuard(settings.allowed_networks)
+        self.proxies = routes(settings.proxy, os.environ if environ is None else environ)
+        for proxy in (self.proxies.https, self.proxies.http):
+            if proxy is not None and not self.guard.listed(proxy.host or ""):
+                # The proxy reaches what archfit must not; trusting it is a choice to write down.
+                raise ValueError(
+                    f"registry.proxy: proxy host {proxy.host!r} must be listed in"
+                    " registry.allowedNetworks (by name, address or CIDR)"
+                )
+        # Targets behind a proxy are resolved here only to be checked: the proxy connects.
+        self._target_check = GuardedResolver(self.guard)
         self._metrics = metrics
         self._host_labels: set[str] = set()
         connector = aiohttp.TCPConnector(
@@ -71,13 +87,14 @@ class Transport:
                 sock_connect=settings.connect_timeout_seconds,
             ),
             headers={"User-Agent": USER_AGENT},
-            trust_env=False,  # never route registry traffic through an env-configured proxy
+            trust_env=False,  # proxies come from registry.proxy only, chosen per request
             auto_decompress=True,
         )
 
     async def aclose(self) -> None:
         """Close the session and its connections."""
         await self._session.close()
+        await self._target_check.close()
 
     async def send(
         self,
@@ -126,8 +143,11 @@ class Transport:
         host = url.raw_authority
         status = "error"
         try:
+            proxy = self.proxies.for_url(url) if self.proxies else None
+            if proxy is not None:
+                await self._check_proxied_target(url)
             async with self._session.request(
-                method, url, headers=headers, allow_redirects=False, ssl=tls
+                method, url, headers=headers, allow_redirects=False, ssl=tls, proxy=proxy
             ) as response:
                 status = str(response.status)
                 self._note_ratelimit(host, response.headers)
@@ -153,6 +173,26 @@ class Transport:
         finally:
             self._count(host, method, kind, status)
 
+    async def _check_proxied_target(self, url: yarl.URL) -> None:
+        """The guard's checks for a URL the proxy will connect to: its name and addresses.
+
+        Without a proxy the connector's resolver does this; through one, the target is never
+        resolved by us unless we ask. Literal IPs were checked by `check_url` already.
+        """
+        host = url.host or ""
+        if _is_ip(host) or self.guard.name_allowed(host):
+            return
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            await self._target_check.resolve(host, port, family=socket.AF_UNSPEC)
+        except OSError as error:
+            # Where only the proxy resolves outside names, listing them by name is the way.
+            raise Unreachable(
+                f"{host[:100]}: cannot resolve it to check its address before using the proxy"
+                f" ({type(error).__name__}); list it by name in registry.allowedNetworks if only"
+                " the proxy can resolve it"
+            ) from error
+
     def _label(self, host: str) -> str:
         if host in self._host_labels:
             return host
@@ -173,6 +213,14 @@ class Transport:
         head = value.split(";", 1)[0].strip()
         if head.isdigit():
             self._metrics.registry_ratelimit_remaining.labels(self._label(host)).set(int(head))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 async def _read(response: aiohttp.ClientResponse, cap: int, *, strict: bool, host: str) -> bytes:

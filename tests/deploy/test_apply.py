@@ -69,13 +69,13 @@ def _dropped(ours: Any, theirs: Any, where: str = "") -> list[str]:
     return [] if ours == theirs else [f"{where}: {ours!r} became {theirs!r}"]
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_every_rendered_object_applies_with_a_server_side_dry_run_without_warnings(
-    request: pytest.FixtureRequest, apiserver: ApiServer, archfit_namespace: str, name: str
-) -> None:
-    """Strict server-side dry-run apply takes every object, keeps every field, warns nothing."""
-    objects: list[Object] = request.getfixturevalue(name)
-    errors, warnings, dropped = [], [], []
+def dry_run_problems(
+    apiserver: ApiServer, objects: list[Object]
+) -> tuple[list[str], list[str], list[str]]:
+    """(errors, warnings, dropped fields) of a strict server-side dry-run apply of each object."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    dropped: list[str] = []
     for obj in objects:
         try:
             answer = apiserver.apply(obj)
@@ -84,7 +84,16 @@ def test_every_rendered_object_applies_with_a_server_side_dry_run_without_warnin
             continue
         warnings += [f"{key(obj)}: {w}" for w in answer.warnings]
         dropped += [f"{key(obj)}{p}" for p in _dropped(obj, answer.body)]
-    assert ([], [], []) == (errors, warnings, dropped)
+    return errors, warnings, dropped
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_rendered_object_applies_with_a_server_side_dry_run_without_warnings(
+    request: pytest.FixtureRequest, apiserver: ApiServer, archfit_namespace: str, name: str
+) -> None:
+    """Strict server-side dry-run apply takes every object, keeps every field, warns nothing."""
+    objects: list[Object] = request.getfixturevalue(name)
+    assert ([], [], []) == dry_run_problems(apiserver, objects)
     assert len(objects) >= 7  # the render produced the objects, not an empty stream
 
 

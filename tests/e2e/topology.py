@@ -34,3 +34,13 @@ def schedule(
 def replicas(name: str, images: list[str], **pod: Any) -> list[dict[str, Any]]:
     """REPLICAS pod manifests named name-0, name-1, ... with the same images."""
     return [cluster.pod_manifest(f"{name}-{i}", images, **pod) for i in range(REPLICAS)]
+
+
+def no_platform_message(ref: str) -> str:
+    """How a FailedScheduling message starts when `ref` runs on none of the nodes: one
+    clause per node platform, as kube-scheduler groups archfit's reasons."""
+    return (
+        f"0/4 nodes are available: "
+        f"2 node(s) didn't match image platform: {ref} has no linux/amd64, "
+        f"2 node(s) didn't match image platform: {ref} has no linux/arm64."
+    )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
+from extender.cli import main
 from extender.inspect import run_inspect
-from extender.registry.settings import CacheSettings
+from extender.registry.settings import CacheSettings, CredentialProviderSettings
 from tests.integration.conftest import local_settings
+from tests.support.credential_plugin import ProviderPlugin
 from tests.support.fixtures import PublishedRegistry
 
 pytestmark = pytest.mark.integration
@@ -70,3 +73,49 @@ async def test_an_unprintable_image_name_stays_on_one_row(
         False, out,
     )  # fmt: skip
     assert (1, 2) == (status, len(out.getvalue().splitlines()))
+
+
+async def test_inspect_reads_a_private_image_through_the_credential_provider_plugin(
+    basic_registry: PublishedRegistry, tmp_path: Path
+) -> None:
+    """The operator's check uses the service's chain: the plugin's credential gets through."""
+    host = basic_registry.registry.host
+    user, password = basic_registry.credentials or ("", "")
+    plugin = ProviderPlugin.install(tmp_path, [host])
+    plugin.behave("ok", key=host, username=user, password=password)
+    section = CredentialProviderSettings(str(plugin.config_path), str(plugin.bin_dir))
+    settings = local_settings(host, credential_providers=section)
+    out = io.StringIO()
+    image = basic_registry.catalog.amd64_only
+    status = await run_inspect([image.reference], settings, CacheSettings(), True, out)
+    (document,) = json.loads(out.getvalue())
+    assert (0, sorted(image.platforms)) == (status, document["platforms"])
+
+
+async def test_inspect_says_when_a_refusal_is_about_missing_credentials(
+    basic_registry: PublishedRegistry,
+) -> None:
+    """No credential source matched: the error type and message say what to set."""
+    out = io.StringIO()
+    image = basic_registry.catalog.amd64_only.reference
+    settings = local_settings(basic_registry.registry.host)
+    status = await run_inspect([image], settings, CacheSettings(), True, out)
+    (document,) = json.loads(out.getvalue())
+    error = document["error"]
+    expected = (1, "NoCredentials", True)
+    assert expected == (status, error["type"], "registry.credentialProviders" in error["message"])
+
+
+def test_inspect_stops_with_status_2_naming_a_missing_plugin_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A credential provider config that cannot be read is a config error, not a traceback."""
+    missing = tmp_path / "absent.yaml"
+    monkeypatch.setenv("ARCHFIT_REGISTRY__CREDENTIAL_PROVIDERS__CONFIG_PATH", str(missing))
+    empty = tmp_path / "archfit.yaml"
+    empty.write_text("{}\n")
+    status = main(["inspect", "--config", str(empty), "docker.io/library/x"])
+    assert (2, True) == (
+        status,
+        "registry.credentialProviders.configPath" in capsys.readouterr().err,
+    )

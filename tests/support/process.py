@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import time
+from collections.abc import Callable
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
@@ -15,3 +17,15 @@ def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=grace)
+
+
+def wait_ready(process: subprocess.Popen[bytes], probe: Callable[[], bool], seconds: float) -> bool:
+    """Poll `probe` until it is true (ready), the process exits or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if probe():
+            return True
+        time.sleep(0.05)
+    return False

@@ -18,10 +18,12 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from tests.support.process import stop as stop_process
+from tests.support.process import wait_ready
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _START_TIMEOUT = 15.0
@@ -35,9 +37,13 @@ def require_binary(path: str, package: str) -> str:
     CI must never pass by skipping the real thing, so a missing binary fails there.
     """
     found = shutil.which(path)
-    if found:
-        return found
-    message = f"{path} not found: apt-get install -y {package}"
+    if not found:
+        unavailable(f"{path} not found: apt-get install -y {package}")
+    return found
+
+
+def unavailable(message: str) -> NoReturn:
+    """Fail under CI=true (CI must never pass by skipping the real thing), else skip loudly."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(f"!!! SKIPPED, NOT TESTED: {message}")
@@ -120,18 +126,16 @@ class RegistryProcess:
         raise RuntimeError(f"docker-registry did not start; its log ends:\n{last_error}")
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
-                return True
-            except urllib.error.HTTPError:
-                return True  # 401 from an auth-protected registry means it is up
-            except OSError:
-                time.sleep(0.05)
-        return False
+        return wait_ready(self.process, self._answers, _START_TIMEOUT)
+
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
+        except urllib.error.HTTPError:
+            return True  # 401 from an auth-protected registry means it is up
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""
@@ -146,16 +150,32 @@ class RegistryProcess:
 
     def requests_since(self, mark: int) -> list[LoggedRequest]:
         """Every request the registry answered after `mark`, sync probes excluded."""
-        self._sync()
-        with self.log_path.open("rb") as log:
-            log.seek(mark)
-            lines = log.read().splitlines()
         seen = []
-        for line in lines:
+        for line in self._lines_since(mark):
             entry = _parse(line)
             if entry is not None and not entry.path.startswith(_SYNC_PATH):
                 seen.append(entry)
         return seen
+
+    def authorized_since(self, mark: int) -> list[tuple[str, str]]:
+        """(method, path) of every request after `mark` that passed htpasswd or token auth."""
+        found = []
+        for line in self._lines_since(mark):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("msg") == "authorized request":
+                found.append(
+                    (str(entry.get("http.request.method")), str(entry.get("http.request.uri")))
+                )
+        return found
+
+    def _lines_since(self, mark: int) -> list[bytes]:
+        self._sync()
+        with self.log_path.open("rb") as log:
+            log.seek(mark)
+            return log.read().splitlines()
 
     def count_since(self, mark: int) -> Counter[tuple[str, str]]:
         """Requests after `mark` by (method, kind), kind being manifests, blobs, or base."""

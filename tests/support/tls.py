@@ -25,12 +25,12 @@ class ServingCert:
         return context
 
 
-def make_serving_cert(workdir: Path, hosts: tuple[str, ...] = ("127.0.0.1",)) -> ServingCert:
-    """Write a CA and a certificate for `hosts` it signed under `workdir`."""
+def make_serving_cert(workdir: Path, dns_names: tuple[str, ...] = ()) -> ServingCert:
+    """Write a CA and a certificate it signed for 127.0.0.1 (and `dns_names`) under `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca = certs.new_ca(now, "archfit test CA")
-    serving = certs.new_serving(ca, hosts, now, days=1)
+    serving = certs.new_serving(ca, ("127.0.0.1", *dns_names), now, days=1)
     paths = ServingCert(workdir / "ca.pem", workdir / "server.pem", workdir / "server-key.pem")
     paths.ca_bundle.write_bytes(ca.cert)
     paths.cert.write_bytes(serving.cert)

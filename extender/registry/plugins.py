@@ -1,0 +1,327 @@
+"""Running kubelet image credential provider plugins, as kubelet does, and caching their answers.
+
+Each plugin whose matchImages fit an image is executed from the plugin directory with the
+request on stdin; its answer is cached by cacheKeyType and cacheDuration, with one run in
+flight per (plugin, image). A run is bounded by a timeout (the whole process group is killed)
+and an output cap. Its stdout, stderr and the credentials it returns never reach a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import structlog
+
+from extender.metrics import Metrics
+from extender.registry.credentials import Credential
+from extender.registry.flight import SingleFlight
+from extender.registry.plugin_protocol import (
+    PluginAnswer,
+    PluginAnswerError,
+    PluginConfigError,
+    Provider,
+    cache_key,
+    load_config,
+    lookup_keys,
+    parse_answer,
+    request_body,
+)
+from extender.registry.settings import CredentialProviderSettings
+
+log = structlog.get_logger(__name__)
+Clock = Callable[[], float]
+Entries = tuple[tuple[str, Credential], ...]
+_MAX_CACHED = 4096
+_MAX_CONFIG_BYTES = 1_048_576
+_STDERR_CAP = 65_536
+_FAILURE_SECONDS = 10.0
+"""A failed run is not repeated for this long, so a broken plugin is not run per request."""
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What the cloud plugins need from archfit's own environment: workload identity (IRSA, EKS
+# Pod Identity, GKE and Azure Workload Identity), the egress proxy and CA trust. Nothing
+# else of archfit's environment (which may hold a Redis password) reaches a plugin.
+_PASSED_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "NO_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "no_proxy",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    }
+)
+_PASSED_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCE_", "CLOUDSDK_")
+
+
+class PluginFailed(Exception):
+    """One plugin run gave nothing usable; the message is safe to log."""
+
+
+def plugin_environment(provider: Provider, environ: Mapping[str, str]) -> dict[str, str]:
+    """The plugin's environment: the allowed part of ours, then the config's `env` on top."""
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES)
+    }
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env.update(provider.env)  # kubelet lets the config override the system's values
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    expires: float
+    entries: Entries
+
+
+class CredentialPlugins:
+    """The configured plugins: credentials for an image, from the cache or a fresh run."""
+
+    def __init__(
+        self,
+        providers: list[Provider],
+        bin_dir: Path,
+        settings: CredentialProviderSettings,
+        *,
+        clock: Clock = time.monotonic,
+        environ: Mapping[str, str] | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.providers = tuple(providers)
+        self._metrics = metrics
+        self._bin_dir = bin_dir
+        self._settings = settings
+        self._clock = clock
+        self._environ = dict(os.environ if environ is None else environ)
+        self._cache: OrderedDict[tuple[str, str, str], _Cached] = OrderedDict()
+        self._flights: SingleFlight[tuple[str, str], Entries] = SingleFlight()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: CredentialProviderSettings,
+        *,
+        clock: Clock = time.monotonic,
+        environ: Mapping[str, str] | None = None,
+        metrics: Metrics | None = None,
+    ) -> CredentialPlugins | None:
+        """The plugins of `settings.configPath`, or None when none is set.
+
+        Raises ValueError naming the setting when the file or a plugin binary is unusable,
+        as kubelet refuses to start then.
+        """
+        if not settings.config_path:
+            return None
+        path = Path(settings.config_path)
+        try:
+            with path.open("rb") as handle:
+                raw = handle.read(_MAX_CONFIG_BYTES + 1)
+        except OSError as error:
+            raise ValueError(
+                f"registry.credentialProviders.configPath: cannot read {path}: {error.strerror}"
+            ) from None
+        if len(raw) > _MAX_CONFIG_BYTES:
+            raise ValueError(f"registry.credentialProviders.configPath: {path} is too large")
+        try:
+            providers = load_config(raw, str(path))
+        except PluginConfigError as error:
+            raise ValueError(f"registry.credentialProviders.configPath: {error}") from None
+        bin_dir = Path(settings.bin_dir)
+        for provider in providers:
+            binary = bin_dir / provider.name
+            if not (binary.is_file() and os.access(binary, os.X_OK)):
+                raise ValueError(
+                    f"registry.credentialProviders.binDir: {binary} is not an executable file"
+                )
+        return cls(providers, bin_dir, settings, clock=clock, environ=environ, metrics=metrics)
+
+    def matching(self, image: str) -> list[Provider]:
+        """The plugins whose matchImages cover `image` (`domain/path`)."""
+        return [p for p in self.providers if p.matches(image)]
+
+    async def entries(self, image: str) -> tuple[Entries, list[str]]:
+        """(key, credential) pairs for `image` from every matching plugin, in config order.
+
+        Also returns the names of matching plugins that failed. Never raises for a plugin's
+        fault: kubelet goes on without its credentials, and so do we.
+        """
+        found: list[tuple[str, Credential]] = []
+        failed: list[str] = []
+        for provider in self.matching(image):
+            cached = self._cached(provider, image)
+            if cached is None:
+                try:
+                    cached = await self._flights.run(
+                        (provider.name, image), partial(self._refresh, provider, image)
+                    )
+                except PluginFailed:
+                    cached = ()
+            if not cached and self._failed_recently(provider, image):
+                failed.append(provider.name)
+            found.extend(cached)
+        return tuple(found), failed
+
+    def _cached(self, provider: Provider, image: str) -> Entries | None:
+        now = self._clock()
+        for key_type, key in lookup_keys(image):
+            entry = self._cache.get((provider.name, key_type, key))
+            if entry is None:
+                continue
+            if entry.expires <= now:
+                del self._cache[(provider.name, key_type, key)]
+                continue
+            return entry.entries
+        failure = self._cache.get((provider.name, "Failed", image))
+        if failure is not None and failure.expires > now:
+            return ()
+        return None
+
+    def _failed_recently(self, provider: Provider, image: str) -> bool:
+        failure = self._cache.get((provider.name, "Failed", image))
+        return failure is not None and failure.expires > self._clock()
+
+    async def _refresh(self, provider: Provider, image: str) -> Entries:
+        try:
+            answer = await self._run(provider, image)
+        except PluginFailed as error:
+            log.warning(
+                "credential_provider_failed", provider=provider.name, image=image, error=str(error)
+            )
+            self._store((provider.name, "Failed", image), _FAILURE_SECONDS, ())
+            self._count(provider, "failed")
+            raise
+        self._count(provider, "ok")
+        seconds = answer.cache_seconds
+        if seconds is None:
+            seconds = provider.default_cache_seconds
+        if seconds > 0:  # a zero duration means: do not cache this answer (kubelet)
+            key_type, key = cache_key(answer.cache_key_type, image)
+            self._store((provider.name, key_type, key), seconds, answer.auth)
+        log.info(
+            "credential_provider_answered",
+            provider=provider.name,
+            image=image,
+            cache_key_type=answer.cache_key_type,
+            cache_seconds=seconds,
+            keys=len(answer.auth),
+        )
+        return answer.auth
+
+    def _count(self, provider: Provider, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.credential_provider_runs.labels(provider.name, outcome).inc()
+
+    def _store(self, key: tuple[str, str, str], seconds: float, entries: Entries) -> None:
+        self._cache[key] = _Cached(self._clock() + seconds, entries)
+        self._cache.move_to_end(key)
+        while len(self._cache) > _MAX_CACHED:
+            self._cache.popitem(last=False)
+
+    async def _run(self, provider: Provider, image: str) -> PluginAnswer:
+        binary = self._bin_dir / provider.name
+        cap = self._settings.max_output_bytes
+        try:
+            process = await asyncio.create_subprocess_exec(
+                binary,
+                *provider.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=plugin_environment(provider, self._environ),
+                cwd=self._bin_dir,
+                start_new_session=True,  # its own process group, so a kill takes its children
+            )
+        except OSError as error:
+            raise PluginFailed(f"cannot start {binary}: {error.strerror}") from None
+        try:
+            async with asyncio.timeout(self._settings.timeout_seconds):
+                stdout, _stderr, code = await _communicate(
+                    process, request_body(provider, image), cap
+                )
+        except TimeoutError:
+            raise PluginFailed(
+                f"no answer within {self._settings.timeout_seconds:g}s; killed"
+            ) from None
+        finally:
+            await _kill_group(process)
+        if code != 0:
+            raise PluginFailed(f"exited with status {code}")
+        try:
+            return parse_answer(stdout, provider)
+        except PluginAnswerError as error:
+            raise PluginFailed(str(error)) from None
+
+    async def aclose(self) -> None:
+        """Stop runs still going (their process groups are killed)."""
+        await self._flights.aclose()
+
+
+async def _communicate(
+    process: asyncio.subprocess.Process, request: bytes, cap: int
+) -> tuple[bytes, bytes, int]:
+    """Write the request, read stdout (at most `cap` bytes) and some stderr, wait for exit."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+
+    async def feed() -> None:
+        assert process.stdin is not None
+        with contextlib.suppress(ConnectionError):  # a plugin may exit without reading
+            process.stdin.write(request)
+            await process.stdin.drain()
+            process.stdin.close()
+
+    async def drain_stderr() -> bytes:
+        assert process.stderr is not None
+        kept = await _read_capped(process.stderr, _STDERR_CAP)
+        while await process.stderr.read(65_536):  # keep it flowing, keep nothing
+            pass
+        return kept
+
+    try:
+        # A TaskGroup, unlike gather, stops the other readers when one of them fails.
+        async with asyncio.TaskGroup() as group:
+            group.create_task(feed())
+            out = group.create_task(_read_capped(process.stdout, cap, strict=True))
+            err = group.create_task(drain_stderr())
+    except ExceptionGroup as failure:
+        raise failure.exceptions[0] from None
+    stdout, stderr = out.result(), err.result()
+    return stdout, stderr, await process.wait()
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int, *, strict: bool = False) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = await stream.read(65_536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    if strict:
+        raise PluginFailed(f"answer larger than {cap} bytes")
+    return b"".join(chunks)[:cap]
+
+
+async def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """Kill what is left of the plugin's process group, and reap the plugin."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await process.wait()
