@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real servers the integration tests start: CNCF distribution, redis, htpasswd, a forward proxy.
-packages=(docker-registry redis-server apache2-utils tinyproxy)
+# Real servers the integration tests start: CNCF distribution, redis, htpasswd, a forward
+# proxy; and promtool (Debian's prometheus package) to check the alert rules.
+packages=(docker-registry redis-server apache2-utils tinyproxy prometheus)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
