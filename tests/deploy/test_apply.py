@@ -398,6 +398,11 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
     assert 0 == done.returncode, done.stderr[-3000:]
     notes = done.stdout.split("NOTES:", 1)[1]
     assert f"http://{release}.{namespace}.svc:8888/scheduler" in notes
+    # A host-network (kubeadm) scheduler cannot resolve that name: the ClusterIP way is shown.
+    assert (
+        f"kubectl -n {namespace} get service {release} -o jsonpath='{{.spec.clusterIP}}'" in notes
+    )
+    assert 'archfit scheduler-config --url "http://$ip:8888/scheduler"' in notes
     assert warned == ("WARNING" in notes)
 
 
