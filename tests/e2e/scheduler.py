@@ -1,7 +1,8 @@
 """kube-scheduler started with the shipped config/scheduler-config.yaml.
 
 Only the extender's urlPrefix, the kubeconfig and (for one scenario) nodeCacheCapable
-are substituted; everything else is exactly what operators deploy.
+are substituted; everything else is exactly what operators deploy. Without a urlPrefix
+the extender is removed: kube-scheduler as a cluster without archfit runs it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ SHIPPED_CONFIG = REPO / "config" / "scheduler-config.yaml"
 
 
 def render_config(
-    path: Path, kubeconfig: Path, url_prefix: str, node_cache_capable: bool | None = None
+    path: Path, kubeconfig: Path, url_prefix: str | None, node_cache_capable: bool | None = None
 ) -> dict[str, Any]:
-    """Write the shipped KubeSchedulerConfiguration with the local substitutions to path."""
+    """Write the shipped KubeSchedulerConfiguration with the local substitutions to path;
+    url_prefix None drops the extender."""
     document: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
     document["clientConnection"]["kubeconfig"] = str(kubeconfig)
+    if url_prefix is None:
+        del document["extenders"]
+        path.write_text(yaml.safe_dump(document))
+        return document
     (extender,) = document["extenders"]
     extender["urlPrefix"] = url_prefix
     if node_cache_capable is not None:
@@ -34,14 +40,14 @@ def render_config(
 
 
 class Scheduler:
-    """A kube-scheduler process that calls archfit at url_prefix."""
+    """A kube-scheduler process that calls archfit at url_prefix (None: no extender)."""
 
     def __init__(
         self,
         binaries: Binaries,
         workdir: Path,
         kubeconfig: Path,
-        url_prefix: str,
+        url_prefix: str | None,
         node_cache_capable: bool | None = None,
         name: str = "kube-scheduler",
     ) -> None:
