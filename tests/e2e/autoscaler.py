@@ -8,6 +8,7 @@ Karpenter launched; reset() takes the cluster back to zero nodes for the next va
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -34,12 +35,15 @@ LAUNCH_WAIT_SECONDS = MAX_WAIT_SECONDS
 
 
 class AutoscaledCluster:
-    """The running autoscaled cluster; start() it, stop() it (safe after any failure)."""
+    """The running autoscaled cluster; start() it, stop() it (safe after any failure).
+
+    Every process logs under `workdir`: controlplane/, karpenter.log, scheduler-N/.
+    """
 
     def __init__(self, binaries: Binaries, build: KarpenterBuild, workdir: Path) -> None:
         self._binaries = binaries
         self._build = build
-        self._workdir = workdir
+        self.workdir = workdir
         self.control_plane = ControlPlane(binaries, workdir / "controlplane")
         self._api_client: client.ApiClient | None = None
         self._kubelet: StandInKubelet | None = None
@@ -58,7 +62,7 @@ class AutoscaledCluster:
             create_node_pools(api_client, NODE_POOLS)
             self._kubelet = StandInKubelet(self._new_api_client()).start()
             self._karpenter = Karpenter(
-                self._build, self.control_plane.admin_kubeconfig, self._workdir
+                self._build, self.control_plane.admin_kubeconfig, self.workdir
             ).start()
         except BaseException:
             self.stop()
@@ -91,7 +95,7 @@ class AutoscaledCluster:
         self._schedulers_started += 1
         self._scheduler = Scheduler(
             self._binaries,
-            self._workdir / f"scheduler-{self._schedulers_started}",
+            self.workdir / f"scheduler-{self._schedulers_started}",
             self.control_plane.scheduler_kubeconfig,
             url_prefix,
             node_cache_capable=node_cache_capable,
@@ -118,12 +122,11 @@ class AutoscaledCluster:
 
     def diagnosis(self) -> str:
         """What a failing scenario should print: launches, NodeClaims and where the logs are."""
-        claims = self._custom().list_cluster_custom_object(KARPENTER_GROUP, "v1", "nodeclaims")
         conditions = {
             item["metadata"]["name"]: [
                 f"{c['type']}={c['status']}" for c in item.get("status", {}).get("conditions", [])
             ]
-            for item in claims["items"]
+            for item in self._node_claims()
         }
         logs = [p.process.log_path for p in (self._karpenter, self._scheduler) if p is not None]
         kubelet_error = self._kubelet.last_error if self._kubelet else None
@@ -135,22 +138,24 @@ class AutoscaledCluster:
     def _custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api_client)
 
+    def _node_claims(self) -> list[dict[str, Any]]:
+        listed = self._custom().list_cluster_custom_object(KARPENTER_GROUP, "v1", "nodeclaims")
+        return list(listed["items"])
+
     def reset(self) -> None:
-        """Stop the scheduler and delete every pod, NodeClaim and Node, so the next variant
-        starts from zero nodes; Karpenter's own termination removes the Nodes."""
+        """Stop the scheduler and delete every mutating webhook, pod, NodeClaim and Node, so
+        the next variant starts from zero nodes and no archfit; Karpenter's own termination
+        removes the Nodes."""
         self.stop_scheduler()
+        admission = client.AdmissionregistrationV1Api(self.api_client)
+        admission.delete_collection_mutating_webhook_configuration()
         core = self.core
         for namespace in core.list_namespace().items:
             core.delete_collection_namespaced_pod(namespace.metadata.name, grace_period_seconds=0)
         custom = self._custom()
         custom.delete_collection_cluster_custom_object(KARPENTER_GROUP, "v1", "nodeclaims")
         wait_for(
-            lambda: (
-                not core.list_node().items
-                and not custom.list_cluster_custom_object(KARPENTER_GROUP, "v1", "nodeclaims")[
-                    "items"
-                ]
-            ),
+            lambda: not core.list_node().items and not self._node_claims(),
             "Karpenter to terminate every NodeClaim and Node",
         )
         wait_for(lambda: not core.list_pod_for_all_namespaces().items, "every pod to be deleted")

@@ -82,8 +82,7 @@ def _registry_host(image: Image) -> str:
     return image.reference.split("/", 1)[0]
 
 
-@pytest.fixture(scope="session")
-def base_settings(control_plane: ControlPlane, images: Images) -> dict[str, Any]:
+def _archfit_settings(kubeconfig: Path, images: Images) -> dict[str, Any]:
     """archfit settings every scenario starts from: enforce, fail-open, local registries."""
     hosts = {
         _registry_host(image): {"plainHttp": True}
@@ -99,7 +98,7 @@ def base_settings(control_plane: ControlPlane, images: Images) -> dict[str, Any]
         },
         "kubernetes": {
             "mode": "kubeconfig",
-            "kubeconfig": str(control_plane.admin_kubeconfig),
+            "kubeconfig": str(kubeconfig),
             "nodeIndex": True,
             "pullSecrets": True,
         },
@@ -107,6 +106,12 @@ def base_settings(control_plane: ControlPlane, images: Images) -> dict[str, Any]
         "registry": {"hosts": hosts, "allowedNetworks": ["127.0.0.1/32"]},
         "logging": {"level": "info", "format": "json"},
     }
+
+
+@pytest.fixture(scope="session")
+def base_settings(control_plane: ControlPlane, images: Images) -> dict[str, Any]:
+    """archfit settings every scenario starts from: enforce, fail-open, local registries."""
+    return _archfit_settings(control_plane.admin_kubeconfig, images)
 
 
 @pytest.fixture(scope="session")
@@ -171,3 +176,9 @@ def autoscaled(autoscaled_cluster: AutoscaledCluster) -> Iterator[AutoscaledClus
 def autoscaled_namespace(autoscaled: AutoscaledCluster, request: pytest.FixtureRequest) -> str:
     """A fresh namespace in the autoscaled cluster; reset() deletes its pods."""
     return autoscaled.create_namespace(_namespace_name(request))
+
+
+@pytest.fixture(scope="session")
+def autoscaled_settings(autoscaled_cluster: AutoscaledCluster, images: Images) -> dict[str, Any]:
+    """base_settings, but for an archfit that watches the autoscaled cluster."""
+    return _archfit_settings(autoscaled_cluster.control_plane.admin_kubeconfig, images)
