@@ -8,7 +8,6 @@ the process itself, configured through the env vars of its kwok Helm chart
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from tests.e2e import cluster
 from tests.e2e.processes import Process, free_port, http_ok, wait_for
 
 KARPENTER_GROUP = "karpenter.sh"
@@ -94,13 +94,12 @@ def create_node_class(api_client: client.ApiClient) -> None:
             "metadata": {"name": NODE_CLASS},
         },
     )
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ready = {
         "type": "Ready",
         "status": "True",
         "reason": "Ready",
         "message": "",
-        "lastTransitionTime": now,
+        "lastTransitionTime": cluster.timestamp(),
     }
     custom.patch_cluster_custom_object_status(
         KWOK_GROUP,

@@ -10,16 +10,16 @@ every Node it sees as a launch. The unregistered taint stays Karpenter's to remo
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes import client
 
+from tests.e2e import cluster
 from tests.e2e.karpenter import INSTANCE_TYPE_LABEL, KWOK_NODE_ANNOTATION, NODEPOOL_LABEL
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
 
 
 @dataclass(frozen=True)
@@ -56,38 +56,6 @@ def is_ready(node: client.V1Node) -> bool:
     """Whether the Node reports the Ready condition True."""
     conditions = (node.status.conditions if node.status else None) or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
-
-
-def ready_status(node: client.V1Node) -> dict[str, Any]:
-    """The status a kubelet would report for the Node: Ready, and its platform."""
-    labels = node.metadata.labels or {}
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {
-        "status": {
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "e2e stand-in kubelet",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ],
-            "nodeInfo": {
-                "architecture": labels.get(ARCH_LABEL, ""),
-                "operatingSystem": labels.get("kubernetes.io/os", "linux"),
-                "kubeletVersion": "v0.0.0-e2e",
-                "containerRuntimeVersion": "none://0",
-                "kernelVersion": "",
-                "osImage": "",
-                "bootID": "",
-                "machineID": "",
-                "systemUUID": "",
-                "kubeProxyVersion": "",
-            },
-        }
-    }
 
 
 class StandInKubelet:
@@ -131,7 +99,9 @@ class StandInKubelet:
             with self._lock:
                 self._launches.setdefault(str(node.metadata.name), launch_of(node))
             if not is_ready(node):
-                self._core.patch_node_status(node.metadata.name, ready_status(node))
+                labels = node.metadata.labels or {}
+                status = cluster.ready_status(labels.get(ARCH_LABEL, ""), labels.get(OS_LABEL, ""))
+                self._core.patch_node_status(node.metadata.name, {"status": status})
             self._lift_not_ready(node)
 
     def _lift_not_ready(self, node: client.V1Node) -> None:
