@@ -98,11 +98,12 @@ class StandInKubelet:
                 continue
             with self._lock:
                 self._launches.setdefault(str(node.metadata.name), launch_of(node))
+            # Taints first: that patch is conditional on the version just read.
+            self._lift_not_ready(node)
             if not is_ready(node):
                 labels = node.metadata.labels or {}
                 status = cluster.ready_status(labels.get(ARCH_LABEL, ""), labels.get(OS_LABEL, ""))
                 self._core.patch_node_status(node.metadata.name, {"status": status})
-            self._lift_not_ready(node)
 
     def _lift_not_ready(self, node: client.V1Node) -> None:
         taints = node.spec.taints or []
@@ -125,6 +126,8 @@ class StandInKubelet:
             try:
                 self.sync()
             except Exception as error:
-                # A conflict or a hiccup is retried on the next pass; the last one is kept
-                # for a failing scenario's message.
+                # A conflict or a hiccup is retried on the next pass; one that persists
+                # is kept for a failing scenario's message.
                 self.last_error = error
+            else:
+                self.last_error = None
