@@ -33,6 +33,7 @@ echo "run.sh: import contracts" && .venv/bin/lint-imports
 # a warm cache makes this a no-op. Without Go outside CI the e2e tests skip loudly.
 if command -v go >/dev/null 2>&1 || [ "${CI:-}" = "true" ]; then
   echo "run.sh: e2e binaries" && bash tests/e2e/build.sh
+  echo "run.sh: Karpenter (kwok provider) for the autoscaler e2e test" && bash tests/e2e/build-karpenter.sh
   if [ -f tests/deploy/build-tools.sh ]; then bash tests/deploy/build-tools.sh; fi
 fi
 

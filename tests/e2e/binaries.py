@@ -1,4 +1,4 @@
-"""Find or build the e2e binaries through tests/e2e/build.sh.
+"""Find or build the e2e binaries through tests/e2e/build.sh and build-karpenter.sh.
 
 With CI=true a missing Go or a failed build is an error, never a skip; on a
 developer machine without Go the e2e tests skip with a message naming Go.
@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
-BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
+HERE = Path(__file__).resolve().parent
+BUILD_SCRIPT = HERE / "build.sh"
+KARPENTER_BUILD_SCRIPT = HERE / "build-karpenter.sh"
 #: A cold build takes a few minutes on 2 cores; a hung one must not stall CI forever.
 BUILD_TIMEOUT_SECONDS = 45 * 60
-#: build.sh's exit status when the cache is cold and no `go` is on PATH.
+#: The build scripts' exit status when the cache is cold and no `go` is on PATH.
 MISSING_GO_EXIT = 3
 
 
@@ -22,7 +25,7 @@ class Unavailable(Exception):
 
 
 class BuildFailed(Exception):
-    """build.sh ran and failed."""
+    """A build script ran and failed."""
 
 
 def in_ci() -> bool:
@@ -32,27 +35,39 @@ def in_ci() -> bool:
 
 def build() -> Path:
     """Run build.sh (a no-op when the cache is warm, which needs no Go) and return the
-    directory of the binaries."""
+    directory of kube-apiserver, kube-scheduler and etcd."""
+    return run_build_script(BUILD_SCRIPT, ("etcd", "kube-apiserver", "kube-scheduler"))
+
+
+def build_karpenter() -> Path:
+    """Run build-karpenter.sh (a no-op when the cache is warm) and return the directory
+    of Karpenter's kwok build and its CRDs."""
+    return run_build_script(KARPENTER_BUILD_SCRIPT, ("karpenter-kwok",))
+
+
+def run_build_script(script: Path, executables: Iterable[str]) -> Path:
+    """Run one of the build scripts and return the directory it printed last, after
+    checking that the executables it promises are there."""
     try:
         done = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
+            ["bash", str(script)],
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_SECONDS,
             check=False,
         )
     except subprocess.TimeoutExpired as error:
-        raise BuildFailed(f"{BUILD_SCRIPT} timed out after {BUILD_TIMEOUT_SECONDS}s") from error
+        raise BuildFailed(f"{script} timed out after {BUILD_TIMEOUT_SECONDS}s") from error
     if done.returncode == MISSING_GO_EXIT:
         raise Unavailable(
-            "e2e tests need Go >= 1.26 on PATH to build kube-apiserver, kube-scheduler and "
-            "etcd (tests/e2e/build.sh); install Go from https://go.dev/dl/ and re-run"
+            f"e2e tests need Go >= 1.26 on PATH to run {script.name} "
+            f"(the cache it fills is cold); install Go from https://go.dev/dl/ and re-run"
         )
     if done.returncode != 0:
         tail = "\n".join(done.stderr.splitlines()[-30:])
-        raise BuildFailed(f"{BUILD_SCRIPT} exited {done.returncode}:\n{tail}")
+        raise BuildFailed(f"{script} exited {done.returncode}:\n{tail}")
     directory = Path(done.stdout.strip().splitlines()[-1])
-    for name in ("etcd", "kube-apiserver", "kube-scheduler"):
+    for name in executables:
         if not os.access(directory / name, os.X_OK):
-            raise BuildFailed(f"{BUILD_SCRIPT} printed {directory} but {name} is missing there")
+            raise BuildFailed(f"{script} printed {directory} but {name} is missing there")
     return directory

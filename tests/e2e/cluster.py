@@ -58,38 +58,43 @@ def create_node(core: client.CoreV1Api, spec: NodeSpec) -> None:
     # runs here, so lift it by hand.
     core.patch_node(spec.name, {"spec": {"taints": None}})
     resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    core.patch_node_status(
-        spec.name,
-        {
-            "status": {
-                "capacity": resources,
-                "allocatable": resources,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "e2e node without a kubelet",
-                        "lastHeartbeatTime": now,
-                        "lastTransitionTime": now,
-                    }
-                ],
-                "nodeInfo": {
-                    "architecture": spec.arch,
-                    "operatingSystem": spec.os,
-                    "kubeletVersion": "v0.0.0-e2e",
-                    "containerRuntimeVersion": spec.runtime,
-                    "kernelVersion": "",
-                    "osImage": "",
-                    "bootID": "",
-                    "machineID": "",
-                    "systemUUID": "",
-                    "kubeProxyVersion": "",
-                },
+    status = ready_status(spec.arch, spec.os, spec.runtime)
+    status.update(capacity=resources, allocatable=resources)
+    core.patch_node_status(spec.name, {"status": status})
+
+
+def timestamp() -> str:
+    """Now, as the API's RFC 3339 timestamps in whole seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def ready_status(arch: str, os: str, runtime: str = "containerd://2.1.4") -> dict[str, Any]:
+    """The Node status a kubelet would report: Ready, on this platform, with this runtime."""
+    now = timestamp()
+    return {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "e2e node without a kubelet",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
             }
+        ],
+        "nodeInfo": {
+            "architecture": arch,
+            "operatingSystem": os,
+            "kubeletVersion": "v0.0.0-e2e",
+            "containerRuntimeVersion": runtime,
+            "kernelVersion": "",
+            "osImage": "",
+            "bootID": "",
+            "machineID": "",
+            "systemUUID": "",
+            "kubeProxyVersion": "",
         },
-    )
+    }
 
 
 def create_namespace(core: client.CoreV1Api, name: str) -> None:

@@ -1,13 +1,16 @@
-"""Session fixtures for the e2e suite: binaries, control plane, nodes, registries, stack.
+"""Session fixtures for the e2e suite: binaries, control plane, nodes, registries, stack,
+and the autoscaled cluster with Karpenter.
 
 The control plane starts once per session. Scenarios ask `stack.ensure(...)` for the
 archfit settings they need; archfit and kube-scheduler restart only when those change.
+The autoscaled cluster has its own control plane and starts only when a test asks for it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,23 +18,36 @@ from kubernetes import client
 
 from tests.e2e import binaries, catalog, cluster
 from tests.e2e.archfit import archfit_settings
+from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.karpenter import KarpenterBuild
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
 
 
-@pytest.fixture(scope="session")
-def e2e_binaries() -> Binaries:
-    """kube-apiserver, kube-scheduler and etcd from tests/e2e/build.sh (cached)."""
+def _built(build: Callable[[], Path]) -> Path:
+    """Run a build: a failure fails; missing Go skips loudly, or fails under CI=true."""
     try:
-        return Binaries(binaries.build())
+        return build()
     except binaries.Unavailable as error:
         if binaries.in_ci():
             pytest.fail(f"CI=true and e2e prerequisites are missing: {error}")
         pytest.skip(f"!!! E2E SKIPPED, NOT TESTED: {error}")
     except binaries.BuildFailed as error:
         pytest.fail(f"building the e2e binaries failed: {error}")
+
+
+@pytest.fixture(scope="session")
+def e2e_binaries() -> Binaries:
+    """kube-apiserver, kube-scheduler and etcd from tests/e2e/build.sh (cached)."""
+    return Binaries(_built(binaries.build))
+
+
+@pytest.fixture(scope="session")
+def karpenter_build() -> KarpenterBuild:
+    """Karpenter (kwok provider) and its CRDs from tests/e2e/build-karpenter.sh (cached)."""
+    return KarpenterBuild(_built(binaries.build_karpenter))
 
 
 @pytest.fixture(scope="session")
@@ -83,13 +99,56 @@ def stack(
         shared.stop()
 
 
+def _namespace_name(request: pytest.FixtureRequest) -> str:
+    """A namespace name of the test's own, valid as a DNS label."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    return f"{slug}-{abs(hash(request.node.nodeid)) % 10**6}"
+
+
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test; its pods are deleted afterwards."""
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{slug}-{abs(hash(request.node.nodeid)) % 10**6}"
+    name = _namespace_name(request)
     cluster.create_namespace(core, name)
     try:
         yield name
     finally:
         cluster.delete_namespace_pods(core, name)
+
+
+@pytest.fixture(scope="session")
+def autoscaled_cluster(
+    e2e_binaries: Binaries,
+    karpenter_build: KarpenterBuild,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AutoscaledCluster]:
+    """Its own control plane with no nodes, Karpenter and its NodePools; one per session."""
+    autoscaled = AutoscaledCluster(
+        e2e_binaries, karpenter_build, tmp_path_factory.mktemp("autoscaled")
+    )
+    try:
+        yield autoscaled.start()
+    finally:
+        autoscaled.stop()
+
+
+@pytest.fixture
+def autoscaled(autoscaled_cluster: AutoscaledCluster) -> Iterator[AutoscaledCluster]:
+    """The autoscaled cluster at zero nodes and no scheduler; reset again afterwards."""
+    autoscaled_cluster.reset()
+    try:
+        yield autoscaled_cluster
+    finally:
+        autoscaled_cluster.reset()
+
+
+@pytest.fixture
+def autoscaled_namespace(autoscaled: AutoscaledCluster, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace in the autoscaled cluster; reset() deletes its pods."""
+    return autoscaled.create_namespace(_namespace_name(request))
+
+
+@pytest.fixture(scope="session")
+def autoscaled_settings(autoscaled_cluster: AutoscaledCluster, images: Images) -> dict[str, Any]:
+    """base_settings, but for an archfit that watches the autoscaled cluster."""
+    return archfit_settings(autoscaled_cluster.control_plane.admin_kubeconfig, images)

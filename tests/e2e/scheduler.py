@@ -1,7 +1,8 @@
 """kube-scheduler started with the shipped config/scheduler-config.yaml.
 
 Only the extender's urlPrefix, the kubeconfig and (for one scenario) nodeCacheCapable
-are substituted; everything else is exactly what operators deploy.
+are substituted; everything else is exactly what operators deploy. Without a urlPrefix
+the extender is removed: kube-scheduler as a cluster without archfit runs it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def render_config(
 
 
 class Scheduler:
-    """A kube-scheduler process that calls archfit at url_prefix."""
+    """A kube-scheduler process that calls archfit at url_prefix (None: no extender)."""
 
     def __init__(
         self,
