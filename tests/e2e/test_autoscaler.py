@@ -1,21 +1,26 @@
 """A real Karpenter (kwok provider) choosing between the `graviton` (arm64, weight 30)
 and `general` (amd64, weight 10) NodePools, in a cluster that starts with no nodes.
 
-This file holds the control run, with no archfit at all. The "with archfit" variant
-(webhook plus the extender in the scheduler as shipped) comes with the webhook work.
-Its tests take the `autoscaled` fixture (reset to zero nodes before and after each
-test), `autoscaled_namespace` and `images`. They register the webhook against
-`autoscaled.control_plane`, call `autoscaled.start_scheduler(archfit.url_prefix)`, and
-compare `autoscaled.launches()` with what they expect.
+The control run has no archfit at all: Karpenter launches from the heavier pool and an
+amd64-only pod lands on arm64 (the trap). The "with archfit" runs register archfit's
+webhook through the shipped MutatingWebhookConfiguration and give kube-scheduler the
+extender as shipped; Karpenter then reads the constraint the webhook wrote into each pod.
+Every test starts from zero nodes (`autoscaled` resets before and after) and prints its
+launches (`pytest -s`), which the notes quote.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e import cluster
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
+from tests.e2e.webhook import WebhookArchfit
 
 pytestmark = pytest.mark.e2e
 
@@ -39,3 +44,88 @@ def test_without_archfit_an_amd64_only_pod_gets_an_arm64_node_from_the_heavier_p
     assert [(node, "arm64", "graviton")] == [
         (launch.name, launch.arch, launch.nodepool) for launch in launches
     ], f"launches: {launches}"
+
+
+@pytest.fixture
+def with_archfit(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    images: Images,
+    tmp_path: Path,
+) -> Iterator[WebhookArchfit]:
+    """archfit with its webhook registered and called, and the scheduler calling its extender."""
+    hook = WebhookArchfit(
+        autoscaled.control_plane.admin_kubeconfig, autoscaled_settings, tmp_path
+    ).start()
+    try:
+        hook.wait_called(autoscaled_namespace, images.multi.reference)
+        autoscaled.start_scheduler(hook.url_prefix)
+        yield hook
+    finally:
+        hook.stop()
+
+
+@pytest.mark.parametrize(
+    ("image", "arch", "pool"),
+    [
+        ("amd64_only", "amd64", "general"),
+        ("multi", "arm64", "graviton"),
+        ("arm64_only", "arm64", "graviton"),
+    ],
+)
+def test_with_archfit_karpenter_launches_a_node_the_pods_images_run_on(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    images: Images,
+    with_archfit: WebhookArchfit,
+    image: str,
+    arch: str,
+    pool: str,
+) -> None:
+    """The webhook's required arch affinity steers Karpenter; the pod binds to the new node."""
+    reference = getattr(images, image).reference
+    pod = cluster.create_pod(
+        autoscaled.core,
+        autoscaled_namespace,
+        cluster.pod_manifest(image.replace("_", "-"), [reference]),
+    )
+    node = autoscaled.wait_scheduled(autoscaled_namespace, pod)
+    launches = autoscaled.launches()
+    print(f"with archfit, {image} launches: {[str(launch) for launch in launches]}")
+    assert [(node, arch, pool)] == [
+        (launch.name, launch.arch, launch.nodepool) for launch in launches
+    ], f"launches: {launches}"
+
+
+def test_with_archfit_a_mixed_batch_gets_one_node_per_architecture_and_every_pod_binds(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    images: Images,
+    with_archfit: WebhookArchfit,
+) -> None:
+    """amd64-only, multi-arch and arm64-only pods together: an amd64 and an arm64 node."""
+    names = [
+        cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest(f"{kind}-{i}", [ref])
+        )
+        for i in range(2)
+        for kind, ref in (
+            ("amd64", images.amd64_only.reference),
+            ("multi", images.multi.reference),
+            ("arm64", images.arm64_only.reference),
+        )
+    ]
+    nodes = {name: autoscaled.wait_scheduled(autoscaled_namespace, name) for name in names}
+    launches = {launch.name: launch for launch in autoscaled.launches()}
+    print(f"with archfit, mixed batch launches: {[str(launch) for launch in launches.values()]}")
+    placed = {name: launches[node].arch for name, node in nodes.items()}
+    assert {
+        "amd64-0": "amd64",
+        "amd64-1": "amd64",
+        "multi-0": "arm64",
+        "multi-1": "arm64",
+        "arm64-0": "arm64",
+        "arm64-1": "arm64",
+    } == placed
+    assert {"amd64", "arm64"} == {launch.arch for launch in launches.values()}
