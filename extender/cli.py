@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         print(settings_doc.markdown_table(), end="")
     elif args.defaults:
         print(settings_doc.commented_defaults(), end="")
+    elif args.docs:
+        print(settings_doc.configuration_page(), end="")
     else:
         print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
     return 0
@@ -221,6 +223,7 @@ def _parser() -> argparse.ArgumentParser:
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
+    what.add_argument("--docs", action="store_true", help="docs/configuration.md")
     return parser
 
 

@@ -1,7 +1,7 @@
 """The kube-scheduler extender wire types (k8s.io/kube-scheduler/extender/v1): parse and render.
 
 The Go types carry no json tags, so keys are the capitalised Go field names and
-nil arrives as `null`. Pure functions; see DESIGN §1.
+nil arrives as `null`. Pure functions; see docs/architecture.md, "The extender wire contract".
 """
 
 from __future__ import annotations

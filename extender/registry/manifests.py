@@ -26,7 +26,7 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 
 ACCEPT = ", ".join(
-    # DESIGN §3 order; schema1 is listed only so that we can say why we refuse it.
+    # The order of docs/architecture.md, "Registries"; schema1 only to say why it is refused.
     (OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCKER_MANIFEST, DOCKER_SCHEMA1_SIGNED)
 )
 INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_MANIFEST_LIST})

@@ -28,7 +28,7 @@ TABLE: dict[str, frozenset[Platform] | Exception] = {
 
 
 async def table_resolver(image: str, pull: PullSecretsRef) -> frozenset[Platform]:
-    """A plain function standing in for the registry (DESIGN: noe's RegistryFunc)."""
+    """A plain function standing in for the registry (as noe's RegistryFunc does)."""
     answer = TABLE.get(image)
     if answer is None:
         raise LookupError(f"{image} not in the test table")

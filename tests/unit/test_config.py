@@ -188,3 +188,8 @@ def test_a_list_setting_written_as_a_scalar_in_the_file_says_how_to_write_a_list
     """The message shows both spellings."""
     with pytest.raises(ConfigError, match=r"must be a list \(YAML: \[a, b\]; an env var: a,b\)"):
         from_mapping({"registry": {"allowedNetworks": "10.0.0.0/8"}})
+
+
+def test_docs_configuration_md_is_the_generated_page():
+    """docs/configuration.md is `archfit config --docs`, so it documents every setting as it is."""
+    assert settings_doc.configuration_page() == (ROOT / "docs" / "configuration.md").read_text()
