@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from extender import settings_doc
 from extender.config import ConfigError, Settings, from_mapping, load
@@ -193,3 +194,12 @@ def test_a_list_setting_written_as_a_scalar_in_the_file_says_how_to_write_a_list
 def test_docs_configuration_md_is_the_generated_page():
     """docs/configuration.md is `archfit config --docs`, so it documents every setting as it is."""
     assert settings_doc.configuration_page() == (ROOT / "docs" / "configuration.md").read_text()
+
+
+def test_plain_http_registries_are_discoverable_in_the_defaults_and_the_readme():
+    """registry.hosts.<host>.plainHttp was documented nowhere an operator would look."""
+    assert "plainHttp: true" in settings_doc.commented_defaults()
+    readme = (ROOT / "README.md").read_text()
+    example = readme[readme.index("```yaml\n  registry:") :]
+    settings = from_mapping(yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0]))
+    assert settings.registry.host("registry.kube-system.svc:5000").plain_http
