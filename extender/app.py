@@ -22,7 +22,7 @@ from extender import explain
 from extender.config import Settings
 from extender.metrics import Metrics, tally_request_lookups
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
-from extender.pods import PodError, PodFacts, facts
+from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.resolution import PlatformResolver
 from extender.runtimes import node_facts
 from extender.scheduler_api import (
@@ -124,7 +124,7 @@ async def _decode(request: web.Request, verb: str) -> _Call:
     args = parse_args(await request.read())
     pod = facts(args.pod)
     structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
-    skip = _skip_reason(settings, pod)
+    skip = skip_reason(pod, settings.policy.excluded_namespaces)
     nodes = request.app[SERVICES].nodes
     if args.node_names is not None:
         if skip is not None:  # echoed unexamined: no platforms needed
@@ -140,16 +140,6 @@ async def _decode(request: web.Request, verb: str) -> _Call:
             labels, info = node_labels_and_info(node)
             candidates.append(Candidate(node_name(node), *node_facts(labels, info)))
     return _Call(args, pod, skip, candidates, deadline)
-
-
-def _skip_reason(settings: Settings, pod: PodFacts) -> str | None:
-    if pod.skip:
-        return "annotation"
-    if pod.namespace in settings.policy.excluded_namespaces:
-        return "excluded_namespace"
-    if not pod.images:
-        return "no_images"
-    return None
 
 
 async def filter_handler(request: web.Request) -> web.Response:

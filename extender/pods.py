@@ -5,7 +5,7 @@ Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,17 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
         skip=str(annotations.get(SKIP_ANNOTATION, "")).strip().lower() == "true",
         prefer_arch=prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION)),
     )
+
+
+def skip_reason(pod: PodFacts, excluded_namespaces: Collection[str]) -> str | None:
+    """Why archfit leaves this pod alone (annotation, excluded_namespace, no_images), or None."""
+    if pod.skip:
+        return "annotation"
+    if pod.namespace in excluded_namespaces:
+        return "excluded_namespace"
+    if not pod.images:
+        return "no_images"
+    return None
 
 
 def images(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
 from extender.platforms import Platform, Rule
 from extender.platforms import parse as parse_platform
-from extender.pods import PodError, PodFacts, facts
+from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.services import Services
 from extender.tls import ReloadingCertificate
 
@@ -155,12 +155,9 @@ def _with_namespace(pod: Mapping[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts) -> str | None:
-    if pod_facts.skip:
-        return "annotation"
-    if pod_facts.namespace in settings.policy.excluded_namespaces:
-        return "excluded_namespace"
-    if not pod_facts.images:
-        return "no_images"
+    shared = skip_reason(pod_facts, settings.policy.excluded_namespaces)
+    if shared is not None:
+        return shared
     spec = pod.get("spec") or {}
     if isinstance(spec, Mapping) and spec.get("nodeName"):
         return "bound"  # no scheduler will look at it

@@ -31,6 +31,24 @@ def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError("archfit serve did not listen within 30 s")
 
 
+def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:
+    """`archfit serve` on `config` (YAML) in a child process, once it listens on `port`."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text(config)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_listening(port, process)
+    except BaseException:
+        process.kill()
+        process.communicate(timeout=15)
+        raise
+    return process
+
+
 def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
     """A request still waiting at SIGTERM gets its full answer, and the exit status is 0.
 
@@ -126,21 +144,11 @@ def test_serve_says_at_start_what_it_runs_where_and_from_which_config(tmp_path):
     from extender import __version__
 
     port = free_port()
+    config = f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+    process = start_serve(tmp_path, config + "logging: {format: json}\n", port)
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=15)
     path = tmp_path / "archfit.yaml"
-    path.write_text(
-        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
-        "logging: {format: json}\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_listening(port, process)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, _ = process.communicate(timeout=15)
     first = orjson.loads(out.splitlines()[0])
     assert {
         "event": "archfit_starting",
@@ -161,18 +169,13 @@ def test_serve_speaks_https_with_the_configured_certificate(tmp_path):
 
     cert = make_serving_cert(tmp_path / "tls")
     port = free_port()
-    path = tmp_path / "archfit.yaml"
-    path.write_text(
+    process = start_serve(
+        tmp_path,
         f"server: {{host: 127.0.0.1, port: {port}, certFile: '{cert.cert}',"
-        f" keyFile: '{cert.key}'}}\nkubernetes: {{mode: 'off'}}\nlogging: {{format: json}}\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        f" keyFile: '{cert.key}'}}\nkubernetes: {{mode: 'off'}}\nlogging: {{format: json}}\n",
+        port,
     )
     try:
-        wait_listening(port, process)
         context = ssl.create_default_context(cafile=str(cert.ca_bundle))
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context) as answer:
             assert 200 == answer.status

@@ -406,6 +406,22 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
     assert warned == ("WARNING" in notes)
 
 
+def _shipped_settings_as_service_account(
+    apiserver: ApiServer, control_plane: ControlPlane, objects: list[Object], tmp_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(archfit.yaml from the ConfigMap, the pod spec), with API access as the pod's account.
+
+    Outside a pod the in-cluster identity is a token for its ServiceAccount; everything
+    else is as shipped.
+    """
+    spec = one(objects, "Deployment", "archfit")["spec"]["template"]["spec"]
+    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
+    settings = config_file(one(objects, "ConfigMap", "archfit-config"), "archfit.yaml")
+    settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    return settings, spec
+
+
 def test_archfit_with_the_shipped_config_and_rbac_indexes_the_nodes_and_turns_ready(
     apiserver: ApiServer,
     control_plane: ControlPlane,
@@ -414,12 +430,7 @@ def test_archfit_with_the_shipped_config_and_rbac_indexes_the_nodes_and_turns_re
     tmp_path: Path,
 ) -> None:
     """`archfit serve` with the ConfigMap's settings, as its ServiceAccount, indexes Nodes."""
-    spec = one(base, "Deployment", "archfit")["spec"]["template"]["spec"]
-    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
-    kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
-    settings = config_file(one(base, "ConfigMap", "archfit-config"), "archfit.yaml")
-    # Outside a pod the in-cluster identity is this token; everything else is as shipped.
-    settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    settings, _ = _shipped_settings_as_service_account(apiserver, control_plane, base, tmp_path)
     archfit = Archfit(tmp_path, settings).start()  # waits for /readyz 200
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{archfit.port}/readyz") as response:
@@ -459,11 +470,9 @@ def test_archfit_with_the_webhook_overlay_makes_its_certificate_and_sets_the_ca_
     tmp_path: Path,
 ) -> None:
     """As its ServiceAccount, with the overlay's env: Secret made, caBundle set, ready."""
-    spec = one(webhook_overlay, "Deployment", "archfit")["spec"]["template"]["spec"]
-    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
-    kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
-    settings = config_file(one(webhook_overlay, "ConfigMap", "archfit-config"), "archfit.yaml")
-    settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
+    settings, spec = _shipped_settings_as_service_account(
+        apiserver, control_plane, webhook_overlay, tmp_path
+    )
     (container,) = spec["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
     # Outside a pod: no service-account namespace file, no /var/run mount, no fixed port.
