@@ -189,7 +189,7 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
             "registry": {
                 "hosts": {host: {"plainHttp": True}},
                 "allowedNetworks": ["127.0.0.1/32"],
-                "credentialProviders": plugin.settings(timeoutSeconds=1.5, maxOutputBytes=65536),
+                "credentialProviders": plugin.settings(timeoutSeconds=5, maxOutputBytes=65536),
             },
         }
     )
@@ -205,9 +205,10 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
     failed = [e["provider"] for e in logs if e["event"] == "credential_provider_failed"]
     healthy = await client.get("/healthz")
     passed = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
-    # The deadline is 0.5 s; the rest of the second is slack for a loaded machine.
+    # The request's deadline is 0.5 s and the plugin's timeout 5 s: an answer within 3 s
+    # means the request did not wait for the plugin (the rest is slack for a loaded machine).
     expected = (True, ["amd-1", "arm-1"], [image], [NAME], 200)
-    assert expected == (took < 1.5, passed, unknown, failed, healthy.status)
+    assert expected == (took < 3.0, passed, unknown, failed, healthy.status)
     if mode == "hang":
         assert not plugin.child_alive()  # the whole process group was killed
 
@@ -258,7 +259,7 @@ async def test_no_log_line_carries_a_credential_the_plugin_returned_or_printed(
     assert [] == found
 
 
-async def _wait_for(condition, seconds: float = 10.0) -> None:
+async def _wait_for(condition, seconds: float = 15.0) -> None:
     deadline = time.monotonic() + seconds
     # The captured log list has no event to await; the plugin's failure lands in it.
     while not condition() and time.monotonic() < deadline:  # noqa: ASYNC110

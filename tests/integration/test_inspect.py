@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from extender.cli import main
 from extender.inspect import run_inspect
 from extender.registry.settings import CacheSettings, CredentialProviderSettings
 from tests.integration.conftest import local_settings
@@ -106,16 +108,27 @@ async def test_inspect_says_when_a_refusal_is_about_missing_credentials(
     assert expected == (status, error["type"], "registry.credentialProviders" in error["message"])
 
 
-def test_inspect_stops_with_status_2_naming_a_missing_plugin_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_inspect_stops_with_status_2_naming_a_missing_plugin_config(tmp_path: Path) -> None:
     """A credential provider config that cannot be read is a config error, not a traceback."""
     missing = tmp_path / "absent.yaml"
-    monkeypatch.setenv("ARCHFIT_REGISTRY__CREDENTIAL_PROVIDERS__CONFIG_PATH", str(missing))
     empty = tmp_path / "archfit.yaml"
     empty.write_text("{}\n")
-    status = main(["inspect", "--config", str(empty), "docker.io/library/x"])
-    assert (2, True) == (
-        status,
-        "registry.credentialProviders.configPath" in capsys.readouterr().err,
+    # A process of its own: the CLI configures logging for the whole interpreter.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "extender",
+            "inspect",
+            "--config",
+            str(empty),
+            "docker.io/library/x",
+        ],
+        env={**os.environ, "ARCHFIT_REGISTRY__CREDENTIAL_PROVIDERS__CONFIG_PATH": str(missing)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+    assert (2, True) == (done.returncode, "registry.credentialProviders.configPath" in done.stderr)
+    assert "Traceback" not in done.stderr
