@@ -134,10 +134,12 @@ async def _admit(
         log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
         metrics.admissions.labels("skipped").inc()
         return render_allowed(review.uid)
-    dry_run = settings.policy.mode == "dry-run" or review.dry_run
-    outcome = "dry_run" if settings.policy.mode == "dry-run" else mutation.outcome
+    # policy dry-run constrains nothing; a dry-run *request* (kubectl --dry-run=server) gets
+    # the full answer, so operators can see what archfit would write, but is not counted.
+    dry_run = settings.policy.mode == "dry-run"
+    outcome = "dry_run" if dry_run else mutation.outcome
     metrics.admissions.labels(outcome).inc()
-    if not dry_run:
+    if not dry_run and not review.dry_run:
         for change in mutation.changes:
             metrics.admission_changes.labels(change).inc()
     if mutation.unknown:

@@ -298,3 +298,15 @@ async def test_admissions_are_counted_by_outcome(start: Start) -> None:
     assert 'archfit_admission_reviews_total{outcome="mutated"} 1.0' in text
     assert 'archfit_admission_reviews_total{outcome="unknown"} 1.0' in text
     assert 'archfit_admission_changes_total{change="required_affinity"} 1.0' in text
+
+
+async def test_a_server_side_dry_run_request_gets_the_full_patch(start: Start) -> None:
+    """kubectl create --dry-run=server shows what archfit would write (sideEffects: None)."""
+    hook = await start()
+    body = review(pod("acme/amd:1"))
+    body["request"]["dryRun"] = True
+    answer = (await hook.call(body))["response"]
+    patch = orjson.loads(base64.b64decode(answer["patch"]))
+    assert ["/metadata/annotations/archfit.io~1platforms", "/spec/affinity"] == [
+        op["path"] for op in patch
+    ]
