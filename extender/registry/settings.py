@@ -123,7 +123,8 @@ class RegistrySettings:
     insecureSkipVerify: false, mirrors: [{url: https://mirror.local, capabilities: [pull,
     resolve]}]}}."""
     allowed_networks: tuple[str, ...] = ()
-    """CIDRs, addresses or host names that may be private (in-cluster registries)."""
+    """CIDRs, addresses or host names that may be private (in-cluster registries); an address
+    or name may carry a port (`registry.local:5000`, `[fd00::5]:5000`) to allow only that port."""
     docker_config_path: str = ""
     """A mounted docker `config.json` whose credentials apply to every pod, tried last."""
     pull_secret_ttl_seconds: float = 30.0
@@ -154,7 +155,10 @@ class RegistrySettings:
         _positive(self.pull_secret_ttl_seconds, "pullSecretTtlSeconds")
         for entry in self.allowed_networks:
             if not _valid_allowed(entry):
-                raise ValueError(f"allowedNetworks entry {entry!r} is not a CIDR, IP or host name")
+                raise ValueError(
+                    f"allowedNetworks entry {entry!r} is not a CIDR, IP or host name"
+                    " (with an optional :port)"
+                )
         for host in self.hosts:
             if not host or "/" in host or host != host.strip():
                 raise ValueError(f"hosts key {host!r} must be a registry host[:port]")
@@ -228,13 +232,33 @@ def _valid_proxy(url: str) -> bool:
     )
 
 
+def split_port(entry: str) -> tuple[str, int | None]:
+    """`host:port`, `1.2.3.4:port` or `[::1]:port` into its host and port; else (entry, None).
+
+    A bare IPv6 address or CIDR has colons but no port.
+    """
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":")
+        return (host, int(port)) if rest.startswith(":") and port.isdigit() else (entry, None)
+    head, colon, tail = entry.rpartition(":")
+    if colon and ":" not in head and tail.isdigit():
+        return head, int(tail)
+    return entry, None
+
+
 def _valid_allowed(entry: str) -> bool:
+    host, port = split_port(entry)
+    if port is not None and not 0 < port < 65536:
+        return False
     try:
-        ipaddress.ip_network(entry, strict=False)
-        return True
+        network = ipaddress.ip_network(host, strict=False)
     except ValueError:
         pass
-    name = entry.removeprefix("*.")
+    else:
+        # A port narrows one address, not a range: `10.0.0.0/8:5000` is refused.
+        return port is None or network.num_addresses == 1
+    name = host.removeprefix("*.")
     return bool(name) and all(
         label and len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
         for label in name.split(".")

@@ -64,7 +64,7 @@ class Transport:
         self.guard = guard or AddressGuard(settings.allowed_networks)
         self.proxies = routes(settings.proxy, os.environ if environ is None else environ)
         for proxy in (self.proxies.https, self.proxies.http):
-            if proxy is not None and not self.guard.listed(proxy.host or ""):
+            if proxy is not None and not self.guard.listed(proxy.host or "", proxy.port):
                 # The proxy reaches what archfit must not; trusting it is a choice to write down.
                 raise ValueError(
                     f"registry.proxy: proxy host {proxy.host!r} must be listed in"
@@ -180,9 +180,9 @@ class Transport:
         resolved by us unless we ask. Literal IPs were checked by `check_url` already.
         """
         host = url.host or ""
-        if _is_ip(host) or self.guard.name_allowed(host):
-            return
         port = url.port or (443 if url.scheme == "https" else 80)
+        if _is_ip(host) or self.guard.name_allowed(host, port):
+            return
         try:
             await self._target_check.resolve(host, port, family=socket.AF_UNSPEC)
         except OSError as error:

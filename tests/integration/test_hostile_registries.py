@@ -7,9 +7,10 @@ import base64
 import pytest
 from aiohttp import web
 
-from extender.registry.errors import UnexpectedStatus
+from extender.registry.errors import AddressForbidden, UnexpectedStatus
 from extender.resolution import describe_failure
 from tests.integration.conftest import (
+    POD,
     ResolverFactory,
     RunningFaults,
     Secrets,
@@ -44,3 +45,20 @@ async def test_an_error_body_that_echoes_the_authorization_header_never_reaches_
     reason = describe_failure(caught.value)
     encoded = base64.b64encode(b"ci:s3cret-pw").decode()
     assert (False, True) == (encoded in reason, "Authorization: [redacted]" in reason)
+
+
+async def test_an_allowed_network_entry_with_a_port_opens_that_port_only(
+    faults: RunningFaults, elsewhere: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """allowedNetworks `127.0.0.1:<port>` reaches that registry; another port on it is refused."""
+    for running in (faults, elsewhere):
+        running.registry.image("app", "1", "linux/arm64")
+    settings = local_settings(faults.host, elsewhere.host, allowed_networks=(faults.host,))
+    resolver = await make_resolver(settings)
+    platforms = await resolver.platforms(f"{faults.host}/app:1", POD)
+    with pytest.raises(AddressForbidden):
+        await resolver.platforms(f"{elsewhere.host}/app:1", POD)
+    assert (["linux/arm64"], 0) == (
+        [str(p) for p in platforms],
+        len(elsewhere.registry.seen),
+    )
