@@ -183,15 +183,22 @@ class CacheSettings:
     url: str = field(default="memory://", repr=False)  # may carry a Redis password
     """`memory://` (or empty) for this process only; `redis://host:6379/0` to share."""
     max_entries: int = 10_000
-    """Most entries kept in memory; the least recently used go first."""
+    """Most entries kept in this process's memory, which is asked before Redis; the least
+    recently used go first."""
     tag_ttl_seconds: int = 300
     """How long a tag's digest is trusted before asking the registry again."""
     digest_ttl_seconds: int = 604_800
     """How long a digest's platforms are kept (digest bodies never change)."""
     failure_ttl_seconds: int = 10
     """How long a failed lookup is remembered, so a broken registry is not hammered."""
-    redis_timeout_seconds: float = 1.0
-    """Limit on one Redis operation; a slow Redis is skipped, never waited on."""
+    redis_timeout_seconds: float = 0.25
+    """Limit on one Redis operation (connect included); a slower one counts as a miss."""
+    redis_max_connections: int = 16
+    """Most connections open to Redis; a lookup that finds none free skips Redis, never waits."""
+    redis_breaker_failures: int = 3
+    """Redis failures in a row after which Redis is skipped, at no cost per lookup."""
+    redis_breaker_open_seconds: float = 10.0
+    """How long Redis is skipped after that; then one lookup probes it again."""
     namespace: str = "archfit"
     """Prefix of every key, so replicas of one deployment share and others do not."""
 
@@ -202,9 +209,17 @@ class CacheSettings:
             raise ValueError(f"url must be memory:// or redis://..., got scheme {scheme!r}")
         if scheme != "memory" and not parts.path.strip("/").isdigit() and parts.path.strip("/"):
             raise ValueError("url: the path of a redis URL must be a database number")
-        for name in ("max_entries", "tag_ttl_seconds", "digest_ttl_seconds", "failure_ttl_seconds"):
+        for name in (
+            "max_entries",
+            "tag_ttl_seconds",
+            "digest_ttl_seconds",
+            "failure_ttl_seconds",
+            "redis_timeout_seconds",
+            "redis_max_connections",
+            "redis_breaker_failures",
+            "redis_breaker_open_seconds",
+        ):
             _positive(getattr(self, name), _camel(name))
-        _positive(self.redis_timeout_seconds, "redisTimeoutSeconds")
 
     @property
     def is_redis(self) -> bool:

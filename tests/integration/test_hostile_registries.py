@@ -7,7 +7,7 @@ import base64
 import pytest
 from aiohttp import web
 
-from extender.registry.errors import AddressForbidden, UnexpectedStatus
+from extender.registry.errors import AddressForbidden, DigestMismatch, UnexpectedStatus
 from extender.resolution import describe_failure
 from tests.integration.conftest import (
     POD,
@@ -18,6 +18,7 @@ from tests.integration.conftest import (
     local_settings,
     pod,
 )
+from tests.support.faults import OCI_MANIFEST, canonical, sha256
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +63,19 @@ async def test_an_allowed_network_entry_with_a_port_opens_that_port_only(
         [str(p) for p in platforms],
         len(elsewhere.registry.seen),
     )
+
+
+async def test_a_digest_whose_body_does_not_hash_to_it_does_not_pin_the_tag(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """HEAD names X and X's body hashes elsewhere; once the registry is fixed the tag resolves."""
+    body = canonical({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []})
+    lie = sha256(b"not this body")
+    for name in ("1", lie):
+        faults.registry.serve(f"/v2/liar/app/manifests/{name}", body, OCI_MANIFEST, digest=lie)
+    resolver = await make_resolver(local_settings(faults.host))
+    with pytest.raises(DigestMismatch):
+        await resolver.platforms(f"{faults.host}/liar/app:1", POD)
+    faults.registry.image("liar/app", "1", "linux/arm64")  # the registry is fixed
+    platforms = await resolver.platforms(f"{faults.host}/liar/app:1", POD)
+    assert ["linux/arm64"] == [str(p) for p in platforms]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -72,6 +74,34 @@ class RedisProcess:
             sock.sendall(b"FLUSHALL\r\n")
             sock.recv(16)
 
+    def pause(self) -> None:
+        """SIGSTOP the server: it still accepts connections (the kernel does) but never answers."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the server."""
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def client_connections(self) -> int:
+        """Established TCP connections to this server's port, as the kernel lists them."""
+        return established_to(self.port)
+
     def stop(self) -> None:
         """Terminate the process and wait for it."""
         stop_process(self.process)
+
+
+def established_to(port: int) -> int:
+    """Established loopback TCP connections whose remote end is `port` (/proc/net/tcp)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                    count += remote_port == port and fields[3] == "01"
+        except FileNotFoundError:
+            continue
+    return count
