@@ -124,3 +124,10 @@ async def elsewhere() -> AsyncIterator[RunningFaults]:
     """A second scripted server on another port (another origin), e.g. object storage."""
     async with _running() as running:
         yield running
+
+
+@pytest.fixture
+async def third() -> AsyncIterator[RunningFaults]:
+    """A third scripted server on its own port, e.g. a token realm a redirect target names."""
+    async with _running() as running:
+        yield running

@@ -7,7 +7,17 @@ import base64
 import pytest
 from aiohttp import web
 
-from extender.registry.errors import AddressForbidden, DigestMismatch, UnexpectedStatus
+from extender.registry.client import RegistryClient
+from extender.registry.errors import (
+    AddressForbidden,
+    DigestMismatch,
+    RegistryError,
+    Unauthorized,
+    UnexpectedStatus,
+)
+from extender.registry.hosts import HostTable
+from extender.registry.reference import parse
+from extender.registry.transport import Transport
 from extender.resolution import describe_failure
 from tests.integration.conftest import (
     POD,
@@ -18,6 +28,7 @@ from tests.integration.conftest import (
     local_settings,
     pod,
 )
+from tests.support.clock import FakeClock
 from tests.support.faults import OCI_MANIFEST, canonical, sha256
 
 pytestmark = pytest.mark.integration
@@ -79,3 +90,73 @@ async def test_a_digest_whose_body_does_not_hash_to_it_does_not_pin_the_tag(
     faults.registry.image("liar/app", "1", "linux/arm64")  # the registry is fixed
     platforms = await resolver.platforms(f"{faults.host}/liar/app:1", POD)
     assert ["linux/arm64"] == [str(p) for p in platforms]
+
+
+def challenge_with_realm(faults: RunningFaults, path: str, realm: str) -> None:
+    """Answer `path` (HEAD and GET) with 401 naming `realm`."""
+
+    async def refuse(request: web.Request) -> web.StreamResponse:
+        header = f'Bearer realm="{realm}",service="registry"'
+        return web.Response(status=401, headers={"WWW-Authenticate": header})
+
+    for method in ("HEAD", "GET"):
+        faults.registry.route(method, path, refuse)
+
+
+async def test_one_repositorys_bad_challenge_does_not_break_the_other_repositories_on_its_host(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """Repo b names a realm on a forbidden address; repos c and d, anonymous, still resolve."""
+    challenge_with_realm(faults, "/v2/b/app/manifests/1", "http://169.254.169.254/token")
+    for repo in ("c/app", "d/app"):
+        faults.registry.image(repo, "1", "linux/arm64")
+    resolver = await make_resolver(local_settings(faults.host))
+    with pytest.raises(RegistryError):
+        await resolver.platforms(f"{faults.host}/b/app:1", POD)
+    found = [
+        {str(p) for p in await resolver.platforms(f"{faults.host}/{repo}:1", POD)}
+        for repo in ("c/app", "d/app")
+    ]
+    assert [{"linux/arm64"}, {"linux/arm64"}] == found
+
+
+async def test_a_remembered_challenge_expires_so_a_fixed_repository_resolves_again(
+    faults: RunningFaults,
+) -> None:
+    """A bad challenge is used for five minutes at most, not until restart."""
+    challenge_with_realm(faults, "/v2/b/app/manifests/1", "http://169.254.169.254/token")
+    settings = local_settings(faults.host)
+    clock = FakeClock()
+    transport = Transport(settings)
+    client = RegistryClient(transport, HostTable(settings), clock)
+    ref = parse(f"{faults.host}/b/app:1")
+    try:
+        with pytest.raises(RegistryError):
+            await client.resolve_tag(ref, ())
+        faults.registry.routes.pop(("HEAD", "/v2/b/app/manifests/1"))  # fixed: anonymous now
+        digest = faults.registry.image("b/app", "1", "linux/arm64")
+        with pytest.raises(RegistryError):
+            await client.resolve_tag(ref, ())  # still the remembered challenge
+        clock.advance(301)
+        resolved = await client.resolve_tag(ref, ())
+    finally:
+        await client.aclose()
+        await transport.aclose()
+    assert digest == resolved
+
+
+async def test_credentials_never_go_to_a_realm_named_by_a_host_the_registry_redirected_to(
+    faults: RunningFaults,
+    elsewhere: RunningFaults,
+    third: RunningFaults,
+    make_resolver: ResolverFactory,
+) -> None:
+    """A redirects to B, B's 401 names realm C: C never receives A's Basic credentials."""
+    faults.registry.redirect("/v2/app/manifests/1", f"{elsewhere.url}/v2/app/manifests/1")
+    challenge_with_realm(elsewhere, "/v2/app/manifests/1", f"{third.url}/collect")
+    secrets = Secrets({"regcred": dockerconfigjson("regcred", faults.host, "ci", "s3cret-pw")})
+    settings = local_settings(faults.host, elsewhere.host, third.host)
+    resolver = await make_resolver(settings, secrets=secrets)
+    with pytest.raises(Unauthorized):
+        await resolver.platforms(f"{faults.host}/app:1", pod("regcred"))
+    assert [] == [seen.headers.get("Authorization") for seen in third.registry.seen]
