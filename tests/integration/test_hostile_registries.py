@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import time
 
 import pytest
 from aiohttp import web
 
+from extender.placement import Candidate, Policy, decide_filter
+from extender.platforms import normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -29,9 +32,10 @@ from tests.integration.conftest import (
     pod,
 )
 from tests.support.clock import FakeClock
-from tests.support.faults import OCI_MANIFEST, canonical, sha256
+from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
 
 pytestmark = pytest.mark.integration
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 async def test_an_error_body_that_echoes_the_authorization_header_never_reaches_the_reason(
@@ -160,3 +164,40 @@ async def test_credentials_never_go_to_a_realm_named_by_a_host_the_registry_redi
     with pytest.raises(Unauthorized):
         await resolver.platforms(f"{faults.host}/app:1", pod("regcred"))
     assert [] == [seen.headers.get("Authorization") for seen in third.registry.seen]
+
+
+async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """Warm lookups plus a 100-node filter take under 10 ms; each log summary stays short."""
+    # 46 bytes an entry, so 95,001 distinct ones fit under the manifest cap.
+    names = [a + b + c for a in _ALPHABET for b in _ALPHABET for c in _ALPHABET]
+    entries = [
+        {"platform": {"os": _ALPHABET[i % 36], "architecture": names[i // 36]}}
+        for i in range(95_000)
+    ]
+    entries.append({"platform": {"os": "linux", "architecture": "arm64"}})
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
+    faults.registry.manifest("huge/app", "1", index, OCI_INDEX)
+    resolver = await make_resolver(local_settings(faults.host))
+    image = f"{faults.host}/huge/app:1"
+    await resolver.platforms(image, POD)  # cold: parsed once
+    nodes = [
+        Candidate(f"node-{i}", normalize("linux", "arm64" if i % 2 else "amd64"))
+        for i in range(100)
+    ]
+    decide_filter([image], {image: await resolver.platforms(image, POD)}, nodes, Policy())
+    rounds, lines = 20, 0  # above: the first filter indexes the set, once
+    started = time.perf_counter()
+    for _ in range(rounds):
+        platforms = await resolver.platforms(image, POD)
+        decision = decide_filter([image], {image: platforms}, nodes, Policy())
+        summaries = [summarise_platforms(r.image_platforms) for r in decision.rejected]
+        lines = max(len(str(summary)) for summary in summaries)
+    per_call = (time.perf_counter() - started) / rounds
+    assert (95_001, 50, True, True) == (
+        len(platforms),
+        len(decision.passed),
+        per_call < 0.01,
+        lines < 300,
+    )
