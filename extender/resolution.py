@@ -7,12 +7,30 @@ declares what it must provide and bounds how long a request waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from extender.placement import Resolved, Unknown
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
+
+LOOKUP_GRACE_MIN_SECONDS = 1.0
+"""Past its deadline a request's lookups get its deadline again (at least this long), only to
+have the answer cached for the scheduler's next attempt; not a 10 s request timeout."""
+
+lookup_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "lookup_deadline", default=None
+)
+"""The `time.monotonic()` instant by which the current lookup's registry requests must end;
+None outside a request (inspect, audit): then only registry.requestTimeoutSeconds applies."""
+
+
+def lookup_seconds_left() -> float | None:
+    """Seconds left in the current lookup's budget, or None when it has none."""
+    deadline = lookup_deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
 
 
 class PlatformResolver(Protocol):
@@ -52,10 +70,21 @@ class Resolution:
     async def resolve(
         self, images: Iterable[str], pull: PullSecretsRef, deadline: float
     ) -> dict[str, Resolved]:
-        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown."""
-        tasks = {
-            image: asyncio.ensure_future(self.resolver.platforms(image, pull)) for image in images
-        }
+        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
+
+        The lookups (and what they start) may run for `deadline` plus a grace of the same
+        length, at least LOOKUP_GRACE_MIN_SECONDS.
+        """
+        deadline = max(deadline, 0.0)
+        budget = time.monotonic() + deadline + max(deadline, LOOKUP_GRACE_MIN_SECONDS)
+        token = lookup_deadline.set(budget)
+        try:  # tasks copy the context as it is now, budget included
+            tasks = {
+                image: asyncio.ensure_future(self.resolver.platforms(image, pull))
+                for image in images
+            }
+        finally:
+            lookup_deadline.reset(token)
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))

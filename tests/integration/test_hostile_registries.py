@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import time
 
 import pytest
 from aiohttp import web
 
-from extender.placement import Candidate, Policy, decide_filter
+from extender.placement import Candidate, Policy, Unknown, decide_filter
 from extender.platforms import normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
@@ -21,7 +23,7 @@ from extender.registry.errors import (
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse
 from extender.registry.transport import Transport
-from extender.resolution import describe_failure
+from extender.resolution import Resolution, describe_failure
 from tests.integration.conftest import (
     POD,
     ResolverFactory,
@@ -30,6 +32,7 @@ from tests.integration.conftest import (
     dockerconfigjson,
     local_settings,
     pod,
+    serve_faults,
 )
 from tests.support.clock import FakeClock
 from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
@@ -200,4 +203,37 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
         len(decision.passed),
         per_call < 0.01,
         lines < 300,
+    )
+
+
+async def test_eighty_images_on_eight_slow_registries_do_not_starve_a_healthy_one(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """A pod's 80 images hang on 8 hosts; a new image on a healthy host is still known in time.
+
+    And the hung lookups give up at twice the request's deadline, not at the request timeout.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        slow = [await stack.enter_async_context(serve_faults()) for _ in range(8)]
+        images = []
+        for host in slow:
+            for i in range(10):
+                host.registry.slow(f"/v2/app{i}/manifests/1", seconds=30)
+                images.append(f"{host.host}/app{i}:1")
+        faults.registry.image("healthy/app", "1", "linux/arm64")
+        hosts = [faults.host, *(host.host for host in slow)]
+        settings = local_settings(*hosts, request_timeout_seconds=10.0)
+        resolution = Resolution(await make_resolver(settings))
+        started = time.monotonic()
+        hung = await resolution.resolve(images, POD, deadline=1.0)
+        healthy = await resolution.resolve([f"{faults.host}/healthy/app:1"], POD, deadline=1.0)
+        await asyncio.wait(set(resolution._background), timeout=15)  # the hung lookups
+        gave_up = time.monotonic() - started
+        await resolution.aclose()
+    assert (80, {"linux/arm64"}, True) == (
+        sum(isinstance(r, Unknown) for r in hung.values()),
+        {str(p) for p in healthy[f"{faults.host}/healthy/app:1"]}
+        if isinstance(healthy[f"{faults.host}/healthy/app:1"], frozenset)
+        else healthy,
+        gave_up < 4,
     )
