@@ -102,11 +102,13 @@ class RegistrySettings:
     connect_timeout_seconds: float = 3.0
     """Limit on DNS plus TCP (and TLS) connect for one request."""
     request_timeout_seconds: float = 10.0
-    """Limit on one HTTP request from start to the last byte of its body."""
+    """Limit on one HTTP request from start to the last byte of its body; a scheduler call's
+    lookups stop sooner, at its deadline plus a grace as long (at least 1 s)."""
     max_connections: int = 64
-    """Open connections across all registries."""
+    """Open connections across all registries; while several hosts are busy each gets at most
+    an equal share, and one share stays free for a host that is not busy yet."""
     max_connections_per_host: int = 8
-    """Open connections to one registry host."""
+    """Open connections to one registry host, at most (fewer while many hosts are busy)."""
     max_manifest_bytes: int = 4_393_216
     """Largest manifest or index accepted (containerd's limit)."""
     max_config_bytes: int = 8_388_608
