@@ -30,15 +30,19 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
         redis.stop()
 
 
-async def test_a_hung_redis_changes_no_warm_answer_and_adds_no_wait(
-    public_registry: PublishedRegistry, make_resolver: ResolverFactory, own_redis: RedisProcess
+@pytest.mark.parametrize("outage", ["hung", "dead"])
+async def test_a_hung_or_dead_redis_changes_no_warm_answer_and_adds_no_wait(
+    public_registry: PublishedRegistry,
+    make_resolver: ResolverFactory,
+    own_redis: RedisProcess,
+    outage: str,
 ) -> None:
-    """Redis SIGSTOPped with an arm64-only image warm: 15 lookups answer arm64 in milliseconds."""
+    """Redis SIGSTOPped or gone, an arm64-only image warm: 15 lookups answer arm64 in ms."""
     cache = CacheSettings(url=own_redis.url, redis_timeout_seconds=0.5)
     resolver = await make_resolver(local_settings(public_registry.registry.host), cache)
     image = public_registry.catalog.single.reference
     await resolver.platforms(image, POD)
-    own_redis.pause()
+    own_redis.pause() if outage == "hung" else own_redis.stop()
     answers, took = [], []
     for _ in range(15):
         started = time.perf_counter()

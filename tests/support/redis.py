@@ -79,8 +79,9 @@ class RedisProcess:
         os.kill(self.process.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        """SIGCONT the server."""
-        os.kill(self.process.pid, signal.SIGCONT)
+        """SIGCONT the server, if it still runs."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
 
     def client_connections(self) -> int:
         """Established TCP connections to this server's port, as the kernel lists them."""
