@@ -131,7 +131,7 @@ def any_accepts(
     """
     if loose:
         rule = Rule.LOOSE
-    if not isinstance(images, frozenset):
+    if not isinstance(images, frozenset) or len(images) <= _SMALL:
         return any(accepts(node, image, rule=rule) for image in images)
     index = _by_key(images)
     check_version = rule is not Rule.CONTAINERS_IMAGE and node.os == "windows"
@@ -144,7 +144,11 @@ def any_accepts(
     return False
 
 
-@functools.lru_cache(maxsize=1024)
+_SMALL = 16
+"""Sets this small are cheaper to scan than to index (and keep out of the index cache)."""
+
+
+@functools.lru_cache(maxsize=256)
 def _by_key(platforms: frozenset[Platform]) -> dict[_Key, tuple[str, ...]]:
     """An image's entries by (os, arch, variant), with their os.versions; built once per set.
 
@@ -164,7 +168,7 @@ def summarise_platforms(platforms: frozenset[Platform], limit: int = 8) -> list[
     return list(_summary(platforms, limit))
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _summary(platforms: frozenset[Platform], limit: int) -> tuple[str, ...]:
     shown = sorted(str(p) for p in heapq.nsmallest(limit, platforms))
     rest = len(platforms) - len(shown)
