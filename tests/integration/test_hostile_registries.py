@@ -190,14 +190,15 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
         for i in range(100)
     ]
     decide_filter([image], {image: await resolver.platforms(image, POD)}, nodes, Policy())
-    rounds, lines = 20, 0  # above: the first filter indexes the set, once
-    started = time.perf_counter()
-    for _ in range(rounds):
+    took, lines = [], 0  # above: the first filter indexes the set, once
+    for _ in range(21):
+        started = time.perf_counter()
         platforms = await resolver.platforms(image, POD)
         decision = decide_filter([image], {image: platforms}, nodes, Policy())
         summaries = [summarise_platforms(r.image_platforms) for r in decision.rejected]
+        took.append(time.perf_counter() - started)
         lines = max(len(str(summary)) for summary in summaries)
-    per_call = (time.perf_counter() - started) / rounds
+    per_call = sorted(took)[10]  # the median: a garbage collection may land in any round
     assert (95_001, 50, True, True) == (
         len(platforms),
         len(decision.passed),
