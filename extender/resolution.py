@@ -16,20 +16,16 @@ from extender.placement import Resolved, Unknown
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
 
-LOOKUP_GRACE_MIN_SECONDS = 1.0
-"""Past its deadline a request's lookups get its deadline again (at least this long), only to
-have the answer cached for the scheduler's next attempt; not a 10 s request timeout."""
-
-lookup_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "lookup_deadline", default=None
+request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "request_deadline", default=None
 )
-"""The `time.monotonic()` instant by which the current lookup's registry requests must end;
-None outside a request (inspect, audit): then only registry.requestTimeoutSeconds applies."""
+"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
+None outside a request (inspect, audit). The registry layer bounds its requests by it."""
 
 
-def lookup_seconds_left() -> float | None:
-    """Seconds left in the current lookup's budget, or None when it has none."""
-    deadline = lookup_deadline.get()
+def request_seconds_left() -> float | None:
+    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
+    deadline = request_deadline.get()
     return None if deadline is None else deadline - time.monotonic()
 
 
@@ -72,19 +68,17 @@ class Resolution:
     ) -> dict[str, Resolved]:
         """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
 
-        The lookups (and what they start) may run for `deadline` plus a grace of the same
-        length, at least LOOKUP_GRACE_MIN_SECONDS.
+        The lookups carry the deadline (`request_deadline`), so registry requests can be
+        bounded by it rather than by a timeout the request never waits for.
         """
-        deadline = max(deadline, 0.0)
-        budget = time.monotonic() + deadline + max(deadline, LOOKUP_GRACE_MIN_SECONDS)
-        token = lookup_deadline.set(budget)
-        try:  # tasks copy the context as it is now, budget included
+        token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
+        try:  # tasks copy the context as it is now, the deadline included
             tasks = {
                 image: asyncio.ensure_future(self.resolver.platforms(image, pull))
                 for image in images
             }
         finally:
-            lookup_deadline.reset(token)
+            request_deadline.reset(token)
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))

@@ -102,8 +102,10 @@ class RegistrySettings:
     connect_timeout_seconds: float = 3.0
     """Limit on DNS plus TCP (and TLS) connect for one request."""
     request_timeout_seconds: float = 10.0
-    """Limit on one HTTP request from start to the last byte of its body; a scheduler call's
-    lookups stop sooner, at its deadline plus a grace as long (at least 1 s)."""
+    """Limit on one HTTP request from start to the last byte of its body."""
+    lookup_grace_seconds: float = 5.0
+    """How long a scheduler or webhook call's lookups may run past its deadline, only to have
+    the answer cached for the next attempt; their registry requests stop then."""
     max_connections: int = 64
     """Open connections across all registries; while several hosts are busy each gets at most
     an equal share, and one share stays free for a host that is not busy yet."""
@@ -141,6 +143,10 @@ class RegistrySettings:
     def __post_init__(self) -> None:
         _positive(self.connect_timeout_seconds, "connectTimeoutSeconds")
         _positive(self.request_timeout_seconds, "requestTimeoutSeconds")
+        if self.lookup_grace_seconds < 0:
+            raise ValueError(
+                f"lookupGraceSeconds must be 0 or more, got {self.lookup_grace_seconds}"
+            )
         if self.connect_timeout_seconds > self.request_timeout_seconds:
             raise ValueError("connectTimeoutSeconds must not exceed requestTimeoutSeconds")
         for name in (

@@ -1,7 +1,7 @@
 """HTTP for registry requests: bounded, guarded, counted.
 
-Every request has a size cap, connect and total timeouts (the total cut to the lookup's
-budget), and a fair share of the connection pool per host;
+Every request has a size cap, connect and total timeouts (the total cut to the scheduler
+call's deadline plus registry.lookupGraceSeconds), and a fair share of the pool per host;
 redirects are followed by hand so each hop passes the SSRF guard, and Authorization
 never goes to a host other than the one it was meant for.
 """
@@ -34,7 +34,7 @@ from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
 from extender.registry.proxy import routes
 from extender.registry.settings import RegistrySettings
-from extender.resolution import lookup_seconds_left
+from extender.resolution import request_seconds_left
 
 USER_AGENT = "archfit/0.1 (kube-scheduler extender)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -147,15 +147,15 @@ class Transport:
     ) -> Response:
         host = url.raw_authority
         status = "error"
-        left = lookup_seconds_left()
-        if left is not None and left <= 0:
-            self._count(host, method, kind, "timeout")
-            raise Timeout(f"{host}: the lookup's time budget is spent")
-        limit = (
-            self.settings.request_timeout_seconds
-            if left is None
-            else min(left, self.settings.request_timeout_seconds)
-        )
+        limit = self.settings.request_timeout_seconds
+        waiting = request_seconds_left()
+        if waiting is not None:
+            # Past its request's deadline a lookup only fills the cache; it gets the grace.
+            left = waiting + self.settings.lookup_grace_seconds
+            if left <= 0:
+                self._count(host, method, kind, "timeout")
+                raise Timeout(f"{host}: the lookup outlived its request by lookupGraceSeconds")
+            limit = min(limit, left)
         try:
             # The wait for a fair share counts against the same limit as the request.
             async with asyncio.timeout(limit), self._fair.slot(host):
