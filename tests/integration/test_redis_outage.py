@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from extender.metrics import Metrics
 from extender.registry.cache import Store
 from extender.registry.settings import CacheSettings
 from tests.integration.conftest import POD, ResolverFactory, RunningFaults, local_settings
@@ -55,11 +56,12 @@ async def test_a_hung_redis_holds_at_most_the_connection_cap_and_is_then_skipped
     faults: RunningFaults, make_resolver: ResolverFactory, own_redis: RedisProcess
 ) -> None:
     """40 concurrent cold lookups open at most 8 connections; then a new image skips Redis."""
+    metrics = Metrics()
     for i in range(41):
         faults.registry.image(f"app{i}", "1", "linux/arm64")
     own_redis.pause()
     cache = CacheSettings(url=own_redis.url, redis_timeout_seconds=0.5, redis_max_connections=8)
-    resolver = await make_resolver(local_settings(faults.host), cache)
+    resolver = await make_resolver(local_settings(faults.host), cache, metrics)
     peak = 0
 
     async def sample() -> None:
@@ -72,15 +74,21 @@ async def test_a_hung_redis_holds_at_most_the_connection_cap_and_is_then_skipped
     lookups = [resolver.platforms(f"{faults.host}/app{i}:1", POD) for i in range(40)]
     answers = await asyncio.wait_for(asyncio.gather(*lookups), timeout=10)
     sampler.cancel()
-    started = time.perf_counter()
+    failed_before, skipped_before = backend(metrics, "error"), backend(metrics, "skipped")
     late = await resolver.platforms(f"{faults.host}/app40:1", POD)
-    took = time.perf_counter() - started
-    assert (40, True, {"linux/arm64"}, True) == (
+    assert (40, True, {"linux/arm64"}, failed_before, True) == (
         sum(1 for a in answers if {str(p) for p in a} == {"linux/arm64"}),
         peak <= 8,
         {str(p) for p in late},
-        took < 0.2,
+        backend(metrics, "error"),  # the late lookup did not try Redis ...
+        backend(metrics, "skipped") > skipped_before,  # ... it skipped it
     )
+
+
+def backend(metrics: Metrics, result: str) -> float:
+    """How many Redis operations ended with `result` (error, skipped, busy)."""
+    labels = {"kind": "backend", "result": result}
+    return metrics.registry.get_sample_value("archfit_cache_lookups_total", labels) or 0.0
 
 
 async def test_an_open_breaker_makes_no_connection_attempt_until_its_pause_is_over() -> None:
