@@ -49,7 +49,8 @@ async def test_a_hung_or_dead_redis_changes_no_warm_answer_and_adds_no_wait(
         started = time.perf_counter()
         answers.append({str(p) for p in await resolver.platforms(image, POD)})
         took.append(time.perf_counter() - started)
-    assert ([{"linux/arm64"}] * 15, True) == (answers, max(took) < 0.05)
+    # The old code waited the 0.5 s Redis timeout on every call; memory answers in well under 1 ms.
+    assert ([{"linux/arm64"}] * 15, True) == (answers, max(took) < 0.1)
 
 
 async def test_a_hung_redis_holds_at_most_the_connection_cap_and_is_then_skipped(
