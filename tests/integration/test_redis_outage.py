@@ -53,33 +53,28 @@ async def test_a_hung_or_dead_redis_changes_no_warm_answer_and_adds_no_wait(
     assert ([{"linux/arm64"}] * 15, True) == (answers, max(took) < 0.1)
 
 
-async def test_a_hung_redis_holds_at_most_the_connection_cap_and_is_then_skipped(
+async def test_a_hung_redis_gets_at_most_the_connection_cap_and_is_then_skipped(
     faults: RunningFaults, make_resolver: ResolverFactory, own_redis: RedisProcess
 ) -> None:
-    """40 concurrent cold lookups open at most 8 connections; then a new image skips Redis."""
+    """40 concurrent cold lookups make at most 8 + 3 connections to it; then a new image skips it.
+
+    At most 8 at once (the pool's cap); as each times out another may open until 3 failures
+    have opened the breaker, and then none. The old code made 240.
+    """
     metrics = Metrics()
     for i in range(41):
         faults.registry.image(f"app{i}", "1", "linux/arm64")
     own_redis.pause()
     cache = CacheSettings(url=own_redis.url, redis_timeout_seconds=0.5, redis_max_connections=8)
     resolver = await make_resolver(local_settings(faults.host), cache, metrics)
-    peak = 0
-
-    async def sample() -> None:
-        nonlocal peak
-        while True:
-            peak = max(peak, own_redis.client_connections())
-            await asyncio.sleep(0.02)
-
-    sampler = asyncio.ensure_future(sample())
     lookups = [resolver.platforms(f"{faults.host}/app{i}:1", POD) for i in range(40)]
     answers = await asyncio.wait_for(asyncio.gather(*lookups), timeout=10)
-    sampler.cancel()
+    made = own_redis.unaccepted_connections()
     failed_before, skipped_before = backend(metrics, "error"), backend(metrics, "skipped")
     late = await resolver.platforms(f"{faults.host}/app40:1", POD)
     assert (40, True, {"linux/arm64"}, failed_before, True) == (
         sum(1 for a in answers if {str(p) for p in a} == {"linux/arm64"}),
-        peak <= 8,
+        made if made > 8 + 3 else True,  # the count itself when over the bound
         {str(p) for p in late},
         backend(metrics, "error"),  # the late lookup did not try Redis ...
         backend(metrics, "skipped") > skipped_before,  # ... it skipped it

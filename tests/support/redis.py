@@ -83,26 +83,30 @@ class RedisProcess:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGCONT)
 
-    def client_connections(self) -> int:
-        """Established TCP connections to this server's port, as the kernel lists them."""
-        return established_to(self.port)
+    def unaccepted_connections(self) -> int:
+        """Connections waiting in the listen queue: while paused, every connection made to it.
+
+        The kernel completes handshakes for a stopped server and queues them (closed or not)
+        until it accepts them, so this counts connections made since `pause`.
+        """
+        return listen_queue(self.port)
 
     def stop(self) -> None:
         """Terminate the process and wait for it."""
         stop_process(self.process)
 
 
-def established_to(port: int) -> int:
-    """Established loopback TCP connections whose remote end is `port` (/proc/net/tcp)."""
-    count = 0
+def listen_queue(port: int) -> int:
+    """The accept queue length of the loopback listener on `port` (/proc/net/tcp rx_queue)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as lines:
                 next(lines)
                 for line in lines:
                     fields = line.split()
-                    remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-                    count += remote_port == port and fields[3] == "01"
+                    local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                    if local_port == port and fields[3] == "0A":
+                        return int(fields[4].split(":")[1], 16)
         except FileNotFoundError:
             continue
-    return count
+    return 0
