@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import heapq
 import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
@@ -123,10 +124,55 @@ def accepts(
 def any_accepts(
     node: Platform, images: Iterable[Platform], *, rule: Rule = Rule.STRICT, loose: bool = False
 ) -> bool:
-    """Whether any of an image's entries runs on the node under `rule` (see `accepts`)."""
+    """Whether any of an image's entries runs on the node under `rule` (see `accepts`).
+
+    For a frozenset the cost is O(entries the node takes), not O(entries the image has):
+    an index can list tens of thousands of platforms and is judged on every call.
+    """
     if loose:
         rule = Rule.LOOSE
-    return any(accepts(node, image, rule=rule) for image in images)
+    if not isinstance(images, frozenset) or len(images) <= _SMALL:
+        return any(accepts(node, image, rule=rule) for image in images)
+    index = _by_key(images)
+    check_version = rule is not Rule.CONTAINERS_IMAGE and node.os == "windows"
+    for key in _accepted(node, rule):
+        versions = index.get(key)
+        if versions is not None and (
+            not check_version or any(windows_compatible(node.os_version, v) for v in versions)
+        ):
+            return True
+    return False
+
+
+_SMALL = 16
+"""Sets this small are cheaper to scan than to index (and keep out of the index cache)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _by_key(platforms: frozenset[Platform]) -> dict[_Key, tuple[str, ...]]:
+    """An image's entries by (os, arch, variant), with their os.versions; built once per set.
+
+    The cache finds a set again by identity before equality, so a warm lookup is O(1).
+    """
+    index: dict[_Key, list[str]] = {}
+    for p in platforms:
+        index.setdefault((p.os, p.architecture, p.variant), []).append(p.os_version)
+    return {key: tuple(versions) for key, versions in index.items()}
+
+
+def summarise_platforms(platforms: frozenset[Platform], limit: int = 8) -> list[str]:
+    """At most `limit` platforms (sorted), then `+N more`: what a log line shows of a set.
+
+    Computed once per set, so logging a huge index on every node costs a lookup.
+    """
+    return list(_summary(platforms, limit))
+
+
+@functools.lru_cache(maxsize=256)
+def _summary(platforms: frozenset[Platform], limit: int) -> tuple[str, ...]:
+    shown = sorted(str(p) for p in heapq.nsmallest(limit, platforms))
+    rest = len(platforms) - len(shown)
+    return (*shown, f"+{rest} more") if rest > 0 else tuple(shown)
 
 
 _Key = tuple[str, str, str]

@@ -7,12 +7,26 @@ declares what it must provide and bounds how long a request waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from extender.placement import Resolved, Unknown
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
+
+request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "request_deadline", default=None
+)
+"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
+None outside a request (inspect, audit). The registry layer bounds its requests by it."""
+
+
+def request_seconds_left() -> float | None:
+    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
+    deadline = request_deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
 
 
 class PlatformResolver(Protocol):
@@ -52,10 +66,19 @@ class Resolution:
     async def resolve(
         self, images: Iterable[str], pull: PullSecretsRef, deadline: float
     ) -> dict[str, Resolved]:
-        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown."""
-        tasks = {
-            image: asyncio.ensure_future(self.resolver.platforms(image, pull)) for image in images
-        }
+        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
+
+        The lookups carry the deadline (`request_deadline`), so registry requests can be
+        bounded by it rather than by a timeout the request never waits for.
+        """
+        token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
+        try:  # tasks copy the context as it is now, the deadline included
+            tasks = {
+                image: asyncio.ensure_future(self.resolver.platforms(image, pull))
+                for image in images
+            }
+        finally:
+            request_deadline.reset(token)
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))

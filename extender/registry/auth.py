@@ -1,7 +1,9 @@
 """Registry auth: WWW-Authenticate challenges, Bearer tokens and Basic credentials.
 
 Tokens are cached by (realm, service, scope, credential identity) with one fetch in
-flight per key; each host's last challenge is remembered to skip the 401 round trip.
+flight per key. Each repository's last challenge is remembered for a while to skip the
+401 round trip; per repository, so one repository's bad challenge cannot break the others
+on its host, and for a while, so a bad one is not kept until restart.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import yarl
@@ -29,7 +31,9 @@ from extender.registry.transport import Response, Transport
 DEFAULT_EXPIRES_IN = 60
 """Seconds a token lives when the token server does not say (distribution's token spec)."""
 _MAX_TOKENS = 4096
-_MAX_HOSTS = 1024
+_MAX_CHALLENGES = 4096
+CHALLENGE_TTL_SECONDS = 300.0
+"""How long a remembered challenge is used before a fresh 401 is asked for."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _USABLE_TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
@@ -107,9 +111,10 @@ def pull_scope(repository: str) -> str:
 class Authenticator:
     """Works out the Authorization header for a request, fetching tokens as needed."""
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
         self._transport = transport
-        self._challenges: OrderedDict[str, Challenge] = OrderedDict()
+        self._clock = clock
+        self._challenges: OrderedDict[tuple[str, str], tuple[Challenge, float]] = OrderedDict()
         self._tokens: OrderedDict[TokenKey, tuple[str, float]] = OrderedDict()
         self._flights: SingleFlight[TokenKey, tuple[str, float]] = SingleFlight()
 
@@ -118,9 +123,14 @@ class Authenticator:
         await self._flights.aclose()
 
     async def header(self, endpoint: Endpoint, repo: str, cred: Credential | None) -> str | None:
-        """The header to send up front, from the host's remembered challenge, if any."""
-        challenge = self._challenges.get(endpoint.host)
-        if challenge is None:
+        """The header to send up front, from the repository's remembered challenge, if any."""
+        key = (endpoint.host, repo)
+        remembered = self._challenges.get(key)
+        if remembered is None:
+            return None
+        challenge, expires = remembered
+        if expires <= self._clock():
+            del self._challenges[key]
             return None
         return await self._header_for(challenge, endpoint, repo, cred)
 
@@ -145,20 +155,20 @@ class Authenticator:
             return None
         # Prefer Bearer when a registry offers both: it works anonymously too.
         challenge = next((c for c in usable if c.scheme == "bearer"), usable[0])
-        self._remember(endpoint.host, challenge)
+        self._remember((endpoint.host, repo), challenge)
         if sent is not None:
             if not refresh or challenge.scheme != "bearer" or challenge.error != "invalid_token":
                 return None
             self._tokens.pop(self._token_key(challenge, repo, cred), None)
         return await self._header_for(challenge, endpoint, repo, cred)
 
-    def _remember(self, host: str, challenge: Challenge) -> None:
+    def _remember(self, key: tuple[str, str], challenge: Challenge) -> None:
         # Only where tokens come from is worth remembering; error and scope are per answer.
         kept = {k: v for k, v in challenge.params.items() if k in ("realm", "service")}
         remembered = Challenge(challenge.scheme, kept)
-        self._challenges[host] = remembered
-        self._challenges.move_to_end(host)
-        while len(self._challenges) > _MAX_HOSTS:
+        self._challenges[key] = (remembered, self._clock() + CHALLENGE_TTL_SECONDS)
+        self._challenges.move_to_end(key)
+        while len(self._challenges) > _MAX_CHALLENGES:
             self._challenges.popitem(last=False)
 
     async def _header_for(
@@ -182,7 +192,7 @@ class Authenticator:
         """A Bearer token for pulling `repo`, from the cache or the realm."""
         key = self._token_key(challenge, repo, cred)
         cached = self._tokens.get(key)
-        if cached is not None and cached[1] > time.monotonic():
+        if cached is not None and cached[1] > self._clock():
             return cached[0]
         token, _expires = await self._flights.run(key, lambda: self._fetch(key, endpoint, cred))
         return token
@@ -223,7 +233,7 @@ class Authenticator:
                 status=response.status,
             )
         token, expires_in = _token_from(response.body, url.host or "")
-        expires = time.monotonic() + expires_in * 0.9  # renew before the server's clock says so
+        expires = self._clock() + expires_in * 0.9  # renew before the server's clock says so
         self._tokens[key] = (token, expires)
         self._tokens.move_to_end(key)
         while len(self._tokens) > _MAX_TOKENS:

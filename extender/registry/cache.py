@@ -1,129 +1,132 @@
 """The resolver cache: wraps an ImageSource and keeps its Protocol (noe's NewCachedRegistry).
 
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
-seconds. aiocache holds them: in memory with an LRU bound, or in Redis for replicas.
+seconds. Answers live in this process's bounded memory, and, with a Redis URL, also in
+Redis for replicas to share. Memory is asked first, so a hung or dead Redis never
+changes or slows an answer memory already has.
 """
 
 from __future__ import annotations
 
-import urllib.parse
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import orjson
 import structlog
-from aiocache import SimpleMemoryCache
-from aiocache.base import BaseCache
-from aiocache.serializers import NullSerializer, StringSerializer
 
 from extender.metrics import Metrics
 from extender.platforms import normalize
 from extender.registry import errors
+from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
 from extender.registry.flight import SingleFlight
+from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+V = TypeVar("V")
 
 
-class BoundedMemoryCache(SimpleMemoryCache):  # type: ignore[misc]
-    """SimpleMemoryCache with a size bound: the least recently used entry goes first."""
+class BoundedTTLMap(Generic[V]):
+    """A dict with a TTL per entry and a size bound: the least recently used entry goes first.
 
-    def __init__(self, max_entries: int, **kwargs: Any) -> None:
-        super().__init__(serializer=NullSerializer(), **kwargs)
+    Expired entries are dropped when met; the bound caps what the rest can cost.
+    """
+
+    def __init__(self, max_entries: int, clock: Clock = time.monotonic) -> None:
         self._max_entries = max_entries
-        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._clock = clock
+        self._entries: OrderedDict[str, tuple[V, float]] = OrderedDict()
 
-    async def _get(self, key: str, encoding: str = "utf-8", _conn: Any = None) -> object:
-        if key in self._cache:
-            self._cache.move_to_end(key)
-        return self._cache.get(key)
+    def __len__(self) -> int:
+        return len(self._entries)
 
-    async def _set(
-        self, key: str, value: object, ttl: Any = None, _cas_token: Any = None, _conn: Any = None
-    ) -> bool:
-        result: bool = await super()._set(key, value, ttl=ttl, _cas_token=_cas_token, _conn=_conn)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._max_entries:
-            oldest = next(iter(self._cache))
-            await self._delete(oldest)  # also cancels its expiry timer
-        return result
+    def get(self, key: str) -> V | None:
+        """The live value under `key`, or None."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
 
+    def set(self, key: str, value: V, ttl: float) -> None:
+        """Keep `value` for `ttl` seconds."""
+        self._entries[key] = (value, self._clock() + ttl)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
 
-def redis_cache(settings: CacheSettings) -> BaseCache:
-    """An aiocache RedisCache for `settings.url` (needs the `redis` extra installed)."""
-    from aiocache.backends.redis import RedisCache  # optional dependency
-
-    class ClosingRedisCache(RedisCache):  # type: ignore[misc]
-        # aiocache 0.12 calls redis-py APIs that redis-py 5+ deprecates (close, setex);
-        # these two overrides use their replacements.
-        async def _close(self, *args: Any, _conn: Any = None, **kwargs: Any) -> None:
-            await self.client.aclose()
-
-        async def _set(
-            self, key: str, value: Any, ttl: Any = None, _cas_token: Any = None, _conn: Any = None
-        ) -> Any:
-            return await self.client.set(key, value, ex=int(ttl) if ttl else None)
-
-    url = urllib.parse.urlsplit(settings.url)
-    timeout = settings.redis_timeout_seconds
-    return ClosingRedisCache(
-        serializer=StringSerializer(),
-        endpoint=url.hostname or "127.0.0.1",
-        port=url.port or 6379,
-        db=int(url.path.strip("/") or 0),
-        password=urllib.parse.unquote(url.password) if url.password else None,
-        ssl=url.scheme == "rediss",
-        create_connection_timeout=timeout,
-        timeout=timeout,
-        connection_pool_kwargs={"socket_timeout": timeout},
-    )
+    def pop(self, key: str) -> None:
+        """Drop `key` if present."""
+        self._entries.pop(key, None)
 
 
 class Store:
-    """String values with a TTL. A failing or slow backend is a miss, never an error."""
+    """Values with a TTL, in memory first and in Redis if configured.
 
-    def __init__(self, settings: CacheSettings, metrics: Metrics | None = None) -> None:
+    Memory holds decoded values, so a warm answer costs a dict lookup; Redis holds their
+    text. A failing or slow Redis is a miss, never an error.
+    """
+
+    def __init__(
+        self,
+        settings: CacheSettings,
+        metrics: Metrics | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.settings = settings
-        self._metrics = metrics
-        self._backend: Any
-        if settings.is_redis:
-            self._backend = redis_cache(settings)
-        else:
-            self._backend = BoundedMemoryCache(settings.max_entries, timeout=None)
+        self._local: BoundedTTLMap[Any] = BoundedTTLMap(settings.max_entries, clock)
+        self._redis = RedisTier(settings, clock, metrics) if settings.is_redis else None
 
     def key(self, *parts: str) -> str:
         """A namespaced key."""
         return ":".join((self.settings.namespace, *parts))
 
-    async def get(self, key: str) -> str | None:
-        """The value under `key`, or None when absent or the backend fails."""
-        try:
-            value = await self._backend.get(key)
-        except Exception as error:  # any backend trouble (Redis down, timeout) is a miss
-            self._trouble("get", error)
+    async def get(self, key: str, decode: Callable[[str], T], ttl: float) -> T | None:
+        """The value under `key`: from memory, else from Redis (then kept in memory too).
+
+        `ttl` bounds how long a value read from Redis stays in memory.
+        """
+        value: T | None = self._local.get(key)
+        if value is not None or self._redis is None:
+            return value
+        found = await self._redis.get(key)
+        if found is None:
             return None
-        return value if isinstance(value, str) else None
-
-    async def set(self, key: str, value: str, ttl: int) -> None:
-        """Store `value` for `ttl` seconds; backend trouble is logged and ignored."""
+        text, remaining = found
         try:
-            await self._backend.set(key, value, ttl=ttl)
-        except Exception as error:  # a lost write only costs a refetch
-            self._trouble("set", error)
+            decoded = decode(text)
+        except (ValueError, KeyError, TypeError):
+            log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
+            return None
+        self._local.set(key, decoded, min(ttl, remaining) if remaining else ttl)
+        return decoded
 
-    def _trouble(self, operation: str, error: Exception) -> None:
-        log.warning("cache_backend_failed", operation=operation, error=type(error).__name__)
-        if self._metrics is not None:
-            self._metrics.cache_lookups.labels("backend", "error").inc()
+    async def set(self, key: str, value: T, encode: Callable[[T], str], ttl: int) -> None:
+        """Keep `value` for `ttl` seconds, in memory and in Redis."""
+        self._local.set(key, value, ttl)
+        if self._redis is not None:
+            await self._redis.set(key, encode(value), ttl)
+
+    async def delete(self, key: str) -> None:
+        """Forget `key` everywhere."""
+        self._local.pop(key)
+        if self._redis is not None:
+            await self._redis.delete(key)
 
     async def aclose(self) -> None:
-        """Close the backend's connections."""
-        await self._backend.close()
+        """Close Redis connections."""
+        if self._redis is not None:
+            await self._redis.aclose()
 
 
 class CachedSource:
@@ -141,15 +144,22 @@ class CachedSource:
         await self._flights.aclose()
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
-        key = self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
         fetch = lambda: self._inner.digest(ref, creds)  # noqa: E731
-        return await self._cached("tag", key, self._settings.tag_ttl_seconds, fetch, str, str)
+        ttl = self._settings.tag_ttl_seconds
+        return await self._cached("tag", self._tag_key(ref, creds), ttl, fetch, str, str)
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         key = self._store.key("digest", creds.identity, f"{ref.name}@{digest}")
         fetch = lambda: self._inner.facts(ref, digest, creds)  # noqa: E731
         ttl = self._settings.digest_ttl_seconds
         return await self._cached("digest", key, ttl, fetch, _encode_facts, _decode_facts)
+
+    async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
+        """Drop what the tag was said to point at (its digest's body failed verification)."""
+        await self._store.delete(self._tag_key(ref, creds))
+
+    def _tag_key(self, ref: Reference, creds: CredentialChain) -> str:
+        return self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
 
     async def _cached(
         self,
@@ -160,19 +170,15 @@ class CachedSource:
         encode: Callable[[T], str],
         decode: Callable[[str], T],
     ) -> T:
-        hit = await self._store.get(key)
+        hit = await self._store.get(key, decode, ttl)
         if hit is not None:
-            try:
-                value = decode(hit)
-            except (ValueError, KeyError, TypeError):
-                log.warning("cache_entry_unreadable", kind=kind)
-            else:
-                self._count(kind, "hit")
-                return value
-        failure = await self._store.get(f"{key}:failed")
+            self._count(kind, "hit")
+            return hit
+        failure_ttl = self._settings.failure_ttl_seconds
+        failure = await self._store.get(f"{key}:failed", _decode_failure, failure_ttl)
         if failure is not None:
             self._count(kind, "failure")
-            raise _decode_failure(failure)
+            raise failure.error()
         self._count(kind, "miss")
         result: T = await self._flights.run(key, lambda: self._fill(key, ttl, fetch, encode))
         return result
@@ -185,14 +191,37 @@ class CachedSource:
             value = await fetch()
         except errors.RegistryError as error:
             failure_ttl = self._settings.failure_ttl_seconds
-            await self._store.set(f"{key}:failed", _encode_failure(error), failure_ttl)
+            record = Failure.of(error)
+            await self._store.set(f"{key}:failed", record, _encode_failure, failure_ttl)
             raise
-        await self._store.set(key, encode(value), ttl)
+        await self._store.set(key, value, encode, ttl)
         return value
 
     def _count(self, kind: str, result: str) -> None:
         if self._metrics is not None:
             self._metrics.cache_lookup(kind, result)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A remembered failure: raised afresh on each hit, so no traceback piles up."""
+
+    kind: str
+    message: str
+    status: int = 0
+
+    @classmethod
+    def of(cls, error: errors.RegistryError) -> Failure:
+        return cls(type(error).__name__, str(error), getattr(error, "status", 0))
+
+    def error(self) -> errors.RegistryError:
+        """A new exception of the remembered kind."""
+        if self.kind == "UnexpectedStatus":
+            return errors.UnexpectedStatus(self.message, self.status)
+        kind = getattr(errors, self.kind, None)
+        if isinstance(kind, type) and issubclass(kind, errors.RegistryError):
+            return kind(self.message)
+        return errors.RegistryError(self.message)
 
 
 def _encode_facts(facts: ImageFacts) -> str:
@@ -214,20 +243,13 @@ def _decode_facts(text: str) -> ImageFacts:
     return ImageFacts(str(document["m"]), platforms, bool(document["a"]))
 
 
-def _encode_failure(error: errors.RegistryError) -> str:
-    status = getattr(error, "status", 0)
-    return orjson.dumps({"t": type(error).__name__, "m": str(error), "s": status}).decode()
+def _encode_failure(failure: Failure) -> str:
+    return orjson.dumps({"t": failure.kind, "m": failure.message, "s": failure.status}).decode()
 
 
-def _decode_failure(text: str) -> errors.RegistryError:
+def _decode_failure(text: str) -> Failure:
     try:
         document = orjson.loads(text)
-        name, message, status = str(document["t"]), str(document["m"]), int(document["s"])
+        return Failure(str(document["t"]), str(document["m"]), int(document["s"]))
     except (ValueError, KeyError, TypeError):
-        return errors.RegistryError("lookup failed recently (cached failure)")
-    if name == "UnexpectedStatus":
-        return errors.UnexpectedStatus(message, status)
-    kind = getattr(errors, name, None)
-    if isinstance(kind, type) and issubclass(kind, errors.RegistryError):
-        return kind(message)
-    return errors.RegistryError(message)
+        return Failure("RegistryError", "lookup failed recently (cached failure)")

@@ -42,10 +42,12 @@ _MAX_REFUSED = 4096
 class RegistryClient:
     """Reads manifests and blobs; owns nothing but borrows a Transport and HostTable."""
 
-    def __init__(self, transport: Transport, hosts: HostTable) -> None:
+    def __init__(
+        self, transport: Transport, hosts: HostTable, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._transport = transport
         self._hosts = hosts
-        self._auth = Authenticator(transport)
+        self._auth = Authenticator(transport, clock)
         self._settings = transport.settings
         self._refused: OrderedDict[tuple[str, str, str], float] = OrderedDict()
 
@@ -180,6 +182,8 @@ class RegistryClient:
         for _retry in range(2):
             if response.status != 401:
                 break
+            if response.url.origin() != url.origin():
+                raise _redirected_challenge(endpoint, ref, response)
             retry = await self._auth.answer(
                 endpoint, ref.path, cred, response, sent, refresh=not refreshed
             )
@@ -215,6 +219,18 @@ def _check_digest(digest: str, endpoint: Endpoint) -> None:
         parse_digest(digest)
     except InvalidReference as error:
         raise ManifestInvalid(f"{endpoint.host}: {error}") from error
+
+
+def _redirected_challenge(endpoint: Endpoint, ref: Reference, response: Response) -> Unauthorized:
+    """A 401 from a host the registry redirected to: that host's challenge, not the registry's.
+
+    containerd keys challenges by the host that answered (authorizer.go AddResponses) and asks
+    for that host's credentials; the registry's own never go to a realm it did not name.
+    """
+    return Unauthorized(
+        f"{endpoint.host} redirected {ref.path} to {response.url.host}, which asks for"
+        f" credentials; {endpoint.host}'s credentials go only to token realms it names itself"
+    )
 
 
 def _unauthorized(

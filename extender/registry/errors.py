@@ -14,12 +14,36 @@
         ├── DigestMismatch      a body fetched by digest does not hash to it
         └── Schema1Unsupported  a Docker schema 1 manifest (containerd 2.x refuses them)
 
-Messages never carry credentials; bodies are cut with `snippet`.
+Messages never carry credentials: every message passes `redact` (a registry's error body
+may echo the request's headers), and bodies are cut with `snippet`.
 """
 
 from __future__ import annotations
 
+import re
+
 _SNIPPET = 200
+_REDACTED = "[redacted]"
+# What a credential looks like inside an echoed request: a header line, an auth scheme
+# followed by its secret, or a JSON/query field that names one (docker config.json,
+# token answers, OAuth forms).
+_SECRETS = (
+    re.compile(r"(?i)\b((?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)[^\r\n\"',}]*"),
+    re.compile(
+        r"(?i)\b(basic|bearer)(\s+)(?!(?:realm|service|scope|error)\b)[A-Za-z0-9._~+/=-]{4,}"
+    ),
+    re.compile(
+        r"(?i)\b((?:password|passwd|secret|access_token|refresh_token|identitytoken|token|auth)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}&]+"
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """`text` with anything that looks like a credential replaced by `[redacted]`."""
+    text = _SECRETS[0].sub(lambda m: m.group(1) + _REDACTED, text)
+    text = _SECRETS[1].sub(lambda m: m.group(1) + m.group(2) + _REDACTED, text)
+    return _SECRETS[2].sub(lambda m: m.group(1) + _REDACTED, text)
 
 
 def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
@@ -31,6 +55,10 @@ def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
 
 class RegistryError(Exception):
     """Any failure to learn an image's platforms from its registry."""
+
+    def __init__(self, message: str = "") -> None:
+        # Redacted here, once, so no subclass or caller can forget it.
+        super().__init__(redact(message))
 
 
 class InvalidReference(RegistryError, ValueError):

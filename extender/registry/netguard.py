@@ -15,6 +15,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
 from extender.registry.errors import AddressForbidden
+from extender.registry.settings import split_port
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -44,29 +45,45 @@ def is_public(ip: IPAddress) -> bool:
     )
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 class AddressGuard:
-    """Decides which hosts and addresses registry requests may reach."""
+    """Decides which hosts and addresses registry requests may reach.
+
+    An allow-list entry may name a port (`registry.local:5000`); it then allows that port
+    only, so listing one in-cluster registry does not open every other service on its host.
+    """
 
     def __init__(self, allowed: Iterable[str] = ()) -> None:
-        self._networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
-        self._names: set[str] = set()
-        self._suffixes: list[str] = []
+        self._networks: list[tuple[Network, int | None]] = []
+        self._names: list[tuple[str, int | None]] = []
+        self._suffixes: list[tuple[str, int | None]] = []
         for entry in allowed:
+            host, port = split_port(entry)
             try:
-                self._networks.append(ipaddress.ip_network(entry, strict=False))
+                self._networks.append((ipaddress.ip_network(host, strict=False), port))
             except ValueError:
-                name = entry.lower().rstrip(".")
+                name = host.lower().rstrip(".")
                 if name.startswith("*."):
-                    self._suffixes.append(name[1:])
+                    self._suffixes.append((name[1:], port))
                 else:
-                    self._names.add(name)
+                    self._names.append((name, port))
 
-    def name_allowed(self, host: str) -> bool:
-        """Whether a host name is allow-listed, so any address it resolves to is fine."""
+    def name_allowed(self, host: str, port: int | None = None) -> bool:
+        """Whether a host name is allow-listed (on `port`), so any address it resolves to is fine.
+
+        With `port` None only entries without a port count.
+        """
         name = host.lower().rstrip(".")
-        return name in self._names or any(name.endswith(s) for s in self._suffixes)
+        return any(
+            name == listed and _port_matches(allowed, port) for listed, allowed in self._names
+        ) or any(
+            name.endswith(suffix) and _port_matches(allowed, port)
+            for suffix, allowed in self._suffixes
+        )
 
-    def listed(self, host: str) -> bool:
+    def listed(self, host: str, port: int | None = None) -> bool:
         """Whether `host` (a name or a literal IP) is named by the allow-list itself.
 
         Stricter than passing the guard: a public address passes but is not listed.
@@ -74,18 +91,25 @@ class AddressGuard:
         try:
             ip = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
         except ValueError:
-            return self.name_allowed(host)
-        return any(ip in net for net in self._networks if ip.version == net.version)
+            return self.name_allowed(host, port)
+        return self._in_networks(ip, port)
 
-    def address_allowed(self, ip: IPAddress) -> bool:
-        """Whether a connection to `ip` is allowed."""
+    def address_allowed(self, ip: IPAddress, port: int | None = None) -> bool:
+        """Whether a connection to `ip` (on `port`) is allowed."""
         if is_public(ip):
             return True
-        candidates: list[IPAddress] = [ip]
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            candidates.append(ip.ipv4_mapped)
+        if self._in_networks(ip, port):
+            return True
+        return (
+            isinstance(ip, ipaddress.IPv6Address)
+            and ip.ipv4_mapped is not None
+            and self._in_networks(ip.ipv4_mapped, port)
+        )
+
+    def _in_networks(self, ip: IPAddress, port: int | None) -> bool:
         return any(
-            c in net for c in candidates for net in self._networks if c.version == net.version
+            ip.version == net.version and ip in net and _port_matches(allowed, port)
+            for net, allowed in self._networks
         )
 
     def check_url(self, url: yarl.URL) -> None:
@@ -105,7 +129,7 @@ class AddressGuard:
             if legacy is None:
                 return
             ip = legacy
-        if "%" in host or not self.address_allowed(ip):
+        if "%" in host or not self.address_allowed(ip, url.port):
             raise AddressForbidden(
                 f"refusing to contact {host}: not a public address; {ALLOW_HINT}"
             )
@@ -133,9 +157,9 @@ class GuardedResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
-        if self._guard.name_allowed(host):
+        if self._guard.name_allowed(host, port):
             return results
-        allowed = [r for r in results if self._guard.address_allowed(_ip(r["host"]))]
+        allowed = [r for r in results if self._guard.address_allowed(_ip(r["host"]), port)]
         if not allowed:
             raise AddressForbidden(
                 f"refusing to contact {host[:100]}: it resolves only to non-public addresses;"
@@ -145,6 +169,11 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def _port_matches(allowed: int | None, port: int | None) -> bool:
+    """An entry without a port allows every port; one with a port allows only it."""
+    return allowed is None or allowed == port
 
 
 def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:

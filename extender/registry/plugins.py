@@ -272,6 +272,10 @@ class CredentialPlugins:
         await self._flights.aclose()
 
 
+_REAP_SECONDS = 5.0
+"""Longest wait for a killed plugin's pipes to close and its exit to be reaped."""
+
+
 async def _communicate(
     process: asyncio.subprocess.Process, request: bytes, cap: int
 ) -> tuple[bytes, bytes, int]:
@@ -323,5 +327,12 @@ async def _kill_group(process: asyncio.subprocess.Process) -> None:
     """Kill what is left of the plugin's process group, and reap the plugin."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        await process.wait()
+    # On Python 3.11 wait() returns only once every pipe is closed (base_subprocess.py
+    # _call_connection_lost), and a pipe whose reader stopped at its cap stays open: drain
+    # them to EOF, which the kill makes near. Bounded, so a stray holder cannot hang us.
+    with contextlib.suppress(TimeoutError, ProcessLookupError):
+        async with asyncio.timeout(_REAP_SECONDS):
+            for stream in (process.stdout, process.stderr):
+                while stream is not None and await stream.read(65_536):
+                    pass
+            await process.wait()

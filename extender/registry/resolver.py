@@ -14,7 +14,7 @@ from extender.pods import PullSecretsRef
 from extender.registry.cache import CachedSource, Store
 from extender.registry.client import RegistryClient
 from extender.registry.credentials import CredentialChain
-from extender.registry.errors import NoCredentials, Unauthorized
+from extender.registry.errors import DigestMismatch, NoCredentials, Unauthorized
 from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
 from extender.registry.plugins import CredentialPlugins
@@ -64,7 +64,14 @@ class RegistryResolver:
         creds = await self._keychain.credentials(ref, pull)
         try:
             digest = ref.digest or await self._source.digest(ref, creds)
-            facts = await self._source.facts(ref, digest, creds)
+            try:
+                facts = await self._source.facts(ref, digest, creds)
+            except DigestMismatch:
+                if not ref.digest:
+                    # The registry named a digest it cannot serve: its tag answer is as
+                    # suspect as the body, so the next lookup asks for the tag again.
+                    await self._source.forget_tag(ref, creds)
+                raise
         except Unauthorized as error:
             if creds:
                 raise

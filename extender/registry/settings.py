@@ -103,10 +103,14 @@ class RegistrySettings:
     """Limit on DNS plus TCP (and TLS) connect for one request."""
     request_timeout_seconds: float = 10.0
     """Limit on one HTTP request from start to the last byte of its body."""
+    lookup_grace_seconds: float = 5.0
+    """How long a scheduler or webhook call's lookups may run past its deadline, only to have
+    the answer cached for the next attempt; their registry requests stop then."""
     max_connections: int = 64
-    """Open connections across all registries."""
+    """Open connections across all registries; while several hosts are busy each gets at most
+    an equal share, and one share stays free for a host that is not busy yet."""
     max_connections_per_host: int = 8
-    """Open connections to one registry host."""
+    """Open connections to one registry host, at most (fewer while many hosts are busy)."""
     max_manifest_bytes: int = 4_393_216
     """Largest manifest or index accepted (containerd's limit)."""
     max_config_bytes: int = 8_388_608
@@ -123,7 +127,8 @@ class RegistrySettings:
     insecureSkipVerify: false, mirrors: [{url: https://mirror.local, capabilities: [pull,
     resolve]}]}}."""
     allowed_networks: tuple[str, ...] = ()
-    """CIDRs, addresses or host names that may be private (in-cluster registries)."""
+    """CIDRs, addresses or host names that may be private (in-cluster registries); an address
+    or name may carry a port (`registry.local:5000`, `[fd00::5]:5000`) to allow only that port."""
     docker_config_path: str = ""
     """A mounted docker `config.json` whose credentials apply to every pod, tried last."""
     pull_secret_ttl_seconds: float = 30.0
@@ -138,6 +143,10 @@ class RegistrySettings:
     def __post_init__(self) -> None:
         _positive(self.connect_timeout_seconds, "connectTimeoutSeconds")
         _positive(self.request_timeout_seconds, "requestTimeoutSeconds")
+        if self.lookup_grace_seconds < 0:
+            raise ValueError(
+                f"lookupGraceSeconds must be 0 or more, got {self.lookup_grace_seconds}"
+            )
         if self.connect_timeout_seconds > self.request_timeout_seconds:
             raise ValueError("connectTimeoutSeconds must not exceed requestTimeoutSeconds")
         for name in (
@@ -154,7 +163,10 @@ class RegistrySettings:
         _positive(self.pull_secret_ttl_seconds, "pullSecretTtlSeconds")
         for entry in self.allowed_networks:
             if not _valid_allowed(entry):
-                raise ValueError(f"allowedNetworks entry {entry!r} is not a CIDR, IP or host name")
+                raise ValueError(
+                    f"allowedNetworks entry {entry!r} is not a CIDR, IP or host name"
+                    " (with an optional :port)"
+                )
         for host in self.hosts:
             if not host or "/" in host or host != host.strip():
                 raise ValueError(f"hosts key {host!r} must be a registry host[:port]")
@@ -179,15 +191,22 @@ class CacheSettings:
     url: str = field(default="memory://", repr=False)  # may carry a Redis password
     """`memory://` (or empty) for this process only; `redis://host:6379/0` to share."""
     max_entries: int = 10_000
-    """Most entries kept in memory; the least recently used go first."""
+    """Most entries kept in this process's memory, which is asked before Redis; the least
+    recently used go first."""
     tag_ttl_seconds: int = 300
     """How long a tag's digest is trusted before asking the registry again."""
     digest_ttl_seconds: int = 604_800
     """How long a digest's platforms are kept (digest bodies never change)."""
     failure_ttl_seconds: int = 10
     """How long a failed lookup is remembered, so a broken registry is not hammered."""
-    redis_timeout_seconds: float = 1.0
-    """Limit on one Redis operation; a slow Redis is skipped, never waited on."""
+    redis_timeout_seconds: float = 0.25
+    """Limit on one Redis operation (connect included); a slower one counts as a miss."""
+    redis_max_connections: int = 16
+    """Most connections open to Redis; a lookup that finds none free skips Redis, never waits."""
+    redis_breaker_failures: int = 3
+    """Redis failures in a row after which Redis is skipped, at no cost per lookup."""
+    redis_breaker_open_seconds: float = 10.0
+    """How long Redis is skipped after that; then one lookup probes it again."""
     namespace: str = "archfit"
     """Prefix of every key, so replicas of one deployment share and others do not."""
 
@@ -198,9 +217,17 @@ class CacheSettings:
             raise ValueError(f"url must be memory:// or redis://..., got scheme {scheme!r}")
         if scheme != "memory" and not parts.path.strip("/").isdigit() and parts.path.strip("/"):
             raise ValueError("url: the path of a redis URL must be a database number")
-        for name in ("max_entries", "tag_ttl_seconds", "digest_ttl_seconds", "failure_ttl_seconds"):
+        for name in (
+            "max_entries",
+            "tag_ttl_seconds",
+            "digest_ttl_seconds",
+            "failure_ttl_seconds",
+            "redis_timeout_seconds",
+            "redis_max_connections",
+            "redis_breaker_failures",
+            "redis_breaker_open_seconds",
+        ):
             _positive(getattr(self, name), _camel(name))
-        _positive(self.redis_timeout_seconds, "redisTimeoutSeconds")
 
     @property
     def is_redis(self) -> bool:
@@ -228,13 +255,33 @@ def _valid_proxy(url: str) -> bool:
     )
 
 
+def split_port(entry: str) -> tuple[str, int | None]:
+    """`host:port`, `1.2.3.4:port` or `[::1]:port` into its host and port; else (entry, None).
+
+    A bare IPv6 address or CIDR has colons but no port.
+    """
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":")
+        return (host, int(port)) if rest.startswith(":") and port.isdigit() else (entry, None)
+    head, colon, tail = entry.rpartition(":")
+    if colon and ":" not in head and tail.isdigit():
+        return head, int(tail)
+    return entry, None
+
+
 def _valid_allowed(entry: str) -> bool:
+    host, port = split_port(entry)
+    if port is not None and not 0 < port < 65536:
+        return False
     try:
-        ipaddress.ip_network(entry, strict=False)
-        return True
+        network = ipaddress.ip_network(host, strict=False)
     except ValueError:
         pass
-    name = entry.removeprefix("*.")
+    else:
+        # A port narrows one address, not a range: `10.0.0.0/8:5000` is refused.
+        return port is None or network.num_addresses == 1
+    name = host.removeprefix("*.")
     return bool(name) and all(
         label and len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
         for label in name.split(".")

@@ -38,6 +38,10 @@ class ImageSource(Protocol):
         """The facts of the manifest stored under `digest` in the reference's repository."""
         ...
 
+    async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
+        """Drop any remembered digest of the reference's tag."""
+        ...
+
 
 class RegistrySource:
     """Asks the registry over HTTP."""
@@ -48,6 +52,9 @@ class RegistrySource:
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
         return await self._client.resolve_tag(ref, creds.items)
+
+    async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
+        """Nothing is remembered here."""
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         body, content_type = await self._client.manifest(ref, digest, creds.items)

@@ -1,12 +1,14 @@
 """HTTP for registry requests: bounded, guarded, counted.
 
-Every request has a size cap, connect and total timeouts and a per-host connection limit;
+Every request has a size cap, connect and total timeouts (the total cut to the scheduler
+call's deadline plus registry.lookupGraceSeconds), and a fair share of the pool per host;
 redirects are followed by hand so each hop passes the SSRF guard, and Authorization
 never goes to a host other than the one it was meant for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import socket
@@ -27,10 +29,12 @@ from extender.registry.errors import (
     UnexpectedStatus,
     Unreachable,
 )
+from extender.registry.fairshare import FairShare
 from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
 from extender.registry.proxy import routes
 from extender.registry.settings import RegistrySettings
+from extender.resolution import request_seconds_left
 
 USER_AGENT = "archfit/0.1 (kube-scheduler extender)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -64,7 +68,7 @@ class Transport:
         self.guard = guard or AddressGuard(settings.allowed_networks)
         self.proxies = routes(settings.proxy, os.environ if environ is None else environ)
         for proxy in (self.proxies.https, self.proxies.http):
-            if proxy is not None and not self.guard.listed(proxy.host or ""):
+            if proxy is not None and not self.guard.listed(proxy.host or "", proxy.port):
                 # The proxy reaches what archfit must not; trusting it is a choice to write down.
                 raise ValueError(
                     f"registry.proxy: proxy host {proxy.host!r} must be listed in"
@@ -74,6 +78,7 @@ class Transport:
         self._target_check = GuardedResolver(self.guard)
         self._metrics = metrics
         self._host_labels: set[str] = set()
+        self._fair = FairShare(settings.max_connections, settings.max_connections_per_host)
         connector = aiohttp.TCPConnector(
             limit=settings.max_connections,
             limit_per_host=settings.max_connections_per_host,
@@ -142,22 +147,33 @@ class Transport:
     ) -> Response:
         host = url.raw_authority
         status = "error"
+        limit = self.settings.request_timeout_seconds
+        waiting = request_seconds_left()
+        if waiting is not None:
+            # Past its request's deadline a lookup only fills the cache; it gets the grace.
+            left = waiting + self.settings.lookup_grace_seconds
+            if left <= 0:
+                self._count(host, method, kind, "timeout")
+                raise Timeout(f"{host}: the lookup outlived its request by lookupGraceSeconds")
+            limit = min(limit, left)
         try:
-            proxy = self.proxies.for_url(url) if self.proxies else None
-            if proxy is not None:
-                await self._check_proxied_target(url)
-            async with self._session.request(
-                method, url, headers=headers, allow_redirects=False, ssl=tls, proxy=proxy
-            ) as response:
-                status = str(response.status)
-                self._note_ratelimit(host, response.headers)
-                limit = cap if response.status < 300 else self.settings.max_error_bytes
-                body = (
-                    b""  # a HEAD answer's Content-Length describes the GET body
-                    if method == "HEAD"
-                    else await _read(response, limit, strict=response.status < 300, host=host)
-                )
-                return Response(response.status, response.headers, body, url)
+            # The wait for a fair share counts against the same limit as the request.
+            async with asyncio.timeout(limit), self._fair.slot(host):
+                proxy = self.proxies.for_url(url) if self.proxies else None
+                if proxy is not None:
+                    await self._check_proxied_target(url)
+                async with self._session.request(
+                    method, url, headers=headers, allow_redirects=False, ssl=tls, proxy=proxy
+                ) as response:
+                    status = str(response.status)
+                    self._note_ratelimit(host, response.headers)
+                    most = cap if response.status < 300 else self.settings.max_error_bytes
+                    body = (
+                        b""  # a HEAD answer's Content-Length describes the GET body
+                        if method == "HEAD"
+                        else await _read(response, most, strict=response.status < 300, host=host)
+                    )
+                    return Response(response.status, response.headers, body, url)
         except RegistryError:
             raise
         except TimeoutError as error:
@@ -180,9 +196,9 @@ class Transport:
         resolved by us unless we ask. Literal IPs were checked by `check_url` already.
         """
         host = url.host or ""
-        if _is_ip(host) or self.guard.name_allowed(host):
-            return
         port = url.port or (443 if url.scheme == "https" else 80)
+        if _is_ip(host) or self.guard.name_allowed(host, port):
+            return
         try:
             await self._target_check.resolve(host, port, family=socket.AF_UNSPEC)
         except OSError as error:

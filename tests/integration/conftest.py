@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import structlog
 from aiohttp.test_utils import TestServer
 
 from extender.metrics import Metrics
@@ -65,6 +66,14 @@ def pod(*names: str) -> PullSecretsRef:
 ResolverFactory = Callable[..., Awaitable[RegistryResolver]]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """Undo `archfit` CLI runs' logging setup: it binds the test's captured stdout, which
+    pytest closes afterwards, and a later test's log line would fail on it."""
+    yield
+    structlog.reset_defaults()
+
+
 @pytest.fixture
 async def make_resolver() -> AsyncIterator[ResolverFactory]:
     """Build resolvers with `await make_resolver(settings, cache=..., metrics=..., secrets=...)`.
@@ -102,7 +111,8 @@ class RunningFaults:
 
 
 @contextlib.asynccontextmanager
-async def _running() -> AsyncIterator[RunningFaults]:
+async def serve_faults() -> AsyncIterator[RunningFaults]:
+    """Serve a new scripted FaultRegistry on its own port for the duration of the block."""
     registry = FaultRegistry()
     server = TestServer(registry.app(), host="127.0.0.1")
     await server.start_server()
@@ -115,12 +125,19 @@ async def _running() -> AsyncIterator[RunningFaults]:
 @pytest.fixture
 async def faults() -> AsyncIterator[RunningFaults]:
     """A misbehaving registry on 127.0.0.1, scripted by the test."""
-    async with _running() as running:
+    async with serve_faults() as running:
         yield running
 
 
 @pytest.fixture
 async def elsewhere() -> AsyncIterator[RunningFaults]:
     """A second scripted server on another port (another origin), e.g. object storage."""
-    async with _running() as running:
+    async with serve_faults() as running:
+        yield running
+
+
+@pytest.fixture
+async def third() -> AsyncIterator[RunningFaults]:
+    """A third scripted server on its own port, e.g. a token realm a redirect target names."""
+    async with serve_faults() as running:
         yield running

@@ -164,13 +164,16 @@ async def test_public_repo_on_a_token_registry_works_anonymously(
     assert expected == ({str(p) for p in platforms}, users)
 
 
-async def test_one_token_serves_every_request_of_a_repository_and_the_challenge_is_remembered(
+async def test_one_token_serves_every_request_of_a_repository_whose_challenge_is_remembered(
     token_registry: PublishedRegistry,
     make_resolver: ResolverFactory,
     token_server: TokenServer,
     token_policy: TokenPolicy,
 ) -> None:
-    """Token cached per scope; after the first 401 the host's challenge skips the round trip."""
+    """Token cached per scope; after a repository's first 401 its challenge skips the round trip.
+
+    Challenges are remembered per repository, so each repository pays one 401 (issue 13).
+    """
     registry = token_registry.registry
     host = registry.host
     resolver = await make_resolver(local_settings(host))
@@ -178,7 +181,7 @@ async def test_one_token_serves_every_request_of_a_repository_and_the_challenge_
     await resolver.platforms(f"{host}/public/single:1.0", pod())  # HEAD, GET, blob: 1 token
     await resolver.platforms(f"{host}/public/amd64:1.0", pod())  # another repo: 1 more token
     statuses = [r.status for r in registry.requests_since(mark)]
-    expected = (2, [401, 200, 200, 200, 200, 200, 200])
+    expected = (2, [401, 200, 200, 200, 401, 200, 200, 200])
     assert expected == (len(token_server.requests), statuses)
 
 

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from extender.registry.cache import BoundedMemoryCache, Store
+from extender.registry.cache import BoundedTTLMap, Store
 from extender.registry.settings import CacheSettings
 from tests.integration.conftest import POD, ResolverFactory, local_settings
+from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
 from tests.support.registry import free_port
 
@@ -45,24 +46,23 @@ async def test_a_dead_redis_is_a_cache_miss_not_a_failure(
     assert {"linux/amd64"} == {str(p) for p in platforms}
 
 
-async def test_the_memory_cache_drops_the_least_recently_used_entry_beyond_its_bound() -> None:
-    """aiocache's SimpleMemoryCache has no bound; ours keeps max_entries."""
-    cache = BoundedMemoryCache(max_entries=3)
+def test_the_memory_tier_drops_the_least_recently_used_entry_beyond_its_bound() -> None:
+    """The in-process tier keeps max_entries."""
+    cache: BoundedTTLMap[str] = BoundedTTLMap(max_entries=3)
     for key in ("a", "b", "c"):
-        await cache.set(key, key, ttl=60)
-    await cache.get("a")  # a is now the most recently used
-    await cache.set("d", "d", ttl=60)
-    found = [await cache.get(key) for key in ("a", "b", "c", "d")]
-    await cache.close()
-    assert ["a", None, "c", "d"] == found
+        cache.set(key, key, ttl=60)
+    cache.get("a")  # a is now the most recently used
+    cache.set("d", "d", ttl=60)
+    assert ["a", None, "c", "d"] == [cache.get(key) for key in ("a", "b", "c", "d")]
 
 
 async def test_the_memory_store_expires_entries_after_their_ttl() -> None:
     """A failure remembered for a moment is gone after it."""
-    store = Store(CacheSettings(max_entries=10))
-    await store.set("k", "v", ttl=1)
-    before = await store.get("k")
-    await asyncio.sleep(1.1)
-    after = await store.get("k")
+    clock = FakeClock()
+    store = Store(CacheSettings(max_entries=10), clock=clock)
+    await store.set("k", "v", str, ttl=1)
+    before = await store.get("k", str, ttl=1)
+    clock.advance(1.01)
+    after = await store.get("k", str, ttl=1)
     await store.aclose()
     assert ("v", None) == (before, after)

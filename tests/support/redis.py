@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -72,6 +74,39 @@ class RedisProcess:
             sock.sendall(b"FLUSHALL\r\n")
             sock.recv(16)
 
+    def pause(self) -> None:
+        """SIGSTOP the server: it still accepts connections (the kernel does) but never answers."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the server, if it still runs."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
+    def unaccepted_connections(self) -> int:
+        """Connections waiting in the listen queue: while paused, every connection made to it.
+
+        The kernel completes handshakes for a stopped server and queues them (closed or not)
+        until it accepts them, so this counts connections made since `pause`.
+        """
+        return listen_queue(self.port)
+
     def stop(self) -> None:
         """Terminate the process and wait for it."""
         stop_process(self.process)
+
+
+def listen_queue(port: int) -> int:
+    """The accept queue length of the loopback listener on `port` (/proc/net/tcp rx_queue)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                    if local_port == port and fields[3] == "0A":
+                        return int(fields[4].split(":")[1], 16)
+        except FileNotFoundError:
+            continue
+    return 0

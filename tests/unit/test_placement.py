@@ -151,7 +151,10 @@ def test_auto_matching_judges_each_node_by_its_runtimes_rule(matching, image, pa
 
 
 def test_each_platform_and_rule_pair_is_judged_once_per_request():
-    """A thousand nodes of one platform and two runtimes cost two judgements, not a thousand."""
+    """A thousand nodes of one platform and two runtimes cost two judgements, not a thousand.
+
+    Each judgement reads the image's set at most once (frozensets are read once, ever).
+    """
     nodes = [Candidate(f"n{i}", parse("linux/arm64"), (Rule.LOOSE, Rule.STRICT)[i % 2])
              for i in range(1000)]  # fmt: skip
     calls = []
@@ -162,7 +165,7 @@ def test_each_platform_and_rule_pair_is_judged_once_per_request():
             return super().__iter__()
 
     decision = decide_filter(["a"], {"a": Counting(ARMV7)}, nodes, Policy())
-    assert (2, 500, 500) == (len(calls), len(decision.passed), len(decision.rejected))
+    assert (True, 500, 500) == (len(calls) <= 2, len(decision.passed), len(decision.rejected))
 
 
 def test_a_rejection_names_the_rule_the_node_was_judged_by():

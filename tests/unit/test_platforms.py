@@ -287,3 +287,28 @@ def test_any_accepts_takes_the_rule_and_the_older_loose_flag():
         any_accepts(node, images, rule=Rule.LOOSE),
         any_accepts(node, images, loose=True),
     )
+
+
+def test_a_large_set_is_judged_through_its_index_exactly_as_entry_by_entry():
+    """Index lookups and a scan of every entry agree for every node and rule (Windows too)."""
+
+    entries = [normalize("linux", f"fake{i}") for i in range(40)] + [
+        normalize("linux", "arm", "v6"),
+        normalize("linux", "amd64", "v2"),
+        normalize("windows", "amd64", "", "10.0.17763.1"),
+    ]
+    images = frozenset(entries)
+    nodes = [
+        normalize("linux", "arm", "v7"),
+        normalize("linux", "arm64"),
+        normalize("linux", "amd64", "v3"),
+        normalize("linux", "amd64"),
+        normalize("windows", "amd64", "", "10.0.17763.5"),
+        normalize("windows", "amd64", "", "10.0.20348.1"),
+    ]
+    judged = [
+        (any_accepts(n, images, rule=r), any(accepts(n, e, rule=r) for e in entries))
+        for n in nodes
+        for r in Rule
+    ]
+    assert [(scan, scan) for _, scan in judged] == judged
