@@ -27,6 +27,7 @@ from extender.platforms import parse as parse_platform
 from extender.pods import PodError, PodFacts, facts
 from extender.services import Services
 from extender.tls import ReloadingCertificate
+from extender.wire_json import JsonError
 
 log = structlog.get_logger("archfit")
 
@@ -143,7 +144,11 @@ async def _admit(
     if mutation.unknown:
         metrics.unknown_images.labels("fail-open").inc(len(mutation.unknown))
     explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
-    return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
+    try:
+        return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
+    except JsonError as error:  # affinity copied from a pod nested deeper than JSON allows
+        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        return render_allowed(review.uid)
 
 
 def _with_namespace(pod: Mapping[str, Any], namespace: str) -> dict[str, Any]:
@@ -168,8 +173,8 @@ def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts
     annotations = metadata.get("annotations") or {}
     if isinstance(annotations, Mapping) and _MIRROR_ANNOTATION in annotations:
         return "mirror_pod"
-    owners = metadata.get("ownerReferences") or ()
-    if any(
+    owners = metadata.get("ownerReferences")
+    if isinstance(owners, list) and any(
         isinstance(o, Mapping) and o.get("kind") == "DaemonSet" and o.get("controller") is True
         for o in owners
     ):
