@@ -20,8 +20,10 @@ from aiohttp import web
 from extender import explain
 from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
 from extender.config import Settings
+from extender.listener import BodyTimeout, ConnectionGuard, GuardedSite, client_problem, read_body
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
+from extender.once import OncePerCause
 from extender.platforms import Platform, Rule
 from extender.platforms import parse as parse_platform
 from extender.pods import PodError, PodFacts, facts
@@ -55,6 +57,13 @@ def base_rules(settings: Settings) -> MutationRules:
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
     app = web.Application(client_max_size=settings.server.max_body_bytes)
+    app[_WARNINGS] = OncePerCause()
+    app[_GUARD] = ConnectionGuard(
+        settings.server.header_timeout_seconds,
+        settings.server.max_connections,
+        metrics,
+        app[_WARNINGS],
+    )
     app[_SETTINGS] = settings
     app[_METRICS] = metrics
     app[_SERVICES] = services
@@ -66,6 +75,8 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
 _SETTINGS = web.AppKey("webhook_settings", Settings)
 _METRICS = web.AppKey("webhook_metrics", Metrics)
 _SERVICES = web.AppKey("webhook_services", Services)
+_WARNINGS = web.AppKey("webhook_warnings", OncePerCause)
+_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
 
 
 async def mutate_handler(request: web.Request) -> web.Response:
@@ -76,26 +87,35 @@ async def mutate_handler(request: web.Request) -> web.Response:
     structlog.contextvars.bind_contextvars(
         request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb="mutate"
     )
+    warnings = app[_WARNINGS]
     try:
-        review = parse_review(await request.read())
+        body = await read_body(request, settings.server.body_timeout_seconds)
+        review = parse_review(body)
     except WireError as error:
         # kube-apiserver never sends this; failurePolicy Ignore admits the pod anyway.
-        log.warning("bad_request", path=request.path, problem=str(error))
+        client_problem(metrics, warnings, "bad_request", path=request.path, problem=str(error))
         metrics.admissions.labels("bad_request").inc()
         return web.json_response({"error": str(error)}, status=400)
     except web.HTTPRequestEntityTooLarge as error:
-        log.warning("bad_request", path=request.path, problem=error.reason)
+        client_problem(metrics, warnings, "bad_request", path=request.path, problem=error.reason)
         metrics.admissions.labels("bad_request").inc()
         return web.json_response({"error": error.reason}, status=413)
+    except (BodyTimeout, ConnectionResetError) as error:
+        cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
+        client_problem(metrics, warnings, cause, path=request.path)
+        response = web.json_response({"error": "request body not received"}, status=408)
+        response.force_close()
+        return response
     try:
-        body = await _admit(review, settings, metrics, services, app[RULES], started)
-    except Exception:
+        answer = await _admit(review, settings, metrics, services, app[RULES], started)
+    except Exception as error:
         # archfit's own failure must never stop a pod: allow it unchanged, loudly.
-        log.exception("admission_internal_error", uid=review.uid)
+        if warnings.admit(f"admission_internal_error:{type(error).__name__}:{error}") is not None:
+            log.exception("admission_internal_error", uid=review.uid)
         metrics.admissions.labels("error").inc()
-        body = render_allowed(review.uid)
+        answer = render_allowed(review.uid)
     metrics.admission_seconds.observe(time.perf_counter() - started)
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=answer, content_type="application/json")
 
 
 async def _admit(
@@ -212,11 +232,12 @@ async def serving(
         # Start anyway: the files may appear later (a Secret volume being synced),
         # and the watcher below picks them up. /readyz says so meanwhile.
         log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
-    runner = web.AppRunner(create_webhook_app(settings, metrics, services), access_log=None)
+    app = create_webhook_app(settings, metrics, services)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
     try:
-        site = web.TCPSite(runner, hook.host, hook.port, ssl_context=certificate.context)
+        site = GuardedSite(runner, hook.host, hook.port, app[_GUARD], certificate.context)
         try:
             await site.start()
         except OSError as error:
