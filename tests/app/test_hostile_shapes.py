@@ -13,7 +13,6 @@ import orjson
 from structlog.testing import capture_logs
 
 from tests.app.conftest import StaticNodes, settings
-from tests.app.test_webhook import Start, review, start  # noqa: F401 (a fixture)
 from tests.objects import args_full, args_names, node, pod
 
 
@@ -65,19 +64,6 @@ async def test_a_skip_annotation_nested_900_levels_deep_is_a_400(make_client):
         response = await client.post("/scheduler/filter", data=encode(body))
     assert 400 == response.status
     assert "archfit.io/skip" in orjson.loads(await response.read())["error"]
-    assert [] == errors(logs)
-
-
-async def test_the_webhook_admits_deeply_nested_pods_unchanged_without_an_error(start: Start):
-    """A deep skip annotation and a deep nodeAffinity leave the pod unchanged, logged as warnings."""
-    hook = await start()
-    skip = pod("acme/amd:1", annotations={"archfit.io/skip": nested(900)})
-    affinity = pod("acme/amd:1")
-    affinity["spec"]["affinity"] = {"nodeAffinity": {"x": nested(900)}}
-    with capture_logs() as logs:
-        answers = [(await hook.call(encode(review(obj))))["response"] for obj in (skip, affinity)]
-    assert [True, True] == [a["allowed"] for a in answers]
-    assert [False, False] == ["patch" in a for a in answers]
     assert [] == errors(logs)
 
 
