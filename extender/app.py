@@ -23,7 +23,14 @@ from aiohttp import web
 from extender import explain
 from extender.config import Settings
 from extender.gc_schedule import collect_periodically
-from extender.listener import BodyTimeout, ClientNoise, ConnectionGuard, client_problem, read_body
+from extender.listener import (
+    BodyTimeout,
+    ClientNoise,
+    ConnectionGuard,
+    answer_and_close,
+    client_problem,
+    read_body,
+)
 from extender.metrics import Metrics, tally_request_lookups
 from extender.once import OncePerCause
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
@@ -345,9 +352,9 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
         return _json(render_error(_NO_NODE_INDEX))
     except BodyTimeout:
         _problem(request, "body_timeout")
-        response = web.json_response({"error": "request body too slow"}, status=408)
-        response.force_close()
-        return response
+        return await answer_and_close(
+            request, web.json_response({"error": "request body too slow"}, status=408)
+        )
     except ConnectionResetError:
         # The client went away mid-body: nobody is left to answer.
         _problem(request, "disconnected")

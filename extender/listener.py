@@ -39,6 +39,17 @@ async def read_body(request: web.Request, seconds: float) -> bytes:
         raise BodyTimeout from error
 
 
+async def answer_and_close(request: web.Request, response: web.Response) -> web.Response:
+    """Send `response`, then close the connection: the rest of a body that never came is
+    not waited for (aiohttp would linger to read it)."""
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    if request.transport is not None:
+        request.transport.close()
+    return response
+
+
 def client_problem(metrics: Metrics, warnings: OncePerCause, cause: str, **fields: Any) -> None:
     """Count a client's (or a configuration's) problem, and log it once per cause."""
     metrics.client_problems.labels(cause).inc()

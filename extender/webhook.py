@@ -20,7 +20,14 @@ from aiohttp import web
 from extender import explain
 from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
 from extender.config import Settings
-from extender.listener import BodyTimeout, ConnectionGuard, GuardedSite, client_problem, read_body
+from extender.listener import (
+    BodyTimeout,
+    ConnectionGuard,
+    GuardedSite,
+    answer_and_close,
+    client_problem,
+    read_body,
+)
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
 from extender.once import OncePerCause
@@ -103,9 +110,9 @@ async def mutate_handler(request: web.Request) -> web.Response:
     except (BodyTimeout, ConnectionResetError) as error:
         cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
         client_problem(metrics, warnings, cause, path=request.path)
-        response = web.json_response({"error": "request body not received"}, status=408)
-        response.force_close()
-        return response
+        return await answer_and_close(
+            request, web.json_response({"error": "request body not received"}, status=408)
+        )
     try:
         answer = await _admit(review, settings, metrics, services, app[RULES], started)
     except Exception as error:
