@@ -98,8 +98,9 @@ class Metrics:
         )
         self.client_problems = Counter(
             "archfit_client_problems",
-            "Requests and connections refused, by cause: bad_request, no_node_index, "
-            "disconnected, malformed_http, body_timeout, header_timeout, connection_limit.",
+            "Client mistakes and configuration problems, by cause: bad_request, no_node_index, "
+            "disconnected, malformed_http, body_timeout, header_timeout, connection_limit, "
+            "admission_unreadable_pod.",
             ["cause"],
             registry=r,
         )

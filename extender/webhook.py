@@ -114,7 +114,7 @@ async def mutate_handler(request: web.Request) -> web.Response:
             request, web.json_response({"error": "request body not received"}, status=408)
         )
     try:
-        answer = await _admit(review, settings, metrics, services, app[RULES], started)
+        answer = await _admit(review, settings, metrics, warnings, services, app[RULES], started)
     except Exception as error:
         # archfit's own failure must never stop a pod: allow it unchanged, loudly.
         if warnings.admit(f"admission_internal_error:{type(error).__name__}:{error}") is not None:
@@ -129,6 +129,7 @@ async def _admit(
     review: AdmissionRequest,
     settings: Settings,
     metrics: Metrics,
+    warnings: OncePerCause,
     services: Services,
     rules: MutationRules,
     started: float,
@@ -141,7 +142,9 @@ async def _admit(
         pod_facts = facts(pod)
     except PodError as error:
         # The API server's validation will answer the client; nothing to add here.
-        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
         metrics.admissions.labels("skipped").inc()
         return render_allowed(review.uid)
     structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
@@ -159,7 +162,9 @@ async def _admit(
     try:
         mutation = decide_mutation(pod, pod_facts.images, resolved, rules)
     except ShapeError as error:
-        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
         metrics.admissions.labels("skipped").inc()
         return render_allowed(review.uid)
     dry_run = settings.policy.mode == "dry-run" or review.dry_run
@@ -174,7 +179,9 @@ async def _admit(
     try:
         return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
     except JsonError as error:  # affinity copied from a pod nested deeper than JSON allows
-        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
         return render_allowed(review.uid)
 
 
