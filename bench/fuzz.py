@@ -302,7 +302,8 @@ async def main(args: argparse.Namespace) -> None:
             sent, statuses, samples = await soak(archfit, args.rate, args.soak_seconds)
             rss = [r for _, r in samples]
             print(
-                f"soak: {sent} filter calls at {args.rate}/s for {args.soak_seconds:.0f} s, each a new failing tag"
+                f"soak: {sent} filter calls at {args.rate}/s for {args.soak_seconds:.0f} s, "
+                "each a new failing tag"
             )
             print(f"  answers by status: {dict(sorted(statuses.items()))}")
             print(
