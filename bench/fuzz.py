@@ -145,6 +145,7 @@ class Tally:
         self.statuses: Counter[int] = Counter()
         self.closed = 0
         self.hung = 0
+        self.cut_off = 0
 
 
 async def _connect(
@@ -188,6 +189,7 @@ async def _worker(
             writer.write(whole[: len(whole) // 2])
             await writer.drain()
             writer.close()
+            tally.cut_off += 1
             continue
         if roll < 0.05:
             job: tuple[bytes, bool] = (rng.choice(_BROKEN_HTTP), False)
@@ -275,41 +277,22 @@ async def soak(
 
 
 def _slope_mb_per_minute(samples: list[tuple[float, int]]) -> float:
-    """Least-squares slope of RSS over the soak's second half (after warm-up), MB a minute."""
-    half = samples[len(samples) // 2 :]
-    n = len(half)
-    mean_t = sum(t for t, _ in half) / n
-    mean_r = sum(r for _, r in half) / n
-    var = sum((t - mean_t) ** 2 for t, _ in half)
-    cov = sum((t - mean_t) * (r - mean_r) for t, r in half)
+    """Least-squares slope of RSS over `samples`, MB a minute."""
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_r = sum(r for _, r in samples) / n
+    var = sum((t - mean_t) ** 2 for t, _ in samples)
+    cov = sum((t - mean_t) * (r - mean_r) for t, r in samples)
     return cov / var * 60 / 1e6 if var else 0.0
 
 
 async def main(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp, running(Path(tmp), webhook=True) as archfit:
-        tally, latencies, elapsed = await fuzz(archfit, args.requests, args.workers, args.seed)
-        alive = archfit.process.poll() is None
-        print(f"fuzz: {tally.sent} requests in {elapsed:.1f} s ({tally.sent / elapsed:.0f}/s)")
-        print(f"  answers by status: {dict(sorted(tally.statuses.items()))}")
-        fives = sum(n for s, n in tally.statuses.items() if s >= 500)
-        print(f"  5xx: {fives}   hung: {tally.hung}   closed by archfit: {tally.closed}")
-        print(f"  archfit crashed: {0 if alive else 1}")
-        print(
-            f"  good request beside it: {len(latencies)} calls, max {max(latencies) * 1e3:.1f} ms, "
-            f"p99 {sorted(latencies)[int(len(latencies) * 0.99)] * 1e3:.1f} ms"
-        )
+    server = {"gcIntervalSeconds": args.gc_interval}
+    with tempfile.TemporaryDirectory() as tmp, running(Path(tmp), server, webhook=True) as archfit:
+        if args.requests > 0:
+            await _fuzz_and_print(archfit, args)
         if args.soak_seconds > 0:
-            sent, statuses, samples = await soak(archfit, args.rate, args.soak_seconds)
-            rss = [r for _, r in samples]
-            print(
-                f"soak: {sent} filter calls at {args.rate}/s for {args.soak_seconds:.0f} s, "
-                "each a new failing tag"
-            )
-            print(f"  answers by status: {dict(sorted(statuses.items()))}")
-            print(
-                f"  RSS {rss[0] / 1e6:.1f} -> {rss[-1] / 1e6:.1f} MB (max {max(rss) / 1e6:.1f}); "
-                f"slope over the second half {_slope_mb_per_minute(samples):+.2f} MB/min"
-            )
+            await _soak_and_print(archfit, args)
         print(f"  archfit still running at the end: {archfit.process.poll() is None}")
         levels: Counter[str] = Counter()
         for line in archfit.log_lines():
@@ -321,6 +304,38 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  archfit's log lines by level: {dict(levels)}")
 
 
+async def _fuzz_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    tally, latencies, elapsed = await fuzz(archfit, args.requests, args.workers, args.seed)
+    alive = archfit.process.poll() is None
+    print(f"fuzz: {tally.sent} requests in {elapsed:.1f} s ({tally.sent / elapsed:.0f}/s)")
+    print(f"  answers by status: {dict(sorted(tally.statuses.items()))}")
+    fives = sum(n for s, n in tally.statuses.items() if s >= 500)
+    print(
+        f"  5xx: {fives}   hung: {tally.hung}   closed by archfit: {tally.closed}   "
+        f"cut off by the client on purpose: {tally.cut_off}"
+    )
+    print(f"  archfit crashed: {0 if alive else 1}")
+    print(
+        f"  good request beside it: {len(latencies)} calls, max {max(latencies) * 1e3:.1f} ms, "
+        f"p99 {sorted(latencies)[int(len(latencies) * 0.99)] * 1e3:.1f} ms"
+    )
+
+
+async def _soak_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    sent, statuses, samples = await soak(archfit, args.rate, args.soak_seconds)
+    rss = [r for _, r in samples]
+    print(
+        f"soak: {sent} filter calls at {args.rate}/s for {args.soak_seconds:.0f} s, "
+        "each a new failing tag"
+    )
+    print(f"  answers by status: {dict(sorted(statuses.items()))}")
+    print(
+        f"  RSS {rss[0] / 1e6:.1f} -> {rss[-1] / 1e6:.1f} MB (max {max(rss) / 1e6:.1f}); "
+        f"slope {_slope_mb_per_minute(samples):+.2f} MB/min, over the second half "
+        f"{_slope_mb_per_minute(samples[len(samples) // 2 :]):+.2f} MB/min"
+    )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -328,4 +343,7 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=int, default=200, help="soak requests a second")
     parser.add_argument("--soak-seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--gc-interval", type=float, default=60.0, help="server.gcIntervalSeconds (0: off)"
+    )
     asyncio.run(main(parser.parse_args()))

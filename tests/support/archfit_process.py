@@ -20,13 +20,8 @@ from pathlib import Path
 import yaml
 
 from tests.support.process import stop
+from tests.support.registry import free_port
 from tests.support.tls import make_serving_cert
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -97,19 +92,22 @@ def running(
         )
     archfit = Archfit(process, port, webhook_port, ca_file, log_path)
     try:
-        _wait_listening(archfit, port)
-        if webhook:
-            _wait_listening(archfit, webhook_port)
+        try:
+            wait_listening(port, process)
+            if webhook:
+                wait_listening(webhook_port, process)
+        except AssertionError as error:
+            raise AssertionError("\n".join(archfit.log_lines())) from error
         yield archfit
     finally:
         stop(process)
 
 
-def _wait_listening(archfit: Archfit, port: int) -> None:
+def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Wait until `port` accepts connections; fail if `process` exits or 30 s pass."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if archfit.process.poll() is not None:
-            raise AssertionError("archfit exited:\n" + "\n".join(archfit.log_lines()))
+        assert process.poll() is None, process.stderr.read() if process.stderr else "exited"
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
