@@ -37,7 +37,7 @@ class ServerSettings:
     prefix: str = "/scheduler"
     """Path prefix of the verbs: the `urlPrefix` path in KubeSchedulerConfiguration."""
     max_body_bytes: int = 32 * 1024 * 1024
-    """Largest request body accepted; larger ones get 413. Fits 5,000 full Nodes of up to 6.7 KB."""
+    """Largest request body accepted; larger ones get 413. Fits 5,000 full Nodes of 6.7 KB each."""
     header_timeout_seconds: float = 10.0
     """A new connection must finish its TLS handshake and first request's headers within this."""
     body_timeout_seconds: float = 10.0
