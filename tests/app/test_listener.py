@@ -141,3 +141,18 @@ def test_a_huge_body_does_not_stall_a_concurrent_good_request(tmp_path: Path):
             attacker.join(timeout=30)
     assert max(latencies) < 0.5, max(latencies)
     assert [400] == statuses
+
+
+def test_the_webhook_listener_closes_slow_handshakes_and_slow_headers(tmp_path: Path):
+    """On the TLS listener: a client that never starts TLS, and one that trickles its
+    headers after it, are both closed after headerTimeoutSeconds."""
+    with running(tmp_path, {"headerTimeoutSeconds": 1}, webhook=True) as archfit:
+        silent = socket.create_connection(("127.0.0.1", archfit.webhook_port), timeout=10)
+        slow = archfit.connect_webhook()
+        try:
+            slow.sendall(b"POST /mutate HTTP/1.1\r\nHost: a\r\n")
+            closed = [is_closed(silent, seconds=4), is_closed(slow, seconds=4)]
+        finally:
+            silent.close()
+            slow.close()
+    assert [True, True] == closed
