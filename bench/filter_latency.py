@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.objects import args_full, args_names, node, pod  # noqa: E402
+from tests.support.archfit_process import wait_listening  # noqa: E402
+from tests.support.registry import free_port  # noqa: E402
 
 MULTI = "registry.example.com/acme/api:1.2"
 AMD = "registry.example.com/acme/worker:3.1"
@@ -86,23 +87,6 @@ async def measure(port: int, verb: str, body: bytes, requests: int) -> list[floa
     return timings
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("bench server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=300)
@@ -117,7 +101,7 @@ def main() -> None:
         port = free_port()
         child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(count)])
         try:
-            wait_ready(port)
+            wait_listening(port, child)
             all_nodes = nodes(count)
             names = [n["metadata"]["name"] for n in all_nodes]
             cases = [

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from extender import wire_json
+
 API_VERSION = "admission.k8s.io/v1"
 
 
@@ -46,9 +48,9 @@ class AdmissionRequest:
 def parse_review(body: bytes) -> AdmissionRequest:
     """Decode an AdmissionReview body. Raises WireError naming the problem."""
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise WireError(f"body is not valid JSON: {error}") from error
+        data = wire_json.loads(body)
+    except wire_json.JsonError as error:
+        raise WireError(str(error)) from error
     if not isinstance(data, dict):
         raise WireError("body must be a JSON object (AdmissionReview)")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != "AdmissionReview":
@@ -79,11 +81,14 @@ def parse_review(body: bytes) -> AdmissionRequest:
 def render_allowed(
     uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[str] = ()
 ) -> bytes:
-    """An AdmissionReview that allows the object, applying `patch` (RFC 6902) if any."""
+    """An AdmissionReview that allows the object, applying `patch` (RFC 6902) if any.
+
+    Raises wire_json.JsonError when the patch (parts of the pod copied) cannot be encoded.
+    """
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(list(patch))).decode("ascii")
+        response["patch"] = base64.b64encode(wire_json.dumps(list(patch))).decode("ascii")
     if warnings:
         response["warnings"] = list(warnings)
     return orjson.dumps(

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import logging
 import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import structlog
@@ -20,7 +22,17 @@ from aiohttp import web
 
 from extender import explain
 from extender.config import Settings
+from extender.gc_schedule import collect_periodically
+from extender.listener import (
+    BodyTimeout,
+    ClientNoise,
+    ConnectionGuard,
+    answer_and_close,
+    client_problem,
+    read_body,
+)
 from extender.metrics import Metrics, tally_request_lookups
+from extender.once import OncePerCause
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
 from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.resolution import PlatformResolver
@@ -45,6 +57,8 @@ METRICS = web.AppKey("metrics", Metrics)
 SERVICES = web.AppKey("services", Services)
 WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
 SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
+WARNINGS = web.AppKey("warnings", OncePerCause)
+GUARD = web.AppKey("connection_guard", ConnectionGuard)
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
 
@@ -64,6 +78,13 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
+    app[WARNINGS] = OncePerCause()
+    app[GUARD] = ConnectionGuard(
+        settings.server.header_timeout_seconds,
+        settings.server.max_connections,
+        app[METRICS],
+        app[WARNINGS],
+    )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, app[METRICS], resolver, nodes) as services:
@@ -71,6 +92,8 @@ def create_app(
             yield
 
     app.cleanup_ctx.append(services_ctx)
+    app.cleanup_ctx.append(_quiet_client_noise)
+    app.cleanup_ctx.append(_periodic_gc)
     if settings.server.tls:
         certificate = ReloadingCertificate(settings.server.cert_file, settings.server.key_file)
         try:
@@ -121,7 +144,7 @@ async def _decode(request: web.Request, verb: str) -> _Call:
     structlog.contextvars.bind_contextvars(
         request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb=verb
     )
-    args = parse_args(await request.read())
+    args = parse_args(await read_body(request, settings.server.body_timeout_seconds))
     pod = facts(args.pod)
     structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
     skip = skip_reason(pod, settings.policy.excluded_namespaces)
@@ -300,32 +323,77 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def _errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Map domain errors to HTTP answers, in one place."""
+    """Map domain errors to HTTP answers, in one place.
+
+    Every error is answered here, none left to aiohttp: its 500 closes the connection, and
+    requests pipelined behind would get no answer.
+    """
+    app = request.app
     try:
         return await handler(request)
     except (WireError, PodError) as error:
-        # The client's mistake: answer 400 and log at warning, never error.
-        log.warning("bad_request", path=request.path, problem=str(error))
-        _count_bad(request)
+        # The client's mistake: answer 400 and warn, once per cause.
+        _problem(request, "bad_request", problem=str(error))
         return web.json_response({"error": str(error)}, status=400)
     except _NoNodeIndex:
         # Misconfiguration, not a rejection: Error makes it an extender error
         # that shows in the scheduler's log and the pod's event.
-        log.error("no_node_index", hint=_NO_NODE_INDEX)
-        _count_bad(request)
+        _problem(request, "no_node_index", hint=_NO_NODE_INDEX)
         return _json(render_error(_NO_NODE_INDEX))
+    except BodyTimeout:
+        _problem(request, "body_timeout")
+        return await answer_and_close(
+            request, web.json_response({"error": "request body too slow"}, status=408)
+        )
+    except ConnectionResetError:
+        # The client went away mid-body: nobody is left to answer.
+        _problem(request, "disconnected")
+        response = web.Response(status=400)
+        response.force_close()
+        return response
     except web.HTTPException as error:
         if error.status in (405, 413):
-            log.warning("bad_request", path=request.path, problem=error.reason)
-            _count_bad(request)
+            _problem(request, "bad_request", problem=error.reason)
             return web.json_response({"error": error.reason}, status=error.status)
         raise
+    except Exception as error:
+        # archfit's own defect: say so loudly, but keep the connection for what follows.
+        if app[WARNINGS].admit(f"internal_error:{type(error).__name__}:{error}") is not None:
+            log.exception("internal_error", path=request.path)
+        _count_bad(request, "internal_error")
+        return web.json_response({"error": "internal error"}, status=500)
 
 
-def _count_bad(request: web.Request) -> None:
+def _problem(request: web.Request, cause: str, **fields: Any) -> None:
+    app = request.app
+    client_problem(app[METRICS], app[WARNINGS], cause, path=request.path, **fields)
+    _count_bad(request)
+
+
+async def _quiet_client_noise(app: web.Application) -> AsyncIterator[None]:
+    """aiohttp logs malformed HTTP and lost clients as errors with tracebacks: make them
+    throttled warnings, counted, while this app runs."""
+    noise = ClientNoise(app[METRICS], app[WARNINGS])
+    server_log = logging.getLogger("aiohttp.server")
+    server_log.addFilter(noise)
+    yield
+    server_log.removeFilter(noise)
+
+
+async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
+    interval = app[SETTINGS].server.gc_interval_seconds
+    task = asyncio.create_task(collect_periodically(interval)) if interval > 0 else None
+    yield
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _count_bad(request: web.Request, outcome: str = "bad_request") -> None:
     verb = request.path.rsplit("/", 1)[-1]
     if verb in ("filter", "prioritize"):
-        request.app[METRICS].requests.labels(verb, "bad_request").inc()
+        request.app[METRICS].requests.labels(verb, outcome).inc()
 
 
 def _policy(settings: Settings) -> Policy:

@@ -86,7 +86,6 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     import platform
 
     import structlog
-    from aiohttp import web
 
     from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
     from extender.kube.client import KubeConfigError
@@ -115,15 +114,7 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     certificate = app.get(SERVER_CERTIFICATE)
     tune_gc()
     try:
-        web.run_app(
-            app,
-            host=settings.server.host,
-            port=settings.server.port,
-            ssl_context=certificate.context if certificate else None,
-            shutdown_timeout=settings.server.shutdown_grace_seconds,
-            access_log=None,  # the summary line per request says more
-            print=None,
-        )
+        asyncio.run(_run_until_signalled(app, certificate.context if certificate else None))
     except KubeConfigError as error:
         print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
         return 2
@@ -141,6 +132,39 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
         )
         return 1
     return 0
+
+
+async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
+    """Serve `app` through a guarded listener until SIGTERM or SIGINT, then drain.
+
+    What web.run_app does, except that the listener is extender.listener's, which caps
+    connections and times out slow headers.
+    """
+    import signal
+
+    from aiohttp import web
+
+    from extender.app import GUARD, SETTINGS
+    from extender.listener import GuardedSite
+
+    server = app[SETTINGS].server
+    runner = web.AppRunner(
+        app,
+        access_log=None,  # the summary line per request says more
+        shutdown_timeout=server.shutdown_grace_seconds,
+        handle_signals=False,
+    )
+    await runner.setup()
+    try:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        site = GuardedSite(runner, server.host, server.port, app[GUARD], ssl_context)
+        await site.start()
+        await stop.wait()
+    finally:
+        await runner.cleanup()
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import structlog
 from extender.metrics import Metrics
 from extender.mutation import Mutation
 from extender.placement import Candidate, FilterDecision, Policy, Resolved, ScoreDecision, Unknown
-from extender.platforms import Platform
+from extender.platforms import Platform, summarise_platforms
 from extender.pods import PodFacts
 
 log = structlog.get_logger("archfit")
@@ -36,7 +36,7 @@ def filtered(
         if key not in shown:
             shown[key] = (
                 str(rejection.node_platform),
-                sorted(str(p) for p in rejection.image_platforms),
+                summarise_platforms(rejection.image_platforms),
             )
         node_platform, image_platforms = shown[key]
         log.info(

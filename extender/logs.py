@@ -52,6 +52,39 @@ def configure(
             logger_factory=structlog.BytesLoggerFactory(file=out.buffer),
             cache_logger_on_first_use=True,
         )
-    # aiohttp and kubernetes log through the standard library; keep their noise
-    # at warning and route it to stderr as plain lines.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(message)s")
+    _route_stdlib(out, _LEVELS[level], console, shared)
+
+
+def _route_stdlib(
+    out: TextIO, level: int, console: bool, shared: list[structlog.typing.Processor]
+) -> None:
+    """aiohttp and kubernetes log through the standard library: render their records the
+    same way (one JSON line each, a traceback as a field), at warning and above."""
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer()
+        if console
+        else structlog.processors.JSONRenderer(serializer=_json_text)
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            *shared,
+            structlog.stdlib.add_logger_name,
+            structlog.stdlib.ExtraAdder(),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *([] if console else [structlog.processors.format_exc_info]),
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(level, logging.WARNING))
+
+
+def _json_text(value: object, **_: object) -> str:
+    return orjson.dumps(value, default=str).decode()

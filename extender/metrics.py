@@ -96,6 +96,14 @@ class Metrics:
             ["provider", "outcome"],
             registry=r,
         )
+        self.client_problems = Counter(
+            "archfit_client_problems",
+            "Client mistakes and configuration problems, by cause: bad_request, no_node_index, "
+            "disconnected, malformed_http, body_timeout, header_timeout, connection_limit, "
+            "admission_unreadable_pod.",
+            ["cause"],
+            registry=r,
+        )
         self.nodes_known = Gauge("archfit_node_index_nodes", "Nodes in the node index.", registry=r)
         self.admissions = Counter(
             "archfit_admission_reviews",

@@ -270,7 +270,10 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
     affinity = _mapping(spec.get("affinity"), "spec.affinity")
     node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
-    copied = copy.deepcopy(dict(node_affinity))
+    try:
+        copied = copy.deepcopy(dict(node_affinity))
+    except RecursionError as error:
+        raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
     required = _mapping(
         copied.get("requiredDuringSchedulingIgnoredDuringExecution"), "requiredDuringScheduling"
     )

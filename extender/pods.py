@@ -5,7 +5,7 @@ Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,14 @@ from extender.platforms import normalize
 
 SKIP_ANNOTATION = "archfit.io/skip"
 PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
+
+# Bounds on the lists archfit walks, far above any real pod: each image costs a registry
+# lookup, so a pod with a million containers must be refused, not resolved.
+MAX_CONTAINERS = 1_000
+"""Containers, and init containers, per pod."""
+MAX_PULL_SECRETS = 1_000
+MAX_ANNOTATIONS = 10_000
+"""The API server caps a pod's annotations at 256 KiB in all, so 10,000 is already absurd."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +61,7 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
         metadata.get("generateName"), "Pod.metadata.generateName"
     )
     annotations = _mapping(metadata.get("annotations"), "Pod.metadata.annotations")
+    _bounded(annotations, "Pod.metadata.annotations", MAX_ANNOTATIONS)
     return PodFacts(
         namespace=namespace,
         name=name,
@@ -63,7 +72,10 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
             service_account=_string(spec.get("serviceAccountName"), "Pod.spec.serviceAccountName")
             or "default",
         ),
-        skip=str(annotations.get(SKIP_ANNOTATION, "")).strip().lower() == "true",
+        skip=_string(annotations.get(SKIP_ANNOTATION), f"annotations[{SKIP_ANNOTATION}]")
+        .strip()
+        .lower()
+        == "true",
         prefer_arch=prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION)),
     )
 
@@ -91,6 +103,7 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
             continue
         if not isinstance(containers, list):
             raise PodError(f"Pod.spec.{key} must be a list")
+        _bounded(containers, f"Pod.spec.{key}", MAX_CONTAINERS)
         for index, container in enumerate(containers):
             where = f"Pod.spec.{key}[{index}]"
             image = _string(_mapping(container, where).get("image"), f"{where}.image").strip()
@@ -118,12 +131,18 @@ def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     if not isinstance(refs, list):
         raise PodError("Pod.spec.imagePullSecrets must be a list")
+    _bounded(refs, "Pod.spec.imagePullSecrets", MAX_PULL_SECRETS)
     names: list[str] = []
     for index, ref in enumerate(refs):
         name = _string(_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
         if name:
             names.append(name)
     return tuple(names)
+
+
+def _bounded(value: Sized, where: str, limit: int) -> None:
+    if len(value) > limit:
+        raise PodError(f"{where} has {len(value)} entries, more than any real pod ({limit})")
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:

@@ -10,9 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from extender import wire_json
 
 MAX_PRIORITY = 10
+
+MAX_NODES = 10_000
+"""Candidates one call may carry: twice the 5,000 nodes Kubernetes is tested to scale to."""
 
 
 class WireError(ValueError):
@@ -35,9 +38,9 @@ class ExtenderArgs:
 def parse_args(body: bytes) -> ExtenderArgs:
     """Decode and check an ExtenderArgs body. Raises WireError naming the problem."""
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise WireError(f"body is not valid JSON: {error}") from error
+        data = wire_json.loads(body)
+    except wire_json.JsonError as error:
+        raise WireError(str(error)) from error
     if not isinstance(data, dict):
         raise WireError("body must be a JSON object (ExtenderArgs)")
     pod = data.get("Pod")
@@ -52,6 +55,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
     if names_raw is not None:
         if not isinstance(names_raw, list) or not all(type(n) is str for n in names_raw):
             raise WireError("NodeNames must be a list of strings")
+        _check_count("NodeNames", len(names_raw))
         return ExtenderArgs(pod=pod, nodes=None, node_names=names_raw)
     if not isinstance(nodes_raw, dict):
         raise WireError("Nodes must be an object (v1.NodeList)")
@@ -60,6 +64,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
         items = []
     if not isinstance(items, list):
         raise WireError("Nodes.items must be a list")
+    _check_count("Nodes.items", len(items))
     for index, node in enumerate(items):
         if not isinstance(node, dict):
             raise WireError(f"Nodes.items[{index}] must be an object (v1.Node)")
@@ -68,6 +73,11 @@ def parse_args(body: bytes) -> ExtenderArgs:
             raise WireError(f"Nodes.items[{index}].metadata.name is missing")
     meta = {k: v for k, v in nodes_raw.items() if k != "items"}
     return ExtenderArgs(pod=pod, nodes=items, node_names=None, node_list_meta=meta)
+
+
+def _check_count(where: str, count: int) -> None:
+    if count > MAX_NODES:
+        raise WireError(f"{where} lists {count} nodes, more than any cluster has ({MAX_NODES})")
 
 
 def node_name(node: Mapping[str, Any]) -> str:
@@ -109,12 +119,16 @@ def render_filter(
         keep = set(passed)
         kept = [node for node in args.nodes or () if node_name(node) in keep]
         result["Nodes"] = {**args.node_list_meta, "items": kept}
-    return orjson.dumps(result)
+    try:
+        return wire_json.dumps(result)
+    except wire_json.JsonError as error:
+        # Only a body nested deeper than any Node gets here: the client's mistake.
+        raise WireError(f"Nodes cannot be returned unmodified: {error}") from error
 
 
 def render_error(message: str) -> bytes:
     """An ExtenderFilterResult carrying only `Error` (the scheduler counts it as a failure)."""
-    return orjson.dumps(
+    return wire_json.dumps(
         {
             "Nodes": None,
             "NodeNames": None,
@@ -131,6 +145,6 @@ def render_priorities(scores: Mapping[str, int]) -> bytes:
     A float such as 7.0 would break Go's decoding and the scores would be
     dropped silently, hence the int().
     """
-    return orjson.dumps(
+    return wire_json.dumps(
         [{"Host": host, "Score": max(0, min(MAX_PRIORITY, int(s)))} for host, s in scores.items()]
     )

@@ -20,13 +20,23 @@ from aiohttp import web
 from extender import explain
 from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
 from extender.config import Settings
+from extender.listener import (
+    BodyTimeout,
+    ConnectionGuard,
+    GuardedSite,
+    answer_and_close,
+    client_problem,
+    read_body,
+)
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
+from extender.once import OncePerCause
 from extender.platforms import Platform, Rule
 from extender.platforms import parse as parse_platform
 from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.services import Services
 from extender.tls import ReloadingCertificate
+from extender.wire_json import JsonError
 
 log = structlog.get_logger("archfit")
 
@@ -54,6 +64,13 @@ def base_rules(settings: Settings) -> MutationRules:
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
     app = web.Application(client_max_size=settings.server.max_body_bytes)
+    app[_WARNINGS] = OncePerCause()
+    app[_GUARD] = ConnectionGuard(
+        settings.server.header_timeout_seconds,
+        settings.server.max_connections,
+        metrics,
+        app[_WARNINGS],
+    )
     app[_SETTINGS] = settings
     app[_METRICS] = metrics
     app[_SERVICES] = services
@@ -65,6 +82,8 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
 _SETTINGS = web.AppKey("webhook_settings", Settings)
 _METRICS = web.AppKey("webhook_metrics", Metrics)
 _SERVICES = web.AppKey("webhook_services", Services)
+_WARNINGS = web.AppKey("webhook_warnings", OncePerCause)
+_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
 
 
 async def mutate_handler(request: web.Request) -> web.Response:
@@ -75,32 +94,42 @@ async def mutate_handler(request: web.Request) -> web.Response:
     structlog.contextvars.bind_contextvars(
         request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb="mutate"
     )
+    warnings = app[_WARNINGS]
     try:
-        review = parse_review(await request.read())
+        body = await read_body(request, settings.server.body_timeout_seconds)
+        review = parse_review(body)
     except WireError as error:
         # kube-apiserver never sends this; failurePolicy Ignore admits the pod anyway.
-        log.warning("bad_request", path=request.path, problem=str(error))
+        client_problem(metrics, warnings, "bad_request", path=request.path, problem=str(error))
         metrics.admissions.labels("bad_request").inc()
         return web.json_response({"error": str(error)}, status=400)
     except web.HTTPRequestEntityTooLarge as error:
-        log.warning("bad_request", path=request.path, problem=error.reason)
+        client_problem(metrics, warnings, "bad_request", path=request.path, problem=error.reason)
         metrics.admissions.labels("bad_request").inc()
         return web.json_response({"error": error.reason}, status=413)
+    except (BodyTimeout, ConnectionResetError) as error:
+        cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
+        client_problem(metrics, warnings, cause, path=request.path)
+        return await answer_and_close(
+            request, web.json_response({"error": "request body not received"}, status=408)
+        )
     try:
-        body = await _admit(review, settings, metrics, services, app[RULES], started)
-    except Exception:
+        answer = await _admit(review, settings, metrics, warnings, services, app[RULES], started)
+    except Exception as error:
         # archfit's own failure must never stop a pod: allow it unchanged, loudly.
-        log.exception("admission_internal_error", uid=review.uid)
+        if warnings.admit(f"admission_internal_error:{type(error).__name__}:{error}") is not None:
+            log.exception("admission_internal_error", uid=review.uid)
         metrics.admissions.labels("error").inc()
-        body = render_allowed(review.uid)
+        answer = render_allowed(review.uid)
     metrics.admission_seconds.observe(time.perf_counter() - started)
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=answer, content_type="application/json")
 
 
 async def _admit(
     review: AdmissionRequest,
     settings: Settings,
     metrics: Metrics,
+    warnings: OncePerCause,
     services: Services,
     rules: MutationRules,
     started: float,
@@ -113,7 +142,9 @@ async def _admit(
         pod_facts = facts(pod)
     except PodError as error:
         # The API server's validation will answer the client; nothing to add here.
-        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
         metrics.admissions.labels("skipped").inc()
         return render_allowed(review.uid)
     structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
@@ -131,7 +162,9 @@ async def _admit(
     try:
         mutation = decide_mutation(pod, pod_facts.images, resolved, rules)
     except ShapeError as error:
-        log.warning("admission_unreadable_pod", uid=review.uid, problem=str(error))
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
         metrics.admissions.labels("skipped").inc()
         return render_allowed(review.uid)
     # policy dry-run constrains nothing; a dry-run *request* (kubectl --dry-run=server) gets
@@ -145,7 +178,13 @@ async def _admit(
     if mutation.unknown:
         metrics.unknown_images.labels("fail-open").inc(len(mutation.unknown))
     explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
-    return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
+    try:
+        return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
+    except JsonError as error:  # affinity copied from a pod nested deeper than JSON allows
+        client_problem(
+            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
+        )
+        return render_allowed(review.uid)
 
 
 def _with_namespace(pod: Mapping[str, Any], namespace: str) -> dict[str, Any]:
@@ -167,8 +206,8 @@ def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts
     annotations = metadata.get("annotations") or {}
     if isinstance(annotations, Mapping) and _MIRROR_ANNOTATION in annotations:
         return "mirror_pod"
-    owners = metadata.get("ownerReferences") or ()
-    if any(
+    owners = metadata.get("ownerReferences")
+    if isinstance(owners, list) and any(
         isinstance(o, Mapping) and o.get("kind") == "DaemonSet" and o.get("controller") is True
         for o in owners
     ):
@@ -206,11 +245,12 @@ async def serving(
         # Start anyway: the files may appear later (a Secret volume being synced),
         # and the watcher below picks them up. /readyz says so meanwhile.
         log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
-    runner = web.AppRunner(create_webhook_app(settings, metrics, services), access_log=None)
+    app = create_webhook_app(settings, metrics, services)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
     try:
-        site = web.TCPSite(runner, hook.host, hook.port, ssl_context=certificate.context)
+        site = GuardedSite(runner, hook.host, hook.port, app[_GUARD], certificate.context)
         try:
             await site.start()
         except OSError as error:

@@ -168,3 +168,21 @@ async def test_a_skipped_pod_passes_node_names_even_without_a_node_index(make_cl
     p = pod("acme/amd:1", annotations={"archfit.io/skip": "true"})
     body = await post(client, "filter", args_names(p, *NAMES))
     assert (NAMES, "") == (body["NodeNames"], body["Error"])
+
+
+async def test_a_rejection_line_shows_a_huge_images_platforms_as_a_sample_and_a_count(make_client):
+    """An index with 5,000 platforms logs 8 of them and `+4992 more`, not all 5,000."""
+    from extender.platforms import Platform
+    from extender.resolution import FunctionResolver
+
+    huge = frozenset(Platform("linux", "s390x", f"v{i}") for i in range(5000))
+
+    async def resolver(image, pull):
+        return huge
+
+    client = await make_client(nodes=StaticNodes(*ALL), resolver=FunctionResolver(resolver))
+    with capture_logs() as logs:
+        await post(client, "filter", args_names(pod("acme/huge:1"), *NAMES))
+    shown = [e["image_platforms"] for e in logs if e["event"] == "node_rejected"]
+    assert len(shown) == len(NAMES)
+    assert (9, "+4992 more") == (len(shown[0]), shown[0][-1])

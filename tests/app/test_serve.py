@@ -11,24 +11,8 @@ import time
 import orjson
 
 from tests.objects import args_names, pod
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("archfit serve did not listen within 30 s")
+from tests.support.archfit_process import wait_listening
+from tests.support.registry import free_port
 
 
 def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:

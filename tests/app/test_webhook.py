@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +16,7 @@ import aiohttp
 import jsonpatch
 import orjson
 import pytest
+from structlog.testing import capture_logs
 
 from extender.app import METRICS, WEBHOOK_CERTIFICATE, create_app
 from extender.config import Settings
@@ -308,3 +310,26 @@ async def test_a_server_side_dry_run_request_gets_the_full_patch(start: Start) -
     answer = (await hook.call(body))["response"]
     patch = orjson.loads(base64.b64decode(answer["patch"]))
     assert ["/metadata/annotations", "/spec/affinity"] == [op["path"] for op in patch]
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+async def test_the_webhook_admits_deeply_nested_pods_unchanged_without_an_error(start: Start):
+    """A deep skip annotation or nodeAffinity leaves the pod unchanged, and logs no error."""
+    hook = await start()
+    skip = pod("acme/amd:1", annotations={"archfit.io/skip": _nested(900)})
+    affinity = pod("acme/amd:1")
+    affinity["spec"]["affinity"] = {"nodeAffinity": {"x": _nested(900)}}
+    with capture_logs() as logs:
+        answers = [
+            (await hook.call(json.dumps(review(obj)).encode()))["response"]
+            for obj in (skip, affinity)
+        ]
+    assert [True, True] == [a["allowed"] for a in answers]
+    assert [False, False] == ["patch" in a for a in answers]
+    assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]

@@ -1,0 +1,349 @@
+"""Fuzz and soak a real `archfit serve`: a hundred thousand malformed requests, then a steady rate.
+
+Starts archfit (kubernetes off, the webhook on its own TLS listener with a test CA) on
+loopback, then:
+
+- fuzz: `--requests` mixed malformed requests over a few keep-alive connections:
+  mutated ExtenderArgs to /scheduler/filter and /scheduler/prioritize, mutated
+  AdmissionReviews to /mutate over TLS, broken HTTP, bodies cut off mid-way, deep
+  nesting, integers above 64 bits and absurd counts. Meanwhile one connection sends a
+  good request every 10 ms and records its latency.
+- soak: `--rate` valid filter calls a second for `--soak-seconds`, each naming a new tag
+  on a refused registry (a failing lookup each, the case where RSS used to creep), with
+  archfit's RSS sampled every second.
+
+It prints requests sent, answers by status, 5xx, hung requests, whether the process
+survived, the good request's worst latency and the RSS slope over the soak.
+
+    .venv/bin/python bench/fuzz.py [--requests 100000] [--rate 200] [--soak-seconds 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import ssl
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+
+from tests.objects import args_full, args_names, node, pod  # noqa: E402
+from tests.support.archfit_process import Archfit, post, running  # noqa: E402
+
+_TIMEOUT = 15.0
+_VERBS = ("/scheduler/filter", "/scheduler/prioritize")
+_GOOD = orjson.dumps(
+    args_full(pod("acme/amd:1", annotations={"archfit.io/skip": "true"}), node("n1"))
+)
+_WRONG: list[Any] = [None, 0, -1, 1.5, True, "", "\x00\u202e", [], [None], {}, 2**70]
+
+
+def _review(obj: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "f0f0",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "object": obj,
+        },
+    }
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += _paths(child, (*prefix, key))
+    elif isinstance(value, list) and value:
+        found += _paths(value[0], (*prefix, 0))
+    return found
+
+
+def _replaced(body: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copied = orjson.loads(orjson.dumps(body))
+    target = copied
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = new
+    return copied
+
+
+def _encode(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:  # 2**70
+        import json
+
+        return json.dumps(value).encode()
+
+
+def _bodies(rng: random.Random, count: int) -> list[tuple[str, bytes, bool]]:
+    """(path, body, over TLS) of malformed requests, mixed, made once and cycled."""
+    image = "127.0.0.1:1/fuzz/app:1"  # refused by the address guard: no traffic leaves
+    full = args_full(pod(image, init_images=(image,), pull_secrets=("s",)), node("n1"))
+    names = args_names(pod(image), "n1", "n2")
+    review = _review(pod(image))
+    deep = b"[" * 1010 + b"]" * 1010
+    made: list[tuple[str, bytes, bool]] = []
+    for _ in range(count):
+        kind = rng.randrange(8)
+        base, path, tls = rng.choice(
+            [
+                (full, rng.choice(_VERBS), False),
+                (names, rng.choice(_VERBS), False),
+                (review, "/mutate", True),
+            ]
+        )
+        if kind <= 2:  # a field replaced by a wrong type
+            where = rng.choice(_paths(base))
+            body = _encode(_replaced(base, where, rng.choice(_WRONG)))
+        elif kind == 3:  # bytes flipped
+            raw = bytearray(orjson.dumps(base))
+            for _ in range(rng.randrange(1, 8)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+            body = bytes(raw)
+        elif kind == 4:  # cut short
+            raw = orjson.dumps(base)
+            body = raw[: rng.randrange(len(raw))]
+        elif kind == 5:  # deep nesting somewhere
+            where = rng.choice(_paths(base))
+            body = orjson.dumps(_replaced(base, where, "DEEP")).replace(b'"DEEP"', deep, 1)
+        elif kind == 6:  # integers above 64 bits
+            body = orjson.dumps(base).replace(b'"n1"', b'"n1","g":123456789012345678901234', 1)
+        else:  # shapes no real request has
+            body = b'{"Pod":{"spec":{"containers":[' + b",".join([b"{}"] * 2000) + b"]}}}"
+        made.append((path, body, tls))
+    return made
+
+
+_BROKEN_HTTP = [
+    b"POST /scheduler/filter HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n",
+    b"POST /scheduler/filter HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"GET /scheduler/filter HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"POST /scheduler/filter HTTP/1.1\r\nHost: a\r\n" + b"X: " + b"a" * 20000 + b"\r\n\r\n",
+    b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\x00" * 40,
+]
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.sent = 0
+        self.statuses: Counter[int] = Counter()
+        self.closed = 0
+        self.hung = 0
+        self.cut_off = 0
+
+
+async def _connect(
+    archfit: Archfit, tls: bool
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if not tls:
+        return await asyncio.open_connection("127.0.0.1", archfit.port)
+    assert archfit.ca_file is not None
+    context = ssl.create_default_context(cafile=str(archfit.ca_file))
+    return await asyncio.open_connection(
+        "127.0.0.1", archfit.webhook_port, ssl=context, server_hostname="127.0.0.1"
+    )
+
+
+async def _read_status(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    """(status, connection still usable)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length, close = 0, lines[0].startswith(b"HTTP/1.0")
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        if name.strip().lower() == b"connection" and value.strip().lower() == b"close":
+            close = True
+    await reader.readexactly(length)
+    return int(lines[0].split(b" ", 2)[1]), not close
+
+
+async def _worker(
+    archfit: Archfit, jobs: list[tuple[str, bytes, bool]], count: int, seed: int, tally: Tally
+) -> None:
+    rng = random.Random(seed)
+    connections: dict[bool, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+    for _ in range(count):
+        tally.sent += 1
+        roll = rng.random()
+        if roll < 0.02:  # cut off mid-body on a connection of its own
+            _, writer = await _connect(archfit, rng.random() < 0.5)
+            whole = post("/scheduler/filter", b"{" * 5000)
+            writer.write(whole[: len(whole) // 2])
+            await writer.drain()
+            writer.close()
+            tally.cut_off += 1
+            continue
+        if roll < 0.05:
+            job: tuple[bytes, bool] = (rng.choice(_BROKEN_HTTP), False)
+        else:
+            path, body, tls = rng.choice(jobs)
+            job = (post(path, body), tls)
+        raw, tls = job
+        if tls not in connections:
+            connections[tls] = await _connect(archfit, tls)
+        reader, writer = connections[tls]
+        try:
+            writer.write(raw)
+            await writer.drain()
+            status, usable = await asyncio.wait_for(_read_status(reader), _TIMEOUT)
+            tally.statuses[status] += 1
+        except TimeoutError:
+            tally.hung += 1
+            usable = False
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            tally.closed += 1
+            usable = False
+        if not usable:
+            connections.pop(tls)[1].close()
+    for _, writer in connections.values():
+        writer.close()
+
+
+async def _prober(archfit: Archfit, stop: asyncio.Event, latencies: list[float]) -> None:
+    reader, writer = await _connect(archfit, False)
+    request = post("/scheduler/filter", _GOOD)
+    while not stop.is_set():
+        started = time.perf_counter()
+        writer.write(request)
+        status, _ = await asyncio.wait_for(_read_status(reader), _TIMEOUT)
+        assert 200 == status, status
+        latencies.append(time.perf_counter() - started)
+        await asyncio.sleep(0.01)
+    writer.close()
+
+
+async def fuzz(
+    archfit: Archfit, requests: int, workers: int, seed: int
+) -> tuple[Tally, list[float], float]:
+    jobs = _bodies(random.Random(seed), 3000)
+    tally, latencies, stop = Tally(), [], asyncio.Event()
+    probe = asyncio.create_task(_prober(archfit, stop, latencies))
+    started = time.perf_counter()
+    share = requests // workers
+    await asyncio.gather(*(_worker(archfit, jobs, share, seed + i, tally) for i in range(workers)))
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await probe
+    return tally, latencies, elapsed
+
+
+async def soak(
+    archfit: Archfit, rate: int, seconds: float
+) -> tuple[int, Counter[int], list[tuple[float, int]]]:
+    connections = [await _connect(archfit, False) for _ in range(4)]
+    statuses: Counter[int] = Counter()
+    samples: list[tuple[float, int]] = []
+    started = time.perf_counter()
+    sent = 0
+    next_sample = started
+    while (now := time.perf_counter()) - started < seconds:
+        if now >= next_sample:
+            samples.append((now - started, archfit.rss_bytes()))
+            next_sample += 1.0
+        due = int((now - started) * rate)
+        batch = []
+        while sent < due:
+            image = f"127.0.0.1:1/soak/app:{sent}"  # a new failing tag every call
+            body = orjson.dumps(args_full(pod(image), node("n1", "amd64"), node("n2", "arm64")))
+            batch.append((connections[sent % 4], post("/scheduler/filter", body)))
+            sent += 1
+        for (_, writer), raw in batch:
+            writer.write(raw)
+        for (reader, _), _ in batch:
+            status, _ = await asyncio.wait_for(_read_status(reader), _TIMEOUT)
+            statuses[status] += 1
+        await asyncio.sleep(0.005)
+    for _, writer in connections:
+        writer.close()
+    return sent, statuses, samples
+
+
+def _slope_mb_per_minute(samples: list[tuple[float, int]]) -> float:
+    """Least-squares slope of RSS over `samples`, MB a minute."""
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_r = sum(r for _, r in samples) / n
+    var = sum((t - mean_t) ** 2 for t, _ in samples)
+    cov = sum((t - mean_t) * (r - mean_r) for t, r in samples)
+    return cov / var * 60 / 1e6 if var else 0.0
+
+
+async def main(args: argparse.Namespace) -> None:
+    server = {"gcIntervalSeconds": args.gc_interval}
+    with tempfile.TemporaryDirectory() as tmp, running(Path(tmp), server, webhook=True) as archfit:
+        if args.requests > 0:
+            await _fuzz_and_print(archfit, args)
+        if args.soak_seconds > 0:
+            await _soak_and_print(archfit, args)
+        print(f"  archfit still running at the end: {archfit.process.poll() is None}")
+        levels: Counter[str] = Counter()
+        for line in archfit.log_lines():
+            try:
+                record = orjson.loads(line)
+                levels[f"{record.get('level')}:{record.get('event')}"] += 1
+            except orjson.JSONDecodeError:
+                levels["not JSON"] += 1
+        print(f"  archfit's log lines by level: {dict(levels)}")
+
+
+async def _fuzz_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    tally, latencies, elapsed = await fuzz(archfit, args.requests, args.workers, args.seed)
+    alive = archfit.process.poll() is None
+    print(f"fuzz: {tally.sent} requests in {elapsed:.1f} s ({tally.sent / elapsed:.0f}/s)")
+    print(f"  answers by status: {dict(sorted(tally.statuses.items()))}")
+    fives = sum(n for s, n in tally.statuses.items() if s >= 500)
+    print(
+        f"  5xx: {fives}   hung: {tally.hung}   closed by archfit: {tally.closed}   "
+        f"cut off by the client on purpose: {tally.cut_off}"
+    )
+    print(f"  archfit crashed: {0 if alive else 1}")
+    print(
+        f"  good request beside it: {len(latencies)} calls, max {max(latencies) * 1e3:.1f} ms, "
+        f"p99 {sorted(latencies)[int(len(latencies) * 0.99)] * 1e3:.1f} ms"
+    )
+
+
+async def _soak_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    sent, statuses, samples = await soak(archfit, args.rate, args.soak_seconds)
+    rss = [r for _, r in samples]
+    print(
+        f"soak: {sent} filter calls at {args.rate}/s for {args.soak_seconds:.0f} s, "
+        "each a new failing tag"
+    )
+    print(f"  answers by status: {dict(sorted(statuses.items()))}")
+    print(
+        f"  RSS {rss[0] / 1e6:.1f} -> {rss[-1] / 1e6:.1f} MB (max {max(rss) / 1e6:.1f}); "
+        f"slope {_slope_mb_per_minute(samples):+.2f} MB/min, over the second half "
+        f"{_slope_mb_per_minute(samples[len(samples) // 2 :]):+.2f} MB/min"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--rate", type=int, default=200, help="soak requests a second")
+    parser.add_argument("--soak-seconds", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--gc-interval", type=float, default=60.0, help="server.gcIntervalSeconds (0: off)"
+    )
+    asyncio.run(main(parser.parse_args()))

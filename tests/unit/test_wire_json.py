@@ -1,0 +1,75 @@
+"""Request JSON: bounded before parsing, exact for big integers, deep nesting a clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender import wire_json
+from extender.once import OncePerCause
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        b"18446744073709551615",  # u64 max: orjson keeps it
+        b"18446744073709551616",  # one above
+        b"-9223372036854775809",  # one below i64
+        b"123456789012345678901234567890",
+        b"1.5",
+        b"-0.00025",
+    ],
+)
+def test_numbers_survive_a_round_trip_byte_for_byte(literal):
+    """What is read is written back as the same literal."""
+    assert b'{"n":' + literal + b"}" == wire_json.dumps(wire_json.loads(b'{"n":' + literal + b"}"))
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"[" * 1100 + b"]" * 1100, "not valid JSON"),
+        (b'{"n":NaN,"big":18446744073709551616}', "NaN is not a JSON number"),
+        (
+            b"[" + b",".join([b"{}"] * (wire_json.MAX_CONTAINERS + 1)) + b"]",
+            "JSON objects and arrays",
+        ),
+        (b'{"big":18446744073709551616,', "not valid JSON"),
+    ],
+)
+def test_bodies_out_of_bounds_are_a_json_error_naming_the_problem(body, problem):
+    """Each is refused with a message, never a RecursionError or a float."""
+    with pytest.raises(wire_json.JsonError, match=problem):
+        wire_json.loads(body)
+
+
+def test_nesting_deeper_than_python_writes_is_a_json_error():
+    """orjson reads 1,024 levels; writing them back fails cleanly, not with a RecursionError."""
+    value = wire_json.loads(b"[" * 1020 + b"]" * 1020)
+    with pytest.raises(wire_json.JsonError, match="RecursionError"):
+        wire_json.dumps(value)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_cause_is_admitted_once_per_interval_with_the_count_held_back():
+    """Three of one cause in a minute: one line; the next minute's line says two were held."""
+    clock = Clock()
+    once = OncePerCause(interval=60, clock=clock)
+    first = [once.admit("bad_request:column 7"), once.admit("bad_request:column 9")]
+    other = once.admit("no_node_index:")
+    third = once.admit("bad_request:column 12")
+    clock.now = 61
+    assert ([0, None], 0, None, 2) == (first, other, third, once.admit("bad_request:column 1"))
+
+
+def test_the_table_of_causes_is_bounded():
+    """A flood of distinct causes keeps only the newest `max_causes`."""
+    once = OncePerCause(max_causes=2, clock=Clock())
+    admitted = [once.admit(cause) for cause in ("a", "b", "c", "a")]
+    assert [0, 0, 0, 0] == admitted
