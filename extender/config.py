@@ -314,11 +314,18 @@ class _EnvText(str):
         return made
 
 
+_SECTIONS = frozenset(camel(f.name) for f in dataclasses.fields(Settings))
+
+
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
     for key, raw in sorted(environ.items()):
         if not key.startswith(ENV_PREFIX):
             continue
         path = [camel(part.lower()) for part in key[len(ENV_PREFIX) :].split("__")]
+        if len(path) == 1 and path[0] not in _SECTIONS:
+            # Not the ARCHFIT_<SECTION>__<KEY> syntax and no section: another tool's
+            # variable (ARCHFIT_E2E_CACHE), not a misspelt setting, which has `__`.
+            continue
         value = _EnvText(raw, key)
         target = data
         for part in path[:-1]:

@@ -203,3 +203,14 @@ def test_plain_http_registries_are_discoverable_in_the_defaults_and_the_readme()
     example = readme[readme.index("```yaml\n  registry:") :]
     settings = from_mapping(yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0]))
     assert settings.registry.host("registry.kube-system.svc:5000").plain_http
+
+
+def test_an_archfit_variable_outside_the_settings_syntax_is_left_to_its_own_tool():
+    """ARCHFIT_E2E_CACHE (the test binaries' cache) names no setting and stops nothing."""
+    assert Settings() == load(None, {"ARCHFIT_E2E_CACHE": "/tmp/cache"})
+
+
+def test_a_misspelt_section_in_the_settings_syntax_is_still_an_error():
+    """ARCHFIT_POLCY__MODE has the `__` of a setting path: a typo must not pass silently."""
+    with pytest.raises(ConfigError, match=r"polcy: unknown setting"):
+        load(None, {"ARCHFIT_POLCY__MODE": "dry-run"})
