@@ -50,19 +50,14 @@ def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
     port = free_port()
-    path = tmp_path / "archfit.yaml"
-    path.write_text(
+    process = start_serve(
+        tmp_path,
         f"server: {{host: 127.0.0.1, port: {port}, shutdownGraceSeconds: 10}}\n"
         f"kubernetes: {{mode: kubeconfig, kubeconfig: '{kubeconfig}'}}\n"
-        "policy: {resolveDeadlineSeconds: 2}\nlogging: {format: json}\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--config", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        "policy: {resolveDeadlineSeconds: 2}\nlogging: {format: json}\n",
+        port,
     )
     try:
-        wait_listening(port, process)
         body = orjson.dumps(args_names(pod("acme/amd:1"), "n1", "n2"))
         request = (
             f"POST /scheduler/filter HTTP/1.1\r\nHost: 127.0.0.1\r\n"
