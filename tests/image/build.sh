@@ -8,10 +8,11 @@
 #
 # Base rootfs and buildah's storage (vfs driver, chroot isolation: no daemon, no
 # overlayfs) live in ${ARCHFIT_IMAGE_CACHE:-$HOME/.cache/archfit-image}; the base is
-# rebuilt only when its recipe (this file's BASE_* lines) changes, and buildah's
-# layer cache keeps the dependency layer while only extender/ changes.
+# rebuilt only when its recipe (this file's BASE_* lines) changes, and the image only
+# when something that goes into it does.
 # Prints the image name on stdout (logs go to stderr); exits 3 when buildah or
-# mmdebstrap is missing, 4 when an arm64 build has no qemu binfmt handler.
+# mmdebstrap is missing, 4 when a foreign architecture's qemu handler cannot be
+# registered (tests/image/binfmt.sh).
 set -euo pipefail
 
 arch="${1:-$(dpkg --print-architecture)}"
@@ -32,9 +33,8 @@ for tool in buildah mmdebstrap; do
     command -v "$tool" >/dev/null 2>&1 \
         || { echo "build.sh: '$tool' not found: apt-get install -y $tool" >&2; exit 3; }
 done
-if [[ "$arch" != "$(dpkg --print-architecture)" && ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
-    echo "build.sh: no binfmt_misc handler for $arch (qemu-user-static, tests/image/binfmt.sh)" >&2
-    exit 4
+if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
+    bash "$here/binfmt.sh" "$arch" || exit 4  # it says why
 fi
 
 mkdir -p "$cache"
@@ -84,10 +84,11 @@ if [[ -f "$image_stamp" && "$(cat "$image_stamp")" == "$inputs" ]] \
 fi
 start=$SECONDS
 echo "build.sh: building $image from $repo/Dockerfile on $base" >&2
-# --layers keeps each step's result, so a warm build redoes only what changed. The
-# host's CA bundle is lent to RUN steps (Debian's pip reads it) so pip trusts what
-# the host trusts, e.g. a TLS-intercepting proxy; it is not copied into the image.
-bah bud --isolation chroot --layers --pull=never --identity-label=false \
+# No --layers: vfs copies the whole root filesystem for every cached step, which costs
+# more than the one pip download it would save. The host's CA bundle is lent to RUN
+# steps (Debian's pip reads it), so pip trusts what the host trusts (a TLS-intercepting
+# proxy, say); it is not copied into the image.
+bah bud --isolation chroot --layers=false --pull=never --identity-label=false \
     --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
     --platform "linux/$arch" --build-arg PYTHON_IMAGE="$base" \
     --build-arg VERSION="$version" --build-arg REVISION="$revision" \

@@ -1,0 +1,108 @@
+"""Fixtures for the image tests: the Dockerfile built with buildah, and run with runc.
+
+The image is built once per architecture and session (tests/image/build.sh, cached outside
+the clone), and one container per image serves every test: UID 65532, no capabilities, a
+read-only root filesystem, the shipped ConfigMap at /etc/archfit, a local registry.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.render import REPO
+from tests.image import buildah, runc
+from tests.support.fixtures import PublishedRegistry
+from tests.support.registry import free_port, require_binary
+
+SHIPPED_CONFIG = REPO / "deploy" / "kustomize" / "base" / "archfit.yaml"
+#: Seconds until /healthz answers: Python under qemu imports the kubernetes client slowly.
+START_TIMEOUT = {"amd64": 60.0, "arm64": 60.0}
+_HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+def built(arch: str) -> buildah.Built:
+    """build.sh's image for `arch`; fails under CI=true, skips loudly elsewhere."""
+    try:
+        return buildah.build(arch)
+    except buildah.Unavailable as error:
+        if buildah.in_ci():
+            pytest.fail(f"CI=true and image-test prerequisites are missing: {error}")
+        pytest.skip(f"!!! IMAGE TESTS SKIPPED, NOT TESTED: {error}")
+    except buildah.BuildFailed as error:
+        pytest.fail(f"building the image failed: {error}")
+
+
+@pytest.fixture(scope="session")
+def store() -> buildah.Buildah:
+    """buildah on the image cache's storage."""
+    return buildah.Buildah()
+
+
+#: This machine's architecture first; the other runs under qemu-user-static (binfmt_misc).
+ARCHITECTURES = [_HOST_ARCH, *sorted({"amd64", "arm64"} - {_HOST_ARCH})]
+
+
+@pytest.fixture(scope="session", params=ARCHITECTURES)
+def image(request: pytest.FixtureRequest) -> buildah.Built:
+    """The Dockerfile built for each architecture archfit is published for."""
+    arch: str = request.param
+    return built(arch)
+
+
+def container_config(registry_host: str, port: int) -> dict[str, Any]:
+    """The shipped ConfigMap with what a machine without a cluster needs changed.
+
+    No API server (kubernetes.mode off: Nodes come whole in the request), loopback only,
+    and the test registry allowed though it is private and plain HTTP.
+    """
+    settings: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    settings["server"].update(host="127.0.0.1", port=port)
+    settings["kubernetes"]["mode"] = "off"
+    registry = settings.setdefault("registry", {})
+    registry["allowedNetworks"] = ["127.0.0.1/32"]
+    registry.setdefault("hosts", {})[registry_host] = {"plainHttp": True}
+    return settings
+
+
+@dataclass(frozen=True)
+class Served:
+    """The running image and what it was given."""
+
+    url: str
+    arch: str
+    container: runc.Container
+    registry: PublishedRegistry
+
+
+@pytest.fixture(scope="session")
+def served(
+    image: buildah.Built,
+    store: buildah.Buildah,
+    public_registry: PublishedRegistry,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Served]:
+    """The image serving on a loopback port, as a restricted pod would run it."""
+    require_binary("runc", "runc")
+    bundle = tmp_path_factory.mktemp("bundle")
+    config_dir = bundle / "etc-archfit"
+    config_dir.mkdir()
+    port = free_port()
+    settings = container_config(public_registry.registry.host, port)
+    (config_dir / "archfit.yaml").write_text(yaml.safe_dump(settings))
+    oci_config = store.inspect(image.name)["OCIv1"]["config"]
+    with store.rootfs(image.name) as rootfs:
+        config = runc.bundle_config(rootfs, oci_config, config_dir)
+        name = runc.unique_name(f"archfit-{image.arch}")
+        container = runc.Container.start(bundle, config, name)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            container.wait_http(f"{url}/healthz", timeout=START_TIMEOUT[image.arch])
+            yield Served(url, image.arch, container, public_registry)
+        finally:
+            container.stop()
