@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real servers the integration tests start: CNCF distribution, redis, htpasswd;
-# and what builds and runs the image (tests/image): buildah, mmdebstrap, runc.
-packages=(docker-registry redis-server apache2-utils buildah mmdebstrap runc)
+# and what builds and runs the image (tests/image): buildah, mmdebstrap, runc, and
+# qemu-user-static with arch-test for the arm64 image on an amd64 machine.
+packages=(docker-registry redis-server apache2-utils buildah mmdebstrap runc qemu-user-static
+          arch-test)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")

@@ -34,6 +34,9 @@ for tool in buildah mmdebstrap; do
         || { echo "build.sh: '$tool' not found: apt-get install -y $tool" >&2; exit 3; }
 done
 if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
+    # mmdebstrap checks a foreign architecture runs with arch-test before using it.
+    command -v arch-test >/dev/null 2>&1 \
+        || { echo "build.sh: 'arch-test' not found: apt-get install -y arch-test" >&2; exit 3; }
     bash "$here/binfmt.sh" "$arch" || exit 4  # it says why
 fi
 
