@@ -25,11 +25,6 @@ class BuildFailed(Exception):
     """build.sh ran and failed."""
 
 
-def in_ci() -> bool:
-    """Whether this run is CI, where missing prerequisites must fail rather than skip."""
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
 def build() -> Path:
     """Run build.sh (a no-op when the cache is warm, which needs no Go) and return the
     directory of the binaries."""

@@ -19,6 +19,7 @@ from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
+from tests.support.prerequisites import unavailable
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +28,7 @@ def e2e_binaries() -> Binaries:
     try:
         return Binaries(binaries.build())
     except binaries.Unavailable as error:
-        if binaries.in_ci():
-            pytest.fail(f"CI=true and e2e prerequisites are missing: {error}")
-        pytest.skip(f"!!! E2E SKIPPED, NOT TESTED: {error}")
+        unavailable("E2E", error)
     except binaries.BuildFailed as error:
         pytest.fail(f"building the e2e binaries failed: {error}")
 

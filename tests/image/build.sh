@@ -96,6 +96,8 @@ bah bud --isolation chroot --layers=false --pull=never --identity-label=false \
     --platform "linux/$arch" --build-arg PYTHON_IMAGE="$base" \
     --build-arg VERSION="$version" --build-arg REVISION="$revision" \
     --tag "$image" --file "$repo/Dockerfile" "$repo" >&2
+# The image this one replaced is now untagged; vfs keeps every layer whole, so drop it.
+bah rmi --prune >/dev/null 2>&1 || true
 echo "$inputs" >"$image_stamp"
 echo "build.sh: $image in $((SECONDS - start))s" >&2
 echo "$image"

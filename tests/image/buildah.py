@@ -33,11 +33,6 @@ class BuildFailed(Exception):
     """build.sh ran and failed."""
 
 
-def in_ci() -> bool:
-    """Whether this run is CI, where missing prerequisites must fail rather than skip."""
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
 def cache_dir() -> Path:
     """Where build.sh keeps the base rootfs stamps and buildah's storage."""
     default = Path.home() / ".cache" / "archfit-image"
