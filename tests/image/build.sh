@@ -20,6 +20,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 cache="${ARCHFIT_IMAGE_CACHE:-$HOME/.cache/archfit-image}"
 
+# Bump to remake every cached base after changing how it is made (below).
+BASE_RECIPE_VERSION=2
 BASE_SUITE=bookworm
 BASE_MIRROR=http://deb.debian.org/debian
 # What python:3.11-slim offers the Dockerfile: python, pip, venv, useradd, CA roots.
@@ -41,13 +43,14 @@ if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
 fi
 
 mkdir -p "$cache"
-exec 9>"$cache/.lock"
-flock 9  # one build at a time per cache: vfs storage is not safe to share mid-build
+exec 9>"$cache/.lock-$arch"
+flock 9  # one build per architecture at a time (containers/storage locks the rest)
 
 bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs "$@"; }
 
 base="localhost/archfit-base:$BASE_SUITE-$arch"
-recipe="$(printf '%s\n' "$BASE_SUITE" base-v2 "$BASE_MIRROR" "$BASE_PACKAGES" "${BASE_EXCLUDES[@]}" "$arch")"
+recipe="$(printf '%s\n' "$BASE_SUITE" "base-v$BASE_RECIPE_VERSION" "$BASE_MIRROR" "$BASE_PACKAGES" \
+    "${BASE_EXCLUDES[@]}" "$arch")"
 stamp="$cache/base-$arch.stamp"
 want="$(sha256sum <<<"$recipe" | cut -d' ' -f1)"
 start=$SECONDS
@@ -62,8 +65,8 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]] || ! bah inspect --type i
         "$BASE_SUITE" "$tarball" "$BASE_MIRROR" >&2
     container="$(bah from --arch "$arch" scratch)"
     bah add "$container" "$tarball" / >&2
-    bah config --arch "$arch" --os linux --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        --cmd python3 "$container" >&2
+    bah config --arch "$arch" --os linux --cmd python3 \
+        --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$container" >&2
     bah commit --rm --identity-label=false "$container" "$base" >&2
     rm -f "$tarball"
     echo "$want" >"$stamp"

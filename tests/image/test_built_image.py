@@ -10,19 +10,23 @@ import json
 import subprocess
 import tomllib
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.deploy.render import REPO
 from tests.image import buildah, runc
-from tests.image.conftest import Served
+from tests.image.conftest import Served, Unpacked, serving
+from tests.support.fixtures import PublishedRegistry
 
 pytestmark = pytest.mark.image
 
 #: Unpacked bytes: Debian's Python (about 200 MB with pip) plus the venv (about 190 MB,
 #: most of it the kubernetes client). A jump past this means something new came in.
 MAX_IMAGE_BYTES = 450 * 1000 * 1000
+#: Well inside kubelet's default terminationGracePeriodSeconds (30).
+GRACE_SECONDS = 20.0
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -114,6 +118,15 @@ def test_the_image_ships_the_redis_client_that_a_redis_cache_url_needs(served: S
     """`import redis` works in the image: cache.url: redis:// does not crash it."""
     imported = served.container.exec("python", "-c", "import redis; print(redis.__version__)")
     assert (0, "") == (imported.returncode, imported.stderr)
+
+
+def test_the_image_exits_cleanly_within_its_grace_period_on_sigterm(
+    unpacked: Unpacked, public_registry: PublishedRegistry, tmp_path: Path
+) -> None:
+    """archfit runs as PID 1 of its container and still stops with status 0 on SIGTERM."""
+    with serving(unpacked, public_registry, tmp_path) as running:
+        status = running.container.stop(grace=GRACE_SECONDS)
+    assert 0 == status, running.container.output()[-3000:]
 
 
 def test_the_image_carries_oci_labels_naming_this_version_revision_and_source(
