@@ -26,7 +26,7 @@ from tests.support.registry import free_port, require_binary
 
 SHIPPED_CONFIG = REPO / "deploy" / "kustomize" / "base" / "archfit.yaml"
 #: Seconds until /healthz answers: Python under qemu imports the kubernetes client slowly.
-START_TIMEOUT = {"amd64": 60.0, "arm64": 60.0}
+START_TIMEOUT = {"amd64": 60.0, "arm64": 180.0}
 _HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
