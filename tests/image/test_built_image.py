@@ -1,6 +1,6 @@
 """The shipped Dockerfile, really built with buildah and really run with runc.
 
-One container serves these tests the way a restricted pod runs the image: UID 65532,
+One container per architecture serves them the way a restricted pod runs the image: UID 65532,
 no capabilities, read-only root filesystem, the shipped ConfigMap at /etc/archfit.
 """
 
