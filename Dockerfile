@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 # archfit: kube-scheduler extender image.
-#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/archfit/archfit:0.1.0 .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/archfit/archfit:0.1.0 \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" .
 # Publish it multi-arch: archfit's own pods may land on arm64 or amd64 nodes.
 # Pin the base by digest in release builds: --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:...
+# CI builds this file with buildah on a local Debian base: tests/image/build.sh.
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
@@ -13,9 +15,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # only archfit and its dependencies (all of which ship wheels for amd64 and arm64).
 RUN python -m venv --without-pip /opt/archfit
 WORKDIR /src
-# .dockerignore admits only pyproject.toml, README.md and extender/.
+# Dependencies come only from the lock (tests/lock.sh), every file checked against
+# its hash; this layer is reused until the lock changes.
+COPY requirements.lock ./
+RUN pip --python /opt/archfit/bin/python install --require-hashes --no-deps -r requirements.lock
+# .dockerignore admits only pyproject.toml, README.md, requirements.lock and extender/.
 COPY . .
-RUN pip --python /opt/archfit/bin/python install . \
+# archfit itself, with nothing unlocked pulled in; `pip check` fails the build if the
+# lock misses a dependency (the redis extra is in the lock, for cache.url: redis://).
+RUN pip --python /opt/archfit/bin/python install --no-deps . \
+    && pip --python /opt/archfit/bin/python check \
     && /opt/archfit/bin/archfit --help >/dev/null
 # Built-in defaults, so the image also runs without a mounted config; the
 # Deployment mounts its ConfigMap over this directory.
@@ -24,9 +33,6 @@ RUN mkdir -p /etc/archfit \
         > /etc/archfit/archfit.yaml
 
 FROM ${PYTHON_IMAGE}
-LABEL org.opencontainers.image.title="archfit" \
-      org.opencontainers.image.description="kube-scheduler extender that keeps pods off nodes their images cannot run on" \
-      org.opencontainers.image.licenses="Apache-2.0"
 # A numeric, non-root user so runAsNonRoot can verify it without a passwd lookup.
 RUN groupadd --system --gid 65532 archfit \
     && useradd --system --uid 65532 --gid 65532 --no-create-home \
@@ -42,3 +48,13 @@ WORKDIR /
 EXPOSE 8888
 ENTRYPOINT ["archfit"]
 CMD ["serve", "--config", "/etc/archfit/archfit.yaml"]
+# Last, so a new commit rebuilds only this step.
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/archfit/archfit
+LABEL org.opencontainers.image.title="archfit" \
+      org.opencontainers.image.description="kube-scheduler extender that keeps pods off nodes their images cannot run on" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"

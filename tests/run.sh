@@ -6,8 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real servers the integration tests start: CNCF distribution, redis, htpasswd, a forward
-# proxy; and promtool (Debian's prometheus package) to check the alert rules.
-packages=(docker-registry redis-server apache2-utils tinyproxy prometheus)
+# proxy; promtool (Debian's prometheus package) to check the alert rules; and what builds
+# and runs the image (tests/image): buildah, mmdebstrap, runc, and qemu-user-static with
+# arch-test for the arm64 image on an amd64 machine.
+packages=(docker-registry redis-server apache2-utils tinyproxy prometheus buildah mmdebstrap
+          runc qemu-user-static arch-test)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -23,7 +26,10 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+# The locked versions, checked against their hashes (tests/lock.sh refreshes the lock),
+# then archfit itself without letting pip pick any other dependency.
+.venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-test.lock
+.venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
 
 echo "run.sh: ruff" && .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "run.sh: mypy" && .venv/bin/mypy

@@ -42,11 +42,6 @@ class BuildFailed(Exception):
     """build-tools.sh ran and failed."""
 
 
-def in_ci() -> bool:
-    """Whether this run is CI, where missing prerequisites must fail rather than skip."""
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
 #: build-tools.sh's exit status when the cache is cold and there is no Go to fill it.
 NO_GO_STATUS = 2
 

@@ -28,11 +28,6 @@ class BuildFailed(Exception):
     """A build script ran and failed."""
 
 
-def in_ci() -> bool:
-    """Whether this run is CI, where missing prerequisites must fail rather than skip."""
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
 def build() -> Path:
     """Run build.sh (a no-op when the cache is warm, which needs no Go) and return the
     directory of kube-apiserver, kube-scheduler and etcd."""

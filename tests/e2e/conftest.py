@@ -24,6 +24,7 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.karpenter import KarpenterBuild
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
+from tests.support.prerequisites import unavailable
 
 
 def _built(build: Callable[[], Path]) -> Path:
@@ -31,9 +32,7 @@ def _built(build: Callable[[], Path]) -> Path:
     try:
         return build()
     except binaries.Unavailable as error:
-        if binaries.in_ci():
-            pytest.fail(f"CI=true and e2e prerequisites are missing: {error}")
-        pytest.skip(f"!!! E2E SKIPPED, NOT TESTED: {error}")
+        unavailable("E2E", error)
     except binaries.BuildFailed as error:
         pytest.fail(f"building the e2e binaries failed: {error}")
 

@@ -13,9 +13,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.prerequisites import unavailable
 from tests.support.process import stop as stop_process
 from tests.support.process import wait_ready
-from tests.support.registry import free_port, require_binary, unavailable
+from tests.support.registry import free_port, require_binary
 
 PROXY_ADDRESS = "127.0.0.3"
 _REQUEST = re.compile(rb"Request \(file descriptor \d+\): (\S+) (\S+) HTTP/")
@@ -29,7 +30,9 @@ def loopback_name() -> str:
     """
     names = [n for n in (socket.gethostname(), socket.getfqdn()) if _only_loopback(n)]
     if not names:
-        unavailable("no host name but localhost resolves to 127.0.0.1: add one to /etc/hosts")
+        unavailable(
+            "PROXY TESTS", "no host name but localhost resolves to 127.0.0.1: add one to /etc/hosts"
+        )
     return names[0]
 
 

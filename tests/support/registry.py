@@ -7,7 +7,6 @@ or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -18,10 +17,8 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
-import pytest
-
+from tests.support.prerequisites import unavailable
 from tests.support.process import stop as stop_process
 from tests.support.process import wait_ready
 
@@ -38,15 +35,8 @@ def require_binary(path: str, package: str) -> str:
     """
     found = shutil.which(path)
     if not found:
-        unavailable(f"{path} not found: apt-get install -y {package}")
+        unavailable("these", f"{path} not found: apt-get install -y {package}")
     return found
-
-
-def unavailable(message: str) -> NoReturn:
-    """Fail under CI=true (CI must never pass by skipping the real thing), else skip loudly."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(f"!!! SKIPPED, NOT TESTED: {message}")
 
 
 def free_port() -> int:

@@ -1,0 +1,73 @@
+"""The lock files agree with pyproject.toml and with each other, read without a network.
+
+requirements.lock is what the image installs; requirements-test.lock is what CI's venv
+installs. Both come from tests/lock.sh; these tests catch an edit to pyproject.toml
+that was not followed by a refresh.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.deploy.render import REPO
+
+IMAGE_LOCK = REPO / "requirements.lock"
+TEST_LOCK = REPO / "requirements-test.lock"
+_PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+
+def _entries(lock: Path) -> list[str]:
+    """Each requirement of a lock with its continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", lock.read_text())
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    """Package name → pinned version."""
+    pins: dict[str, str] = {}
+    for entry in _entries(lock):
+        requirement = Requirement(entry.split(" --hash")[0])
+        (spec,) = requirement.specifier
+        assert "==" == spec.operator, entry
+        pins[canonicalize_name(requirement.name)] = spec.version
+    return pins
+
+
+def _unsatisfied(requirements: list[str], pins: dict[str, str]) -> list[str]:
+    missing = []
+    for line in requirements:
+        requirement = Requirement(line)
+        pinned = pins.get(canonicalize_name(requirement.name))
+        if pinned is None or not requirement.specifier.contains(pinned, prereleases=True):
+            missing.append(f"{line} (locked: {pinned})")
+    return missing
+
+
+def test_the_image_lock_pins_every_runtime_and_redis_dependency_at_an_allowed_version() -> None:
+    """pyproject's dependencies and the redis extra each have a pin in requirements.lock."""
+    wanted = [*_PROJECT["dependencies"], *_PROJECT["optional-dependencies"]["redis"]]
+    assert [] == _unsatisfied(wanted, _pins(IMAGE_LOCK))
+
+
+def test_the_test_lock_pins_every_test_dependency_at_an_allowed_version() -> None:
+    """The test extra has a matching pin in requirements-test.lock."""
+    wanted = _PROJECT["optional-dependencies"]["test"]
+    assert [] == _unsatisfied(wanted, _pins(TEST_LOCK))
+
+
+def test_ci_installs_exactly_the_versions_the_image_ships() -> None:
+    """Every package of requirements.lock is pinned to the same version in the test lock."""
+    image, test = _pins(IMAGE_LOCK), _pins(TEST_LOCK)
+    assert image == {name: test.get(name, "missing") for name in image}
+
+
+def test_every_locked_package_carries_at_least_one_hash() -> None:
+    """pip --require-hashes would refuse an entry without one; say which, before a build."""
+    unhashed = [e for lock in (IMAGE_LOCK, TEST_LOCK) for e in _entries(lock) if "--hash=" not in e]
+    assert [] == unhashed
