@@ -11,16 +11,24 @@ cd "$(dirname "$0")/.."
 # arch-test for the arm64 image on an amd64 machine.
 packages=(docker-registry redis-server apache2-utils tinyproxy prometheus buildah mmdebstrap
           runc qemu-user-static arch-test)
+sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
   echo "run.sh: installing ${missing[*]}"
-  sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+# The proxy tests need a host name other than localhost that resolves to 127.0.0.1
+# (proxies never proxy localhost). Usually the machine's own name does; if not, add one.
+if ! getent ahostsv4 "$(hostname)" 2>/dev/null | grep -q '^127\.0\.0\.1 ' \
+   && ! getent ahostsv4 archfit-loopback.test >/dev/null 2>&1; then
+  echo "run.sh: mapping archfit-loopback.test to 127.0.0.1 in /etc/hosts"
+  echo "127.0.0.1 archfit-loopback.test" | $sudo_ tee -a /etc/hosts >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -19,6 +19,8 @@ from tests.support.process import wait_ready
 from tests.support.registry import free_port, require_binary
 
 PROXY_ADDRESS = "127.0.0.3"
+#: tests/run.sh maps this to 127.0.0.1 in /etc/hosts when the machine's own name is not.
+LOOPBACK_NAME = "archfit-loopback.test"
 _REQUEST = re.compile(rb"Request \(file descriptor \d+\): (\S+) (\S+) HTTP/")
 _START_TIMEOUT = 10.0
 
@@ -28,7 +30,8 @@ def loopback_name() -> str:
 
     Fails under CI=true and skips loudly elsewhere when there is none.
     """
-    names = [n for n in (socket.gethostname(), socket.getfqdn()) if _only_loopback(n)]
+    candidates = (socket.gethostname(), socket.getfqdn(), LOOPBACK_NAME)
+    names = [n for n in candidates if _only_loopback(n)]
     if not names:
         unavailable(
             "PROXY TESTS", "no host name but localhost resolves to 127.0.0.1: add one to /etc/hosts"
