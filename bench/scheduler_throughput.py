@@ -32,6 +32,7 @@ from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
 from tests.e2e.processes import free_port  # noqa: E402
 from tests.e2e.scheduler import Scheduler  # noqa: E402
 from tests.support.images import Pusher  # noqa: E402
+from tests.support.prerequisites import BuildFailed, Unavailable  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
 BIND_TIMEOUT = 120.0
@@ -119,7 +120,7 @@ def main() -> int:
 
     try:
         bins = Binaries(binaries.build())
-    except (binaries.Unavailable, binaries.BuildFailed) as error:
+    except (Unavailable, BuildFailed) as error:
         print(f"cannot build the control plane: {error}", file=sys.stderr)
         return 2
 

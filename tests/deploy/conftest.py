@@ -14,16 +14,11 @@ from tests.deploy.apiserver import ApiServer
 # The e2e suite's session fixtures: etcd + kube-apiserver from tests/e2e/build.sh.
 from tests.e2e.conftest import control_plane, e2e_binaries  # noqa: F401
 from tests.e2e.controlplane import ControlPlane
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import built
 
 
 def _tool(name: str) -> Path:
-    try:
-        return render.build_tool(name)
-    except render.Unavailable as error:
-        unavailable("DEPLOY TESTS", error)
-    except render.BuildFailed as error:
-        pytest.fail(f"building {name} failed: {error}")
+    return built("DEPLOY TESTS", lambda: render.build_tool(name))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.prerequisites import BuildFailed, last_line, run_build
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TOOLS = Path(__file__).resolve().parent / "build-tools.sh"
 KUSTOMIZE_BASE = REPO / "deploy" / "kustomize" / "base"
@@ -34,41 +36,23 @@ BUILD_TIMEOUT_SECONDS = 30 * 60
 Object = dict[str, Any]
 
 
-class Unavailable(Exception):
-    """The tools cannot be had on this machine (no Go toolchain)."""
-
-
-class BuildFailed(Exception):
-    """build-tools.sh ran and failed."""
-
-
 #: build-tools.sh's exit status when the cache is cold and there is no Go to fill it.
 NO_GO_STATUS = 2
 
 
 def build_tool(name: str) -> Path:
     """Run build-tools.sh for one tool (a no-op when cached) and return its binary."""
-    try:
-        done = subprocess.run(
-            ["bash", str(BUILD_TOOLS), name],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise BuildFailed(
-            f"{BUILD_TOOLS} {name} timed out after {BUILD_TIMEOUT_SECONDS}s"
-        ) from error
-    if done.returncode == NO_GO_STATUS and shutil.which("go") is None:
-        raise Unavailable(
+
+    def missing(done: subprocess.CompletedProcess[str]) -> str | None:
+        if done.returncode != NO_GO_STATUS or shutil.which("go") is not None:
+            return None
+        return (
             f"tests/deploy needs Go >= 1.26 on PATH to build {name} "
             f"({BUILD_TOOLS.relative_to(REPO)}); install Go from https://go.dev/dl/ and re-run"
         )
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.splitlines()[-30:])
-        raise BuildFailed(f"{BUILD_TOOLS} {name} exited {done.returncode}:\n{tail}")
-    binary = Path(done.stdout.strip().splitlines()[-1])
+
+    done = run_build(["bash", BUILD_TOOLS, name], BUILD_TIMEOUT_SECONDS, missing)
+    binary = Path(last_line(done.stdout))
     if not os.access(binary, os.X_OK):
         raise BuildFailed(f"{BUILD_TOOLS} printed {binary} but it is not an executable")
     return binary

@@ -11,6 +11,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from tests.support.prerequisites import BuildFailed, last_line, run_build
+
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
 KARPENTER_BUILD_SCRIPT = HERE / "build-karpenter.sh"
@@ -18,14 +20,6 @@ KARPENTER_BUILD_SCRIPT = HERE / "build-karpenter.sh"
 BUILD_TIMEOUT_SECONDS = 45 * 60
 #: The build scripts' exit status when the cache is cold and no `go` is on PATH.
 MISSING_GO_EXIT = 3
-
-
-class Unavailable(Exception):
-    """The binaries cannot be had on this machine (no Go toolchain)."""
-
-
-class BuildFailed(Exception):
-    """A build script ran and failed."""
 
 
 def build() -> Path:
@@ -43,25 +37,17 @@ def build_karpenter() -> Path:
 def run_build_script(script: Path, executables: Iterable[str]) -> Path:
     """Run one of the build scripts and return the directory it printed last, after
     checking that the executables it promises are there."""
-    try:
-        done = subprocess.run(
-            ["bash", str(script)],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise BuildFailed(f"{script} timed out after {BUILD_TIMEOUT_SECONDS}s") from error
-    if done.returncode == MISSING_GO_EXIT:
-        raise Unavailable(
+
+    def missing(done: subprocess.CompletedProcess[str]) -> str | None:
+        if done.returncode != MISSING_GO_EXIT:
+            return None
+        return (
             f"e2e tests need Go >= 1.26 on PATH to run {script.name} "
             f"(the cache it fills is cold); install Go from https://go.dev/dl/ and re-run"
         )
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.splitlines()[-30:])
-        raise BuildFailed(f"{script} exited {done.returncode}:\n{tail}")
-    directory = Path(done.stdout.strip().splitlines()[-1])
+
+    done = run_build(["bash", script], BUILD_TIMEOUT_SECONDS, missing)
+    directory = Path(last_line(done.stdout))
     for name in executables:
         if not os.access(directory / name, os.X_OK):
             raise BuildFailed(f"{script} printed {directory} but {name} is missing there")

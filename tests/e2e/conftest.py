@@ -9,8 +9,7 @@ The autoscaled cluster has its own control plane and starts only when a test ask
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,29 +23,19 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.karpenter import KarpenterBuild
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
-from tests.support.prerequisites import unavailable
-
-
-def _built(build: Callable[[], Path]) -> Path:
-    """Run a build: a failure fails; missing Go skips loudly, or fails under CI=true."""
-    try:
-        return build()
-    except binaries.Unavailable as error:
-        unavailable("E2E", error)
-    except binaries.BuildFailed as error:
-        pytest.fail(f"building the e2e binaries failed: {error}")
+from tests.support.prerequisites import built
 
 
 @pytest.fixture(scope="session")
 def e2e_binaries() -> Binaries:
     """kube-apiserver, kube-scheduler and etcd from tests/e2e/build.sh (cached)."""
-    return Binaries(_built(binaries.build))
+    return Binaries(built("E2E", binaries.build))
 
 
 @pytest.fixture(scope="session")
 def karpenter_build() -> KarpenterBuild:
     """Karpenter (kwok provider) and its CRDs from tests/e2e/build-karpenter.sh (cached)."""
-    return KarpenterBuild(_built(binaries.build_karpenter))
+    return KarpenterBuild(built("E2E", binaries.build_karpenter))
 
 
 @pytest.fixture(scope="session")

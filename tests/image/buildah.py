@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.prerequisites import last_line, run_build
+
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
 #: A cold build (mmdebstrap, then pip from PyPI, on vfs) takes minutes; a hung one must
 #: not stall CI for its whole limit.
@@ -23,14 +25,6 @@ BUILD_TIMEOUT_SECONDS = 30 * 60
 #: build.sh's exit statuses for a missing tool and a missing binfmt handler.
 MISSING_TOOL_EXIT = 3
 MISSING_BINFMT_EXIT = 4
-
-
-class Unavailable(Exception):
-    """The image cannot be built on this machine (no buildah, mmdebstrap or binfmt)."""
-
-
-class BuildFailed(Exception):
-    """build.sh ran and failed."""
 
 
 def cache_dir() -> Path:
@@ -51,23 +45,14 @@ class Built:
 
 def build(arch: str) -> Built:
     """Run build.sh for `arch` (a no-op when nothing that goes in changed)."""
-    try:
-        done = subprocess.run(
-            ["bash", str(BUILD_SCRIPT), arch],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_SECONDS,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise BuildFailed(f"{BUILD_SCRIPT} timed out after {BUILD_TIMEOUT_SECONDS}s") from error
-    if done.returncode in (MISSING_TOOL_EXIT, MISSING_BINFMT_EXIT):
-        raise Unavailable(done.stderr.strip().splitlines()[-1])
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.splitlines()[-40:])
-        raise BuildFailed(f"{BUILD_SCRIPT} {arch} exited {done.returncode}:\n{tail}")
-    return Built(done.stdout.strip().splitlines()[-1], arch, done.stderr)
+
+    def missing(done: subprocess.CompletedProcess[str]) -> str | None:
+        if done.returncode not in (MISSING_TOOL_EXIT, MISSING_BINFMT_EXIT):
+            return None
+        return last_line(done.stderr)
+
+    done = run_build(["bash", BUILD_SCRIPT, arch], BUILD_TIMEOUT_SECONDS, missing)
+    return Built(last_line(done.stdout), arch, done.stderr)
 
 
 class Buildah:

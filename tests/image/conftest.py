@@ -21,7 +21,7 @@ import yaml
 from tests.deploy.render import REPO
 from tests.image import buildah, runc
 from tests.support.fixtures import PublishedRegistry
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import built
 from tests.support.registry import free_port, require_binary
 
 SHIPPED_CONFIG = REPO / "deploy" / "kustomize" / "base" / "archfit.yaml"
@@ -30,14 +30,9 @@ START_TIMEOUT = {"amd64": 60.0, "arm64": 180.0}
 _HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
-def built(arch: str) -> buildah.Built:
+def built_image(arch: str) -> buildah.Built:
     """build.sh's image for `arch`; fails under CI=true, skips loudly elsewhere."""
-    try:
-        return buildah.build(arch)
-    except buildah.Unavailable as error:
-        unavailable("IMAGE TESTS", error)
-    except buildah.BuildFailed as error:
-        pytest.fail(f"building the image failed: {error}")
+    return built("IMAGE TESTS", lambda: buildah.build(arch))
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +55,7 @@ ARCHITECTURES = [
 def image(request: pytest.FixtureRequest) -> buildah.Built:
     """The Dockerfile built for each architecture archfit is published for."""
     arch: str = request.param
-    return built(arch)
+    return built_image(arch)
 
 
 def container_config(registry_host: str, port: int) -> dict[str, Any]:
