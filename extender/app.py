@@ -36,7 +36,7 @@ from extender.once import OncePerCause
 from extender.placement import Candidate, Policy, decide_filter, decide_scores
 from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.resolution import PlatformResolver
-from extender.runtimes import node_facts
+from extender.runtimes import UNKNOWN_NODE, node_facts
 from extender.scheduler_api import (
     ExtenderArgs,
     WireError,
@@ -156,7 +156,8 @@ async def _decode(request: web.Request, verb: str) -> _Call:
             raise _NoNodeIndex
         if not nodes.synced:
             await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
-        candidates = nodes.candidates(args.node_names)
+        known = nodes.snapshot()
+        candidates = [Candidate(n, *known.get(n, UNKNOWN_NODE)) for n in args.node_names]
     else:
         candidates = []
         for node in args.nodes or ():

@@ -40,9 +40,15 @@ def runtime_rule(container_runtime_version: str, os: str) -> Rule:
     return Rule.STRICT if (major, minor) >= _TRANSFER_SERVICE_PULL else Rule.LOOSE
 
 
-def node_facts(
-    labels: Mapping[str, str], node_info: Mapping[str, str]
-) -> tuple[Platform | None, Rule]:
+NodeFacts = tuple[Platform | None, Rule]
+"""What archfit knows of a node: its platform (None when it names no architecture) and the
+matching rule of its runtime. Thousands of nodes share a handful of these."""
+
+UNKNOWN_NODE: NodeFacts = (None, Rule.STRICT)
+"""What a node name archfit has not seen gets: no platform, so the failure policy decides."""
+
+
+def node_facts(labels: Mapping[str, str], node_info: Mapping[str, str]) -> NodeFacts:
     """A node's platform (platforms.node_platform) and the rule its runtime follows."""
     platform = node_platform(labels, node_info)
     version = node_info.get("containerRuntimeVersion")

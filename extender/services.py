@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -11,10 +11,10 @@ import structlog
 
 from extender.config import Settings
 from extender.metrics import Metrics
-from extender.placement import Candidate
 from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
+from extender.runtimes import NodeFacts
 
 log = structlog.get_logger("archfit")
 
@@ -25,12 +25,10 @@ class NodeSource(Protocol):
     @property
     def synced(self) -> bool: ...
 
-    def candidates(self, names: Sequence[str]) -> list[Candidate]:
-        """Each named node with its platform (None when unknown) and its runtime's rule."""
-        ...
+    def snapshot(self) -> Mapping[str, NodeFacts]:
+        """Node name → facts, as of now: an immutable view a request reads without locks.
 
-    def platforms(self, names: Sequence[str]) -> list[Platform | None]:
-        """Each named node's platform; None when the node is unknown or names none."""
+        Names it lacks are unknown (runtimes.UNKNOWN_NODE)."""
         ...
 
     def known_platforms(self) -> frozenset[Platform]:

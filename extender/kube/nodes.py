@@ -59,6 +59,10 @@ class NodeIndex:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    def snapshot(self) -> Mapping[str, _Facts]:
+        """Node name → shared (platform, rule) facts: the current immutable map."""
+        return self._nodes
+
     def candidates(self, names: Sequence[str]) -> list[Candidate]:
         """Many nodes at once (platform None for unknown ones): one snapshot, no locks."""
         nodes = self._nodes

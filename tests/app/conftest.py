@@ -15,7 +15,7 @@ from extender.placement import Candidate
 from extender.platforms import Platform, Rule, parse
 from extender.pods import PullSecretsRef
 from extender.resolution import FunctionResolver
-from extender.runtimes import node_facts
+from extender.runtimes import NodeFacts, node_facts
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {
     "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),
@@ -51,6 +51,9 @@ class StaticNodes:
     @property
     def synced(self) -> bool:
         return True
+
+    def snapshot(self) -> Mapping[str, NodeFacts]:
+        return self._nodes
 
     def candidates(self, names: list[str]) -> list[Candidate]:
         return [Candidate(name, *self._nodes.get(name, (None, Rule.STRICT))) for name in names]
