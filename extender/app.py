@@ -12,9 +12,10 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import repeat
+from typing import Any, Protocol
 
 import orjson
 import structlog
@@ -32,16 +33,22 @@ from extender.listener import (
     read_body,
 )
 from extender.metrics import Metrics, tally_request_lookups
+from extender.node_parts import FactsOf
 from extender.once import OncePerCause
-from extender.placement import Candidate, Policy, decide_filter, decide_scores
+from extender.placement import (
+    FilterDecision,
+    Policy,
+    Resolved,
+    ScoreDecision,
+    decide_filter,
+    decide_scores,
+)
 from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.resolution import PlatformResolver
-from extender.runtimes import UNKNOWN_NODE, node_facts
+from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
     WireError,
-    node_labels_and_info,
-    node_name,
     parse_args,
     render_error,
     render_filter,
@@ -59,6 +66,10 @@ WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
 SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
 WARNINGS = web.AppKey("warnings", OncePerCause)
 GUARD = web.AppKey("connection_guard", ConnectionGuard)
+POLICY = web.AppKey("policy", Policy)
+FACTS = web.AppKey("node_facts", FactsOf)
+"""Shares NodeFacts between full-Node requests, so their nodes compare by identity."""
+DEBUG = web.AppKey("debug", bool)
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
 
@@ -77,6 +88,9 @@ def create_app(
         middlewares=[_errors_middleware],
     )
     app[SETTINGS] = settings
+    app[POLICY] = policy_of(settings)
+    app[FACTS] = FactsOf()
+    app[DEBUG] = settings.logging.level == "debug"
     app[METRICS] = Metrics()
     app[WARNINGS] = OncePerCause()
     app[GUARD] = ConnectionGuard(
@@ -117,113 +131,216 @@ def create_app(
 
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """One verb call, decoded: the wire args, the pod's facts and the candidates."""
+    """One verb call, decoded: the wire args, the pod's facts and each candidate's facts."""
 
     args: ExtenderArgs
     pod: PodFacts
     skip: str | None
     """Why the pod is not examined (annotation, excluded_namespace, no_images), or None."""
-    candidates: list[Candidate]
+    facts: Sequence[NodeFacts]
+    """facts[i] is what archfit knows of args.names[i]; empty when the pod is skipped."""
+    started: float
+    """`time.perf_counter()` when the request arrived."""
     deadline: float
     """`time.monotonic()` by which registry lookups must be done."""
+    dry_run: bool
+    debug: bool
+    """Whether per-node debug lines are wanted (explain)."""
 
     @property
-    def names(self) -> list[str]:
-        return [c.name for c in self.candidates]
+    def candidates(self) -> int:
+        return len(self.args.names)
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def elapsed_ms(self) -> float:
+        return round(self.elapsed() * 1000, 3)
+
 
 async def _decode(request: web.Request, verb: str) -> _Call:
-    """Parse the body, bind the log context and find each candidate's platform."""
-    settings = request.app[SETTINGS]
+    """Parse the body, bind the log context and find each candidate's facts."""
+    started = time.perf_counter()
+    app = request.app
+    settings = app[SETTINGS]
     # One budget per request: waiting for the node index spends it too.
     deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(
         request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb=verb
     )
-    args = parse_args(await read_body(request, settings.server.body_timeout_seconds))
+    args = parse_args(await read_body(request, settings.server.body_timeout_seconds), app[FACTS])
     pod = facts(args.pod)
     structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
     skip = skip_reason(pod, settings.policy.excluded_namespaces)
-    nodes = request.app[SERVICES].nodes
-    if args.node_names is not None:
-        if skip is not None:  # echoed unexamined: no platforms needed
-            return _Call(args, pod, skip, [Candidate(n, None) for n in args.node_names], deadline)
+    node_facts: Sequence[NodeFacts] = ()
+    if args.facts is not None:
+        node_facts = args.facts
+    elif skip is None:  # a skipped pod's names are echoed unexamined: no facts needed
+        nodes = app[SERVICES].nodes
         if nodes is None:
             raise _NoNodeIndex
         if not nodes.synced:
             await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
         known = nodes.snapshot()
-        candidates = [Candidate(n, *known.get(n, UNKNOWN_NODE)) for n in args.node_names]
-    else:
-        candidates = []
-        for node in args.nodes or ():
-            labels, info = node_labels_and_info(node)
-            candidates.append(Candidate(node_name(node), *node_facts(labels, info)))
-    return _Call(args, pod, skip, candidates, deadline)
+        node_facts = list(map(known.get, args.names, repeat(UNKNOWN_NODE)))
+    dry_run = settings.policy.mode == "dry-run"
+    return _Call(args, pod, skip, node_facts, started, deadline, dry_run, app[DEBUG])
+
+
+class _Verb(Protocol):
+    """What differs between filter and prioritize; `_serve` is the skeleton they share."""
+
+    name: str
+
+    def decide(self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy) -> Any: ...
+
+    def explain(
+        self,
+        call: _Call,
+        decision: Any,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        lookups: Mapping[str, int],
+    ) -> None: ...
+
+    def count(
+        self,
+        metrics: Metrics,
+        call: _Call,
+        decision: Any,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+    ) -> None: ...
+
+    def render(self, call: _Call, decision: Any) -> bytes: ...
+
+    def neutral(self, call: _Call) -> bytes:
+        """The answer that changes nothing: on skip, dry-run and archfit's own errors."""
+        ...
+
+
+class _Filter:
+    name = "filter"
+
+    def decide(
+        self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
+    ) -> FilterDecision:
+        return decide_filter(call.pod.images, resolved, call.args.names, call.facts, policy)
+
+    def explain(
+        self,
+        call: _Call,
+        decision: FilterDecision,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        lookups: Mapping[str, int],
+    ) -> None:
+        explain.filtered(call, decision, resolved, policy, lookups)
+
+    def count(
+        self,
+        metrics: Metrics,
+        call: _Call,
+        decision: FilterDecision,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+    ) -> None:
+        metrics.extender_call(
+            self.name,
+            "ok",
+            call.elapsed(),
+            nodes=(len(decision.passed), decision.rejected, len(decision.failed)),
+            unknown_images=len(explain.unknown_images(resolved)),
+            failure_policy=policy.failure_policy,
+            dry_run=call.dry_run,
+        )
+
+    def render(self, call: _Call, decision: FilterDecision) -> bytes:
+        return render_filter(call.args, decision.passed, decision.failed, decision.unresolvable)
+
+    def neutral(self, call: _Call) -> bytes:
+        # Archfit's own failure must never reject a node: pass everything.
+        return render_filter(call.args, call.args.names, {}, {})
+
+
+class _Prioritize:
+    name = "prioritize"
+
+    def decide(
+        self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
+    ) -> ScoreDecision:
+        pod = call.pod
+        return decide_scores(
+            pod.images, resolved, call.args.names, call.facts, policy, pod.prefer_arch
+        )
+
+    def explain(
+        self,
+        call: _Call,
+        decision: ScoreDecision,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        lookups: Mapping[str, int],
+    ) -> None:
+        explain.scored(call, call.pod, decision)
+
+    def count(
+        self,
+        metrics: Metrics,
+        call: _Call,
+        decision: ScoreDecision,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+    ) -> None:
+        metrics.extender_call(self.name, "ok", call.elapsed())
+
+    def render(self, call: _Call, decision: ScoreDecision) -> bytes:
+        return render_priorities(decision.scores)
+
+    def neutral(self, call: _Call) -> bytes:
+        # No scores at all: kube-scheduler counts a host the list leaves out as 0.
+        return render_priorities({})
+
+
+_FILTER = _Filter()
+_PRIORITIZE = _Prioritize()
+
+
+async def _serve(request: web.Request, verb: _Verb) -> web.Response:
+    """decode → resolve → decide → explain → count → render, the same for every verb."""
+    app = request.app
+    metrics = app[METRICS]
+    call = await _decode(request, verb.name)
+    if call.skip is not None:
+        explain.skipped(verb.name, call, call.skip)
+        metrics.extender_call(verb.name, "skipped", skipped=call.skip)
+        return _json(verb.neutral(call))
+    policy = app[POLICY]
+    lookups = tally_request_lookups()
+    try:
+        resolved = await app[SERVICES].resolution.resolve(
+            call.pod.images, call.pod.pull, call.remaining()
+        )
+        decision = verb.decide(call, resolved, policy)
+    except Exception:
+        log.exception(f"{verb.name}_internal_error", candidates=call.candidates)
+        metrics.extender_call(verb.name, "internal_error")
+        return _json(verb.neutral(call))
+    verb.explain(call, decision, resolved, policy, lookups)
+    verb.count(metrics, call, decision, resolved, policy)
+    return _json(verb.neutral(call) if call.dry_run else verb.render(call, decision))
 
 
 async def filter_handler(request: web.Request) -> web.Response:
-    started = time.perf_counter()
-    app = request.app
-    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
-    call = await _decode(request, "filter")
-    args, pod, candidates, names = call.args, call.pod, call.candidates, call.names
-    if call.skip is not None:
-        metrics.skipped_pods.labels(call.skip).inc()
-        explain.skipped("filter", call.skip, len(names), started)
-        metrics.requests.labels("filter", "skipped").inc()
-        return _json(render_filter(args, names, {}, {}))
-    policy = _policy(settings)
-    lookups = tally_request_lookups()
-    try:
-        resolved = await services.resolution.resolve(pod.images, pod.pull, call.remaining())
-        decision = decide_filter(pod.images, resolved, candidates, policy)
-    except Exception:
-        # archfit's own failure must never reject a node: pass everything, loudly.
-        log.exception("filter_internal_error", candidates=len(names))
-        metrics.requests.labels("filter", "internal_error").inc()
-        return _json(render_filter(args, names, {}, {}))
-    dry_run = settings.policy.mode == "dry-run"
-    explain.filtered(
-        pod, candidates, resolved, decision, policy, dry_run, metrics, dict(lookups), started
-    )
-    metrics.request_seconds.labels("filter").observe(time.perf_counter() - started)
-    metrics.requests.labels("filter", "ok").inc()
-    if dry_run:
-        return _json(render_filter(args, names, {}, {}))
-    return _json(
-        render_filter(args, decision.passed, decision.failed(policy), decision.unresolvable)
-    )
+    return await _serve(request, _FILTER)
 
 
 async def prioritize_handler(request: web.Request) -> web.Response:
-    started = time.perf_counter()
-    app = request.app
-    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
-    call = await _decode(request, "prioritize")
-    pod, candidates = call.pod, call.candidates
-    flat = {c.name: 0 for c in candidates}
-    if call.skip is not None:
-        explain.skipped("prioritize", call.skip, len(candidates), started)
-        metrics.requests.labels("prioritize", "skipped").inc()
-        return _json(render_priorities(flat))
-    policy = _policy(settings)
-    try:
-        resolved = await services.resolution.resolve(pod.images, pod.pull, call.remaining())
-        decision = decide_scores(pod.images, resolved, candidates, policy, pod.prefer_arch)
-    except Exception:
-        log.exception("prioritize_internal_error", candidates=len(candidates))
-        metrics.requests.labels("prioritize", "internal_error").inc()
-        return _json(render_priorities(flat))
-    dry_run = settings.policy.mode == "dry-run"
-    explain.scored(pod, decision, dry_run, started)
-    metrics.request_seconds.labels("prioritize").observe(time.perf_counter() - started)
-    metrics.requests.labels("prioritize", "ok").inc()
-    return _json(render_priorities(flat if dry_run else decision.scores))
+    return await _serve(request, _PRIORITIZE)
 
 
 class ServerCertificateError(RuntimeError):
@@ -394,10 +511,11 @@ async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
 def _count_bad(request: web.Request, outcome: str = "bad_request") -> None:
     verb = request.path.rsplit("/", 1)[-1]
     if verb in ("filter", "prioritize"):
-        request.app[METRICS].requests.labels(verb, outcome).inc()
+        request.app[METRICS].extender_call(verb, outcome)
 
 
-def _policy(settings: Settings) -> Policy:
+def policy_of(settings: Settings) -> Policy:
+    """The decision knobs, built once per app (POLICY)."""
     return Policy(
         failure_policy=settings.policy.failure_policy,
         matching=settings.policy.matching,

@@ -1,55 +1,61 @@
-"""Explanations: one structured line per rejected node and one summary line per request."""
+"""Explanations: structured log lines that say why, one summary line per request.
+
+Only logs: counting is metrics' job (extender.metrics), done once per call by the app.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Protocol
 
 import structlog
 
-from extender.metrics import Metrics
 from extender.mutation import Mutation
-from extender.placement import Candidate, FilterDecision, Policy, Resolved, ScoreDecision, Unknown
-from extender.platforms import Platform, summarise_platforms
+from extender.placement import FilterDecision, Policy, Resolved, ScoreDecision, Unknown
+from extender.platforms import summarise_platforms
 from extender.pods import PodFacts
 
 log = structlog.get_logger("archfit")
 
 
 def filtered(
-    pod: PodFacts,
-    candidates: Sequence[Candidate],
-    resolved: Mapping[str, Resolved],
+    verb: Verb,
     decision: FilterDecision,
+    resolved: Mapping[str, Resolved],
     policy: Policy,
-    dry_run: bool,
-    metrics: Metrics,
     cache: Mapping[str, int],
-    started: float,
 ) -> None:
-    """Log and count one filter decision; `cache` tallies this request's cache lookups."""
-    mode = "dry-run" if dry_run else "enforce"
-    # Rejections repeat a few (image, platform) pairs across many nodes: render each once.
-    shown: dict[tuple[str, Platform], tuple[str, list[str]]] = {}
-    for rejection in decision.rejected:
-        key = (rejection.image, rejection.node_platform)
-        if key not in shown:
-            shown[key] = (
-                str(rejection.node_platform),
-                summarise_platforms(rejection.image_platforms),
+    """Explain one filter decision in O(groups) lines: one per verdict, listing its nodes.
+
+    Nodes of one platform share a verdict, so 250 rejected nodes of one platform make one
+    `nodes_rejected` line, not 250; `node_rejected` per node is there at debug.
+    """
+    dry_run = verb.dry_run
+    per_node = verb.debug
+    for verdict, nodes in decision.groups:
+        if verdict.outcome == "reject":
+            fields = {
+                "node_platform": str(verdict.platform),
+                "image": verdict.image,
+                "image_platforms": summarise_platforms(verdict.image_platforms),
+                "reason": verdict.reason,
+                "rule": str(verdict.rule),
+                "dry_run": dry_run,
+            }
+            log.info("nodes_rejected", count=len(nodes), nodes=nodes, **fields)
+            if per_node:
+                for node in nodes:
+                    log.debug("node_rejected", node=node, **fields)
+        elif verdict.image is None:
+            log.warning(
+                "node_platform_unknown",
+                count=len(nodes),
+                nodes=nodes,
+                failure_policy=policy.failure_policy,
+                dry_run=dry_run,
             )
-        node_platform, image_platforms = shown[key]
-        log.info(
-            "node_rejected",
-            node=rejection.node,
-            node_platform=node_platform,
-            image=rejection.image,
-            image_platforms=image_platforms,
-            reason=rejection.reason,
-            rule=str(rejection.rule),
-            dry_run=dry_run,
-        )
-    unknown = _unknown(resolved)
+    unknown = unknown_images(resolved)
     for image, why in unknown.items():
         # Warning, not error: the failure policy handles it, and the registry's
         # trouble is not archfit's.
@@ -60,44 +66,51 @@ def filtered(
             failure_policy=policy.failure_policy,
             dry_run=dry_run,
         )
-    if unknown:
-        metrics.unknown_images.labels(policy.failure_policy).inc(len(unknown))
-    doubted_nodes = [d.node for d in decision.doubted if d.image is None]
-    if doubted_nodes:
-        log.warning("node_platform_unknown", nodes=doubted_nodes[:20], count=len(doubted_nodes))
-    failed = decision.failed(policy)
-    metrics.node_decisions.labels("passed", mode).inc(len(decision.passed))
-    metrics.node_decisions.labels("rejected", mode).inc(len(decision.rejected))
-    metrics.node_decisions.labels("failed_unknown", mode).inc(len(failed))
+    failed = len(decision.failed)
     log.info(
         "filter_done",
-        candidates=len(candidates),
-        passed=len(candidates) if dry_run else len(decision.passed),
-        rejected=len(decision.rejected),
-        failed_unknown=len(failed),
-        would_reject=len(decision.rejected) + len(failed) if dry_run else None,
+        candidates=verb.candidates,
+        passed=verb.candidates if dry_run else len(decision.passed),
+        rejected=decision.rejected,
+        failed_unknown=failed,
+        would_reject=decision.rejected + failed if dry_run else None,
         images=len(resolved),
         unknown_images=sorted(unknown),
         cache_hits=cache.get("hit", 0),
         cache_misses=cache.get("miss", 0),
         dry_run=dry_run,
-        duration_ms=_ms(started),
+        duration_ms=verb.elapsed_ms(),
     )
 
 
-def scored(pod: PodFacts, decision: ScoreDecision, dry_run: bool, started: float) -> None:
+def scored(verb: Verb, pod: PodFacts, decision: ScoreDecision) -> None:
     """The summary line of one prioritize call."""
     top = max(decision.scores.values(), default=0)
     log.info(
         "prioritize_done",
-        candidates=len(decision.scores),
+        candidates=verb.candidates,
         multi_arch=decision.multi_arch,
         architectures=list(decision.architectures),
         prefer_arch=list(pod.prefer_arch) or None,
-        preferred_nodes=sum(1 for s in decision.scores.values() if s == top and top > 0),
-        dry_run=dry_run,
-        duration_ms=_ms(started),
+        preferred_nodes=sum(1 for s in decision.scores.values() if s == top) if top else 0,
+        dry_run=verb.dry_run,
+        duration_ms=verb.elapsed_ms(),
     )
+
+
+class Verb(Protocol):
+    """What every explanation of an extender call needs from the call."""
+
+    @property
+    def candidates(self) -> int: ...
+
+    @property
+    def dry_run(self) -> bool: ...
+
+    @property
+    def debug(self) -> bool: ...
+
+    def elapsed_ms(self) -> float: ...
 
 
 def admitted(
@@ -109,7 +122,7 @@ def admitted(
     started: float,
 ) -> None:
     """The one line per pod CREATE the webhook examined: what it found and what it wrote."""
-    for image, why in _unknown(resolved).items():
+    for image, why in unknown_images(resolved).items():
         log.warning("image_platforms_unknown", image=image, error=why, failure_policy="fail-open")
     log.info(
         "pod_admitted",
@@ -130,12 +143,13 @@ def admission_skipped(why: str, started: float) -> None:
     log.info("pod_admitted", outcome="skipped", skipped=why, duration_ms=_ms(started))
 
 
-def _unknown(resolved: Mapping[str, Resolved]) -> dict[str, str]:
+def unknown_images(resolved: Mapping[str, Resolved]) -> dict[str, str]:
+    """Each image whose platforms are unknown, and why."""
     return {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
 
 
-def skipped(verb: str, why: str, candidates: int, started: float) -> None:
-    log.info(f"{verb}_done", skipped=why, candidates=candidates, duration_ms=_ms(started))
+def skipped(name: str, verb: Verb, why: str) -> None:
+    log.info(f"{name}_done", skipped=why, candidates=verb.candidates, duration_ms=verb.elapsed_ms())
 
 
 def _ms(started: float) -> float:

@@ -131,6 +131,38 @@ class Metrics:
             registry=r,
         )
 
+    def extender_call(
+        self,
+        verb: str,
+        outcome: str,
+        seconds: float | None = None,
+        *,
+        skipped: str | None = None,
+        nodes: tuple[int, int, int] | None = None,
+        unknown_images: int = 0,
+        failure_policy: str = "",
+        dry_run: bool = False,
+    ) -> None:
+        """Count one filter or prioritize call: every metric of the verbs is counted here.
+
+        `nodes` is a filter's (passed, rejected, failed_unknown); dry-run counts what
+        would have happened. `skipped` is why the pod was not examined (counted for filter
+        only, so a pod is counted once per scheduling attempt).
+        """
+        self.requests.labels(verb, outcome).inc()
+        if seconds is not None:
+            self.request_seconds.labels(verb).observe(seconds)
+        if skipped is not None and verb == "filter":
+            self.skipped_pods.labels(skipped).inc()
+        if nodes is not None:
+            mode = "dry-run" if dry_run else "enforce"
+            passed, rejected, failed = nodes
+            self.node_decisions.labels("passed", mode).inc(passed)
+            self.node_decisions.labels("rejected", mode).inc(rejected)
+            self.node_decisions.labels("failed_unknown", mode).inc(failed)
+        if unknown_images:
+            self.unknown_images.labels(failure_policy).inc(unknown_images)
+
     def cache_lookup(self, kind: str, result: str) -> None:
         """Count one resolver cache lookup, globally and for the current request."""
         self.cache_lookups.labels(kind, result).inc()

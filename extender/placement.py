@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from extender.platforms import Platform, Rule, any_accepts
+from extender.runtimes import NodeFacts
 
 # kube-scheduler cuts the event message at 1024 bytes and groups identical
 # reasons; an image name longer than this is cut so the clause stays short.
 _MAX_IMAGE_IN_REASON = 120
+
+MAX_SCORE = 10
+"""kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
@@ -31,70 +35,67 @@ Resolved = frozenset[Platform] | Unknown
 """What a request knows of one image: its platforms, or that it does not know."""
 
 
-class Candidate(NamedTuple):
-    """A node the scheduler offers, with its platform (None when nothing says)."""
-
-    name: str
-    platform: Platform | None
-    runtime_rule: Rule = Rule.STRICT
-    """The rule of the runtime the node reports (extender.runtimes); strict when unknown."""
-
-
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision knobs, taken from settings."""
+    """The decision knobs, taken from settings (built once at start: app.POLICY)."""
 
     failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; the others force one rule on all."""
     arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
 
-    def rule_for(self, node: Candidate) -> Rule:
-        """The rule `node` is judged by."""
+    def rule_for(self, runtime_rule: Rule) -> Rule:
+        """The rule a node whose runtime follows `runtime_rule` is judged by."""
         if self.matching == "auto":
-            return node.runtime_rule
+            return runtime_rule
         return Rule.LOOSE if self.matching == "loose" else Rule.STRICT
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why one node cannot run the pod: the first image that has no entry for it."""
+Outcome = Literal["pass", "reject", "doubt"]
 
-    node: str
-    node_platform: Platform
-    image: str
-    image_platforms: frozenset[Platform]
-    reason: str
-    rule: Rule
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Verdict:
+    """The judgement of every node that shares one NodeFacts (platform and runtime rule).
+
+    Nodes of one platform get the same verdict object, so a request costs one judgement per
+    distinct platform and rule, and explanations come in one line per verdict. Compared and
+    hashed by identity (eq=False): grouping 5,000 nodes must not hash 5,000 dataclasses.
+    """
+
+    outcome: Outcome
+    """pass; reject (an image surely lacks the platform); doubt (archfit cannot tell)."""
+    kept: bool
+    """Whether the node stays a candidate: passes, or is doubted under fail-open."""
+    platform: Platform | None = None
+    rule: Rule = Rule.STRICT
     """The matching rule the node was judged by."""
+    reason: str = ""
+    """The clause for the scheduler's event: the same for every node of the verdict."""
+    image: str | None = None
+    """The first image that cannot run (reject) or is unknown (doubt); None otherwise."""
+    image_platforms: frozenset[Platform] = frozenset()
+    """The platforms the rejecting image has."""
 
 
 @dataclass(frozen=True, slots=True)
-class Doubt:
-    """A node archfit could not judge (unknown image or node platform), and why."""
-
-    node: str
-    reason: str
-    image: str | None
-    """The unknown image, or None when the node's own platform is unknown."""
-
-
-@dataclass(slots=True)
 class FilterDecision:
-    passed: list[str] = field(default_factory=list)
-    rejected: list[Rejection] = field(default_factory=list)
+    passed: list[str]
+    """Candidates that stay, in the scheduler's order."""
+    unresolvable: dict[str, str]
     """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help)."""
-    doubted: list[Doubt] = field(default_factory=list)
-    """Unknowns: passed under fail-open, FailedNodes under fail-closed."""
+    failed: dict[str, str]
+    """Doubted nodes under fail-closed: FailedNodes (they may pass later)."""
+    groups: list[tuple[Verdict, list[str]]]
+    """Every verdict but a plain pass, with its nodes: what explain logs, one line each."""
 
     @property
-    def unresolvable(self) -> dict[str, str]:
-        return {r.node: r.reason for r in self.rejected}
+    def rejected(self) -> int:
+        return len(self.unresolvable)
 
-    def failed(self, policy: Policy) -> dict[str, str]:
-        if policy.failure_policy == "fail-open":
-            return {}
-        return {d.node: d.reason for d in self.doubted}
+    @property
+    def doubted(self) -> int:
+        return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
 
 
 def mismatch_reason(image: str, node_platform: Platform) -> str:
@@ -112,60 +113,94 @@ UNKNOWN_NODE_REASON = f"{UNKNOWN_PREFIX}: node has no kubernetes.io/arch label"
 def decide_filter(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
-    candidates: Sequence[Candidate],
+    names: Sequence[str],
+    facts: Sequence[NodeFacts],
     policy: Policy,
 ) -> FilterDecision:
-    """Split candidates into passed, rejected (mismatch) and doubted (unknown).
+    """Split the candidates `names` (with `facts[i]` for `names[i]`) by verdict.
 
     A node passes only if every image has an entry it accepts. A known mismatch
     outranks an unknown: one image that surely cannot run is enough to reject.
     Doubted nodes pass under fail-open.
+
+    Clusters have a handful of platforms and runtimes and many nodes: each distinct
+    NodeFacts is judged once, and names are split in one pass with no per-node objects.
+    Facts are compared by identity (the node index and the Node decoder share one tuple
+    per distinct value), which also spares hashing a Platform per node.
     """
-    decision = FilterDecision()
+    ids = list(map(id, facts))
+    verdicts = _verdicts(images, resolved, ids, facts, policy)
+    if all(v.outcome == "pass" for v in verdicts.values()):
+        return FilterDecision(list(names), {}, {}, [])
+    kept = {key for key, v in verdicts.items() if v.kept}
+    passed = [name for name, key in zip(names, ids, strict=True) if key in kept]
+    keys_of: dict[Verdict, set[int]] = {}
+    for key, verdict in verdicts.items():
+        if verdict.outcome != "pass":
+            keys_of.setdefault(verdict, set()).add(key)
+    groups: list[tuple[Verdict, list[str]]] = []
+    unresolvable: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for verdict, keys in keys_of.items():
+        nodes = [name for name, key in zip(names, ids, strict=True) if key in keys]
+        groups.append((verdict, nodes))
+        # Every node of a verdict has its reason: dict.fromkeys builds the map in C.
+        if verdict.outcome == "reject":
+            unresolvable.update(dict.fromkeys(nodes, verdict.reason))
+        elif not verdict.kept:
+            failed.update(dict.fromkeys(nodes, verdict.reason))
+    return FilterDecision(passed, unresolvable, failed, groups)
+
+
+def _verdicts(
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    ids: Sequence[int],
+    facts: Sequence[NodeFacts],
+    policy: Policy,
+) -> dict[int, Verdict]:
+    """One verdict per distinct facts object, keyed by its id."""
     known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
     # An image missing from `resolved` is as unknown as one that timed out.
-    unknown = [image for image in images if not isinstance(resolved.get(image), frozenset)]
+    unknown = next((i for i in images if not isinstance(resolved.get(i), frozenset)), None)
     fail_open = policy.failure_policy == "fail-open"
-    # Clusters have a handful of platforms and runtimes and many nodes: judge each
-    # (platform, rule) pair once.
-    mismatches: dict[tuple[Platform, Rule], tuple[str, frozenset[Platform], str] | None] = {}
-    for node in candidates:
-        platform = node.platform
-        if platform is None:
-            decision.doubted.append(Doubt(node.name, UNKNOWN_NODE_REASON, None))
-            if fail_open:
-                decision.passed.append(node.name)
-            continue
-        rule = policy.rule_for(node)
-        key = (platform, rule)
-        if key not in mismatches:
-            mismatches[key] = _first_mismatch(known, platform, rule)
-        mismatch = mismatches[key]
-        if mismatch is not None:
-            image, platforms, reason = mismatch
-            decision.rejected.append(Rejection(node.name, platform, image, platforms, reason, rule))
-            continue
-        if unknown:
-            decision.doubted.append(Doubt(node.name, unknown_reason(unknown[0]), unknown[0]))
-            if not fail_open:
-                continue
-        decision.passed.append(node.name)
-    return decision
+    by_value: dict[NodeFacts, Verdict] = {}
+    verdicts: dict[int, Verdict] = {}
+    for key, node in dict(zip(ids, facts, strict=True)).items():
+        # Equal facts that are distinct objects (an index rebuilt mid-request) share one.
+        verdict = by_value.get(node)
+        if verdict is None:
+            verdict = by_value[node] = _judge(node, known, unknown, policy, fail_open)
+        verdicts[key] = verdict
+    return verdicts
 
 
-def _first_mismatch(
-    known: Sequence[tuple[str, frozenset[Platform]]], node: Platform, rule: Rule
-) -> tuple[str, frozenset[Platform], str] | None:
-    """The first image with no entry for `node`, its platforms and the reason; or None."""
+def _judge(
+    node: NodeFacts,
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    unknown: str | None,
+    policy: Policy,
+    fail_open: bool,
+) -> Verdict:
+    platform, runtime_rule = node
+    if platform is None:
+        return Verdict("doubt", fail_open, None, runtime_rule, UNKNOWN_NODE_REASON)
+    rule = policy.rule_for(runtime_rule)
     for image, platforms in known:
-        if not any_accepts(node, platforms, rule=rule):
-            return image, platforms, mismatch_reason(image, node)
-    return None
+        if not any_accepts(platform, platforms, rule=rule):
+            reason = mismatch_reason(image, platform)
+            return Verdict("reject", False, platform, rule, reason, image, platforms)
+    if unknown is not None:
+        return Verdict("doubt", fail_open, platform, rule, unknown_reason(unknown), unknown)
+    return Verdict("pass", True, platform, rule)
 
 
 @dataclass(frozen=True, slots=True)
 class ScoreDecision:
     scores: dict[str, int]
+    """Hosts with a score above 0. kube-scheduler adds an extender's scores only for the hosts
+    it returns (pkg/scheduler/schedule_one.go prioritizeNodes), so leaving out the zeros
+    changes no total and spares both sides encoding and decoding them."""
     multi_arch: bool
     """Whether the pod runs on two or more candidate architectures (and so got a preference)."""
     architectures: tuple[str, ...]
@@ -175,36 +210,33 @@ class ScoreDecision:
 def decide_scores(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
-    candidates: Sequence[Candidate],
+    names: Sequence[str],
+    facts: Sequence[NodeFacts],
     policy: Policy,
     prefer_arch: Sequence[str] = (),
 ) -> ScoreDecision:
     """Score nodes by architecture preference, only for pods that run on ≥2 candidate archs.
 
-    Every other pod gets equal (zero) scores, so archfit adds no bias: an image
-    with an unknown platform, a single-arch pod, or a pod without images.
+    Every other pod gets no scores at all, so archfit adds no bias: an image with an
+    unknown platform, a single-arch pod, or a pod without images.
     """
-    flat = {c.name: 0 for c in candidates}
     known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
     if not images or len(known) != len(images):
-        return ScoreDecision(flat, False, ())
-    judged = {c.name: (c.platform, policy.rule_for(c)) for c in candidates}
-    runnable = {
-        (platform, rule)
-        for platform, rule in set(judged.values())
-        if platform is not None
-        and all(any_accepts(platform, platforms, rule=rule) for platforms in known)
-    }
-    arches = tuple(sorted({platform.architecture for platform, _ in runnable}))
+        return ScoreDecision({}, False, ())
+    ids = list(map(id, facts))
+    runnable: dict[int, str] = {}
+    """id(facts) → architecture, for the facts the pod runs on."""
+    for key, (platform, runtime_rule) in dict(zip(ids, facts, strict=True)).items():
+        rule = policy.rule_for(runtime_rule)
+        if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
+            runnable[key] = platform.architecture
+    arches = tuple(sorted(set(runnable.values())))
     if len(arches) < 2:
-        return ScoreDecision(flat, False, arches)
+        return ScoreDecision({}, False, arches)
     preference = annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
-    scores = {
-        name: preference.get(platform.architecture, 0)
-        if platform is not None and (platform, rule) in runnable
-        else 0
-        for name, (platform, rule) in judged.items()
-    }
+    score_of = {key: min(MAX_SCORE, max(0, preference.get(a, 0))) for key, a in runnable.items()}
+    scored = {key for key, score in score_of.items() if score}
+    scores = {name: score_of[key] for name, key in zip(names, ids, strict=True) if key in scored}
     return ScoreDecision(scores, True, arches)
 
 

@@ -2,15 +2,26 @@
 
 The Go types carry no json tags, so keys are the capitalised Go field names and
 nil arrives as `null`. Pure functions; see docs/architecture.md, "The extender wire contract".
+
+Requests are decoded with msgspec into the typed shapes below, which is also the check:
+a body of the wrong shape fails with msgspec's message and the JSON path of the problem.
+Full Node objects (nodeCacheCapable: false) are kept as their original bytes and only
+the fields archfit reads are decoded from them (extender.node_parts); the kept ones are
+returned byte for byte, never re-encoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import msgspec
+import orjson
 
 from extender import wire_json
+from extender.node_parts import FactsOf, NodeDecodeError, decode_node
+from extender.runtimes import NodeFacts
 
 MAX_PRIORITY = 10
 
@@ -22,80 +33,121 @@ class WireError(ValueError):
     """The request body is not a valid ExtenderArgs; the message says what is wrong."""
 
 
+# The request, as kube-scheduler encodes it (extender/v1 types.go ExtenderArgs).
+
+
+class _NodeList(msgspec.Struct):
+    """v1.NodeList: `items` kept as raw bytes, `metadata` echoed back as it came."""
+
+    items: list[msgspec.Raw] | None = None
+    metadata: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _ExtenderArgs(msgspec.Struct):
+    Pod: msgspec.Raw = msgspec.Raw(b"null")
+    """Kept raw until its size is checked (wire_json.check_containers)."""
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+_args_decoder = msgspec.json.Decoder(_ExtenderArgs)
+_pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
+
+
+# The answers (types.go ExtenderFilterResult and HostPriorityList).
+
+
+class ExtenderFilterResult(TypedDict):
+    Nodes: Any
+    """null, or {"metadata": …, "items": [kept Nodes as raw bytes]}."""
+    NodeNames: list[str] | None
+    FailedNodes: Mapping[str, str]
+    FailedAndUnresolvableNodes: Mapping[str, str]
+    Error: str
+
+
+class HostPriority(msgspec.Struct):
+    """One entry of a HostPriorityList. A Struct, not a dict: hundreds are built per call."""
+
+    Host: str
+    Score: int
+
+
+@dataclass(frozen=True, slots=True)
+class FullNodes:
+    """The Nodes of a nodeCacheCapable: false request, as they came."""
+
+    items: list[msgspec.Raw]
+    """Each v1.Node's original bytes, returned unmodified when kept."""
+    metadata: msgspec.Raw
+
+
 @dataclass(frozen=True, slots=True)
 class ExtenderArgs:
-    """A decoded ExtenderArgs. Exactly one of `nodes` and `node_names` is set."""
+    """A decoded ExtenderArgs: the pod and the candidate names, in the scheduler's order."""
 
     pod: Mapping[str, Any]
-    nodes: list[Mapping[str, Any]] | None
-    """Full v1.Node objects (nodeCacheCapable: false), kept to be returned unmodified."""
-    node_names: list[str] | None
-    """Node names only (nodeCacheCapable: true)."""
-    node_list_meta: Mapping[str, Any] = field(default_factory=dict)
-    """The NodeList's own apiVersion/kind/metadata, echoed back around the kept items."""
+    names: list[str]
+    facts: list[NodeFacts] | None
+    """Each candidate's facts, when the request carried full Nodes; None for NodeNames
+    (the node index knows them)."""
+    full: FullNodes | None = None
+    """The Nodes to echo back (nodeCacheCapable: false); None for NodeNames."""
 
 
-def parse_args(body: bytes) -> ExtenderArgs:
-    """Decode and check an ExtenderArgs body. Raises WireError naming the problem."""
+def parse_args(body: bytes, facts_of: FactsOf | None = None) -> ExtenderArgs:
+    """Decode and check an ExtenderArgs body. Raises WireError naming the problem.
+
+    `facts_of` shares NodeFacts between requests (app-wide); a fresh one otherwise.
+    """
+    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only six
+    # strings of each are decoded), so only the pod's bytes need the bound on containers.
     try:
-        data = wire_json.loads(body)
+        args = _args_decoder.decode(body)
+    except RecursionError as error:
+        raise WireError("body is not valid JSON: nested too deeply") from error
+    except msgspec.ValidationError as error:  # a DecodeError too: test it first
+        raise WireError(f"body is not an ExtenderArgs: {error}") from error
+    except msgspec.DecodeError as error:
+        raise WireError(f"body is not valid JSON: {error}") from error
+    try:
+        wire_json.check_containers(args.Pod)
+        pod = _pod_decoder.decode(args.Pod)
     except wire_json.JsonError as error:
-        raise WireError(str(error)) from error
-    if not isinstance(data, dict):
-        raise WireError("body must be a JSON object (ExtenderArgs)")
-    pod = data.get("Pod")
+        raise WireError(f"Pod: {error}") from error
+    except RecursionError as error:
+        raise WireError("Pod is nested too deeply") from error
+    except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
+        raise WireError(f"Pod is not a v1.Pod: {error}") from error
     if pod is None:
         raise WireError("Pod is missing")
-    if not isinstance(pod, dict):
-        raise WireError("Pod must be an object (v1.Pod)")
-    nodes_raw = data.get("Nodes")
-    names_raw = data.get("NodeNames")
-    if nodes_raw is None and names_raw is None:
+    if args.NodeNames is not None:
+        _check_count("NodeNames", len(args.NodeNames))
+        return ExtenderArgs(pod, args.NodeNames, None)
+    if args.Nodes is None:
         raise WireError("both Nodes and NodeNames are null; one of them must list the candidates")
-    if names_raw is not None:
-        if not isinstance(names_raw, list) or not all(type(n) is str for n in names_raw):
-            raise WireError("NodeNames must be a list of strings")
-        _check_count("NodeNames", len(names_raw))
-        return ExtenderArgs(pod=pod, nodes=None, node_names=names_raw)
-    if not isinstance(nodes_raw, dict):
-        raise WireError("Nodes must be an object (v1.NodeList)")
-    items = nodes_raw.get("items")
-    if items is None:
-        items = []
-    if not isinstance(items, list):
-        raise WireError("Nodes.items must be a list")
+    items = args.Nodes.items or []
     _check_count("Nodes.items", len(items))
-    for index, node in enumerate(items):
-        if not isinstance(node, dict):
-            raise WireError(f"Nodes.items[{index}] must be an object (v1.Node)")
-        name = node_name(node)
-        if not name:
+    facts_of = facts_of or FactsOf()
+    names: list[str] = []
+    facts: list[NodeFacts] = []
+    for index, raw in enumerate(items):
+        try:
+            node = decode_node(raw)
+        except NodeDecodeError as error:
+            raise WireError(f"Nodes.items[{index}] is not a v1.Node: {error}") from error
+        except RecursionError as error:
+            raise WireError(f"Nodes.items[{index}] is nested too deeply") from error
+        if not node.name:
             raise WireError(f"Nodes.items[{index}].metadata.name is missing")
-    meta = {k: v for k, v in nodes_raw.items() if k != "items"}
-    return ExtenderArgs(pod=pod, nodes=items, node_names=None, node_list_meta=meta)
+        names.append(node.name)
+        facts.append(facts_of(node))
+    return ExtenderArgs(pod, names, facts, FullNodes(items, args.Nodes.metadata))
 
 
 def _check_count(where: str, count: int) -> None:
     if count > MAX_NODES:
         raise WireError(f"{where} lists {count} nodes, more than any cluster has ({MAX_NODES})")
-
-
-def node_name(node: Mapping[str, Any]) -> str:
-    metadata = node.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return name if isinstance(name, str) else ""
-
-
-def node_labels_and_info(node: Mapping[str, Any]) -> tuple[Mapping[str, str], Mapping[str, str]]:
-    """A node's labels and status.nodeInfo, tolerating nulls and wrong types."""
-    metadata = node.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    status = node.get("status")
-    info = status.get("nodeInfo") if isinstance(status, dict) else None
-    return (
-        {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {},
-        {k: v for k, v in info.items() if isinstance(v, str)} if isinstance(info, dict) else {},
-    )
 
 
 def render_filter(
@@ -106,37 +158,35 @@ def render_filter(
     error: str = "",
 ) -> bytes:
     """Encode an ExtenderFilterResult in the same mode as the request."""
-    result: dict[str, Any] = {
+    result: ExtenderFilterResult = {
         "Nodes": None,
         "NodeNames": None,
-        "FailedNodes": dict(failed),
-        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
         "Error": error,
     }
-    if args.node_names is not None:
+    if args.full is None:
         result["NodeNames"] = list(passed)
-    else:
+        return orjson.dumps(result)
+    items = args.full.items
+    if len(passed) != len(items):
         keep = set(passed)
-        kept = [node for node in args.nodes or () if node_name(node) in keep]
-        result["Nodes"] = {**args.node_list_meta, "items": kept}
-    try:
-        return wire_json.dumps(result)
-    except wire_json.JsonError as error:
-        # Only a body nested deeper than any Node gets here: the client's mistake.
-        raise WireError(f"Nodes cannot be returned unmodified: {error}") from error
+        items = [raw for name, raw in zip(args.names, items, strict=True) if name in keep]
+    result["Nodes"] = {"metadata": args.full.metadata, "items": items}
+    # msgspec writes Raw values verbatim: the kept Nodes go back as the bytes that came.
+    return _encoder.encode(result)
 
 
 def render_error(message: str) -> bytes:
     """An ExtenderFilterResult carrying only `Error` (the scheduler counts it as a failure)."""
-    return wire_json.dumps(
-        {
-            "Nodes": None,
-            "NodeNames": None,
-            "FailedNodes": {},
-            "FailedAndUnresolvableNodes": {},
-            "Error": message,
-        }
-    )
+    result: ExtenderFilterResult = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": message,
+    }
+    return orjson.dumps(result)
 
 
 def render_priorities(scores: Mapping[str, int]) -> bytes:
@@ -145,6 +195,10 @@ def render_priorities(scores: Mapping[str, int]) -> bytes:
     A float such as 7.0 would break Go's decoding and the scores would be
     dropped silently, hence the int().
     """
-    return wire_json.dumps(
-        [{"Host": host, "Score": max(0, min(MAX_PRIORITY, int(s)))} for host, s in scores.items()]
-    )
+    # A call has a handful of distinct scores: check those, not every host.
+    if not all(type(s) is int and 0 <= s <= MAX_PRIORITY for s in set(scores.values())):
+        scores = {host: max(0, min(MAX_PRIORITY, int(s))) for host, s in scores.items()}
+    return _encoder.encode(list(map(HostPriority, scores, scores.values())))
+
+
+_encoder = msgspec.json.Encoder()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import orjson
 
 MAX_CONTAINERS = 1_000_000
@@ -36,15 +37,22 @@ class JsonError(ValueError):
     """The body cannot be read or written as JSON within the bounds; the message says why."""
 
 
-def loads(body: bytes) -> Any:
-    """Parse a request body: orjson, or the standard library when it holds integers
-    orjson would turn into floats. Raises JsonError naming the problem."""
-    containers = body.count(b"{") + body.count(b"[")
+def check_containers(body: bytes | msgspec.Raw) -> None:
+    """Refuse a body that holds more objects and arrays than any real request, before any
+    parser builds them. Raises JsonError."""
+    data = body if isinstance(body, bytes) else memoryview(body).tobytes()
+    containers = data.count(b"{") + data.count(b"[")
     if containers > MAX_CONTAINERS:
         raise JsonError(
             f"body holds {containers} JSON objects and arrays, more than any real request "
             f"({MAX_CONTAINERS})"
         )
+
+
+def loads(body: bytes) -> Any:
+    """Parse a request body: orjson, or the standard library when it holds integers
+    orjson would turn into floats. Raises JsonError naming the problem."""
+    check_containers(body)
     if _has_big_integer(body):
         return _exact_loads(body)
     try:

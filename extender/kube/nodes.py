@@ -16,7 +16,6 @@ import structlog
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from extender.placement import Candidate
 from extender.platforms import Platform, Rule
 from extender.runtimes import node_facts
 
@@ -62,11 +61,6 @@ class NodeIndex:
     def snapshot(self) -> Mapping[str, _Facts]:
         """Node name → shared (platform, rule) facts: the current immutable map."""
         return self._nodes
-
-    def candidates(self, names: Sequence[str]) -> list[Candidate]:
-        """Many nodes at once (platform None for unknown ones): one snapshot, no locks."""
-        nodes = self._nodes
-        return [Candidate(name, *nodes.get(name, _UNKNOWN)) for name in names]
 
     def platforms(self, names: Sequence[str]) -> list[Platform | None]:
         """Platforms of many nodes at once (None for unknown ones): one snapshot, no locks."""

@@ -11,8 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from extender.app import create_app
 from extender.config import Settings, from_mapping
-from extender.placement import Candidate
-from extender.platforms import Platform, Rule, parse
+from extender.platforms import Platform, parse
 from extender.pods import PullSecretsRef
 from extender.resolution import FunctionResolver
 from extender.runtimes import NodeFacts, node_facts
@@ -54,12 +53,6 @@ class StaticNodes:
 
     def snapshot(self) -> Mapping[str, NodeFacts]:
         return self._nodes
-
-    def candidates(self, names: list[str]) -> list[Candidate]:
-        return [Candidate(name, *self._nodes.get(name, (None, Rule.STRICT))) for name in names]
-
-    def platforms(self, names: list[str]) -> list[Platform | None]:
-        return [candidate.platform for candidate in self.candidates(names)]
 
     def known_platforms(self) -> frozenset[Platform]:
         return frozenset(p for p, _ in self._nodes.values() if p is not None)

@@ -15,9 +15,15 @@ from tests.objects import args_names, node, pod
         (b"{", "not valid JSON"),
         (b"", "not valid JSON"),
         (b'{"Nodes": null, "NodeNames": ["n"]}', "Pod is missing"),
-        (b'{"Pod": "x", "NodeNames": ["n"]}', "Pod must be an object"),
+        (
+            b'{"Pod": "x", "NodeNames": ["n"]}',
+            "Pod is not a v1.Pod: Expected `object | null`, got `str`",
+        ),
         (b'{"Pod": {}, "Nodes": null, "NodeNames": null}', "both Nodes and NodeNames are null"),
-        (b'{"Pod": {}, "NodeNames": [1, 2]}', "NodeNames must be a list of strings"),
+        (
+            b'{"Pod": {}, "NodeNames": [1, 2]}',
+            "Expected `str`, got `int` - at `$.NodeNames[0]`",
+        ),
         (b'{"Pod": {"spec": {"containers": "x"}}, "NodeNames": []}', "containers must be a list"),
         (b'{"Pod": {"metadata": {"annotations": []}}, "NodeNames": []}', "annotations must be"),
     ],

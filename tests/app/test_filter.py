@@ -88,8 +88,8 @@ async def test_dry_run_logs_and_counts_rejections_but_rejects_nothing(make_clien
     with capture_logs() as logs:
         body = await post(client, "filter", args_names(pod("acme/amd:1"), *NAMES))
     assert (NAMES, {}) == (body["NodeNames"], body["FailedAndUnresolvableNodes"])
-    rejected = [e["node"] for e in logs if e["event"] == "node_rejected"]
-    assert ["ip-10-0-2-17", "ip-10-0-2-18"] == rejected
+    rejected = [e["nodes"] for e in logs if e["event"] == "nodes_rejected"]
+    assert [["ip-10-0-2-17", "ip-10-0-2-18"]] == rejected
     metrics = await (await client.get("/metrics")).text()
     assert 'archfit_node_decisions_total{decision="rejected",mode="dry-run"} 2.0' in metrics
 
@@ -111,25 +111,41 @@ async def test_pods_in_excluded_namespaces_pass_every_node(make_client):
     assert NAMES == body["NodeNames"]
 
 
-async def test_every_rejected_node_gets_one_explaining_log_line_and_one_summary(make_client):
-    """node_rejected carries pod, node, platforms, reason and rule; filter_done sums up."""
+async def test_rejected_nodes_of_one_platform_share_one_explaining_line_and_a_summary(make_client):
+    """nodes_rejected carries the nodes, platforms, reason and rule; filter_done sums up.
+
+    O(groups), not O(nodes): 250 rejected arm64 nodes are one line, not 250.
+    """
     client = await make_client(nodes=StaticNodes(*ALL))
     with capture_logs() as logs:
         await post(client, "filter", args_names(pod("acme/amd:1", name="api-1"), *NAMES))
-    rejected = [e for e in logs if e["event"] == "node_rejected"]
-    assert {
-        "event": "node_rejected",
-        "log_level": "info",
-        "node": "ip-10-0-2-17",
-        "node_platform": "linux/arm64",
-        "image": "acme/amd:1",
-        "image_platforms": ["linux/amd64"],
-        "reason": ARM_REASON,
-        "rule": "strict",
-        "dry_run": False,
-    } == rejected[0]
+    rejected = [e for e in logs if e["event"] == "nodes_rejected"]
+    assert [
+        {
+            "event": "nodes_rejected",
+            "log_level": "info",
+            "count": 2,
+            "nodes": ["ip-10-0-2-17", "ip-10-0-2-18"],
+            "node_platform": "linux/arm64",
+            "image": "acme/amd:1",
+            "image_platforms": ["linux/amd64"],
+            "reason": ARM_REASON,
+            "rule": "strict",
+            "dry_run": False,
+        }
+    ] == rejected
+    assert [] == [e for e in logs if e["event"] == "node_rejected"]
     (summary,) = [e for e in logs if e["event"] == "filter_done"]
     assert (4, 2, 2) == (summary["candidates"], summary["passed"], summary["rejected"])
+
+
+async def test_at_debug_every_rejected_node_also_gets_its_own_line(make_client):
+    """logging.level debug adds node_rejected per node, with the group's fields."""
+    client = await make_client(settings(logging={"level": "debug"}), nodes=StaticNodes(*ALL))
+    with capture_logs() as logs:
+        await post(client, "filter", args_names(pod("acme/amd:1"), *NAMES))
+    per_node = [(e["node"], e["reason"]) for e in logs if e["event"] == "node_rejected"]
+    assert [("ip-10-0-2-17", ARM_REASON), ("ip-10-0-2-18", ARM_REASON)] == per_node
 
 
 async def test_a_node_the_index_does_not_know_follows_the_failure_policy(make_client):
@@ -183,6 +199,6 @@ async def test_a_rejection_line_shows_a_huge_images_platforms_as_a_sample_and_a_
     client = await make_client(nodes=StaticNodes(*ALL), resolver=FunctionResolver(resolver))
     with capture_logs() as logs:
         await post(client, "filter", args_names(pod("acme/huge:1"), *NAMES))
-    shown = [e["image_platforms"] for e in logs if e["event"] == "node_rejected"]
-    assert len(shown) == len(NAMES)
+    shown = [e["image_platforms"] for e in logs if e["event"] == "nodes_rejected"]
+    assert 2 == len(shown)  # one line per node platform
     assert (9, "+4992 more") == (len(shown[0]), shown[0][-1])

@@ -10,9 +10,9 @@ from aiohttp import web
 from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
-from extender.placement import Candidate
 from extender.platforms import Rule, parse
 from extender.resolution import FunctionResolver
+from extender.runtimes import UNKNOWN_NODE
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 
@@ -122,7 +122,7 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
         assert [Rule.LOOSE, Rule.STRICT, Rule.CONTAINERS_IMAGE, Rule.STRICT] == [
-            candidate.runtime_rule for candidate in index.candidates(["n1", "n2", "n3", "n4"])
+            index.snapshot().get(name, UNKNOWN_NODE)[1] for name in ["n1", "n2", "n3", "n4"]
         ]
         assert 3 == len(index)
         assert ["10", "23"] == fake.watches[:2]
@@ -178,11 +178,8 @@ class NeverSynced:
 
     synced = False
 
-    def platforms(self, names):
-        return [None for _ in names]
-
-    def candidates(self, names):
-        return [Candidate(name, None) for name in names]
+    def snapshot(self):
+        return {}
 
     async def wait_synced(self, seconds):
         await asyncio.sleep(seconds)

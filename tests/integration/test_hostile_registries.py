@@ -10,8 +10,8 @@ import time
 import pytest
 from aiohttp import web
 
-from extender.placement import Candidate, Policy, Unknown, decide_filter
-from extender.platforms import normalize, summarise_platforms
+from extender.placement import Policy, Unknown, decide_filter
+from extender.platforms import Rule, normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -185,17 +185,19 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     resolver = await make_resolver(local_settings(faults.host))
     image = f"{faults.host}/huge/app:1"
     await resolver.platforms(image, POD)  # cold: parsed once
-    nodes = [
-        Candidate(f"node-{i}", normalize("linux", "arm64" if i % 2 else "amd64"))
-        for i in range(100)
-    ]
-    decide_filter([image], {image: await resolver.platforms(image, POD)}, nodes, Policy())
+    amd, arm = (
+        (normalize("linux", "amd64"), Rule.STRICT),
+        (normalize("linux", "arm64"), Rule.STRICT),
+    )
+    names = [f"node-{i}" for i in range(100)]
+    facts = [arm if i % 2 else amd for i in range(100)]
+    decide_filter([image], {image: await resolver.platforms(image, POD)}, names, facts, Policy())
     took, lines = [], 0  # above: the first filter indexes the set, once
     for _ in range(21):
         started = time.perf_counter()
         platforms = await resolver.platforms(image, POD)
-        decision = decide_filter([image], {image: platforms}, nodes, Policy())
-        summaries = [summarise_platforms(r.image_platforms) for r in decision.rejected]
+        decision = decide_filter([image], {image: platforms}, names, facts, Policy())
+        summaries = [summarise_platforms(v.image_platforms) for v, _ in decision.groups]
         took.append(time.perf_counter() - started)
         lines = max(len(str(summary)) for summary in summaries)
     per_call = sorted(took)[10]  # the median: a garbage collection may land in any round

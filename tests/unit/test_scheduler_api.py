@@ -42,16 +42,19 @@ def test_scores_are_integers_clamped_to_zero_through_ten():
     ("body", "message"),
     [
         (b"{not json", "not valid JSON"),
-        (b"[]", "must be a JSON object"),
+        (b"[]", "Expected `object`, got `array`"),
         (b'{"Nodes": null, "NodeNames": ["a"]}', "Pod is missing"),
-        (b'{"Pod": [], "NodeNames": ["a"]}', "Pod must be an object"),
+        (
+            b'{"Pod": [], "NodeNames": ["a"]}',
+            "Pod is not a v1.Pod: Expected `object | null`, got `array`",
+        ),
         (b'{"Pod": {}, "Nodes": null, "NodeNames": null}', "both Nodes and NodeNames are null"),
         (b'{"Pod": {}}', "both Nodes and NodeNames are null"),
-        (b'{"Pod": {}, "NodeNames": "a"}', "NodeNames must be a list of strings"),
-        (b'{"Pod": {}, "NodeNames": [1]}', "NodeNames must be a list of strings"),
-        (b'{"Pod": {}, "Nodes": []}', "Nodes must be an object"),
-        (b'{"Pod": {}, "Nodes": {"items": {}}}', "Nodes.items must be a list"),
-        (b'{"Pod": {}, "Nodes": {"items": [1]}}', r"Nodes.items\[0\] must be an object"),
+        (b'{"Pod": {}, "NodeNames": "a"}', r"got `str` - at `\$\.NodeNames`"),
+        (b'{"Pod": {}, "NodeNames": [1]}', r"got `int` - at `\$\.NodeNames\[0\]`"),
+        (b'{"Pod": {}, "Nodes": []}', r"got `array` - at `\$\.Nodes`"),
+        (b'{"Pod": {}, "Nodes": {"items": {}}}', r"got `object` - at `\$\.Nodes\.items`"),
+        (b'{"Pod": {}, "Nodes": {"items": [1]}}', r"Nodes.items\[0\] is not a v1.Node"),
         (b'{"Pod": {}, "Nodes": {"items": [{}]}}', r"Nodes.items\[0\].metadata.name is missing"),
     ],
 )
@@ -59,3 +62,51 @@ def test_malformed_args_raise_a_wire_error_naming_the_problem(body, message):
     """Every malformed body is a WireError with a message an operator can act on."""
     with pytest.raises(WireError, match=message):
         parse_args(body)
+
+
+def test_kept_nodes_go_back_as_the_exact_bytes_that_came():
+    """Whitespace, key order, escapes and integers above 64 bits survive untouched:
+    kube-scheduler gets its Node objects back unmodified, never re-encoded."""
+    odd = (
+        b'{ "status": {"nodeInfo": {"architecture": "arm64"}, "n": 18446744073709551616},\n'
+        b'  "metadata": {"labels": {"kubernetes.io/arch": "arm64"}, "name": "n\\u0032"} }'
+    )
+    plain = orjson.dumps(node("n1", "amd64"))
+    body = b'{"Pod": {}, "Nodes": {"metadata": {"resourceVersion": "7"}, "items": [%s, %s]}}' % (
+        plain,
+        odd,
+    )
+    args = parse_args(body)
+    out = render_filter(args, ["n2"], {}, {"n1": "r"})
+    assert ["n1", "n2"] == args.names
+    assert b'"Nodes":{"metadata":{"resourceVersion": "7"},"items":[' + odd + b"]}" in out
+
+
+def test_full_nodes_share_one_facts_object_per_platform_and_runtime():
+    """Placement compares facts by identity: 40 nodes of two platforms give two objects."""
+    nodes = [node(f"n{i}", "arm64" if i % 2 else "amd64") for i in range(40)]
+    args = parse_args(orjson.dumps(args_full(pod("a"), *nodes)))
+    assert 2 == len({id(f) for f in args.facts})
+    assert {"linux/amd64", "linux/arm64"} == {str(p) for p, _ in args.facts}
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"name": "n1", "labels": {"kubernetes.io/arch": 7}},
+        {"name": "n1", "labels": ["kubernetes.io/arch"]},
+        {"name": "n1", "labels": None},
+    ],
+)
+def test_a_node_with_wrongly_typed_labels_has_an_unknown_platform_not_a_400(metadata):
+    """Only what archfit reads is typed; a wrong type there leaves the platform unknown."""
+    bad = {"metadata": metadata, "status": {"nodeInfo": "x"}}
+    args = parse_args(orjson.dumps({"Pod": {}, "Nodes": {"items": [bad]}}))
+    assert (["n1"], None) == (args.names, args.facts[0][0])
+
+
+def test_a_pod_of_a_million_empty_objects_is_refused_before_it_is_built():
+    """The container bound applies to the pod, the one part decoded into objects."""
+    pod_body = b"[" + b",".join([b"{}"] * 1_000_001) + b"]"
+    with pytest.raises(WireError, match="JSON objects and arrays"):
+        parse_args(b'{"Pod": {"x": %s}, "NodeNames": []}' % pod_body)

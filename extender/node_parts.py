@@ -1,0 +1,178 @@
+"""The parts of a v1.Node archfit reads, decoded without the rest, and the facts they give.
+
+Pure. A Node as the API server or kube-scheduler writes it is 2 to 3 KB of JSON, of which
+archfit needs six strings: three labels, and the OS, architecture and runtime version
+from status.nodeInfo (runtimes.node_facts). msgspec skips everything else without
+building it, which is what makes full-Node requests and the node index cheap
+(docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from extender.runtimes import NodeFacts, node_facts
+
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
+
+
+# Labels and nodeInfo are frozen, so hashable: together they are the key of a node's facts.
+
+
+class _Labels(msgspec.Struct, frozen=True):
+    arch: str = msgspec.field(name=ARCH_LABEL, default="")
+    os: str = msgspec.field(name=OS_LABEL, default="")
+    windows_build: str = msgspec.field(name=WINDOWS_BUILD_LABEL, default="")
+
+
+class _Metadata(msgspec.Struct):
+    name: str = ""
+    labels: _Labels | None = None
+    resourceVersion: str = ""
+
+
+class _NodeInfo(msgspec.Struct, frozen=True):
+    operatingSystem: str = ""
+    architecture: str = ""
+    containerRuntimeVersion: str = ""
+
+
+class _Status(msgspec.Struct):
+    nodeInfo: _NodeInfo | None = None
+
+
+_Key = tuple[_Labels | None, _NodeInfo | None]
+
+
+class NodeParts(msgspec.Struct):
+    """metadata.name, resourceVersion, the three labels and nodeInfo's three strings."""
+
+    metadata: _Metadata | None = None
+    status: _Status | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name if self.metadata is not None else ""
+
+    @property
+    def resource_version(self) -> str:
+        return self.metadata.resourceVersion if self.metadata is not None else ""
+
+    def key(self) -> _Key:
+        """What the facts depend on, hashable: equal keys give equal facts."""
+        meta, status = self.metadata, self.status
+        return (
+            meta.labels if meta is not None else None,
+            status.nodeInfo if status is not None else None,
+        )
+
+
+class _LooseNode(msgspec.Struct):
+    """A Node whose fields have the wrong types: read as anything, then checked by hand."""
+
+    metadata: Any = None
+    status: Any = None
+
+
+_decoder = msgspec.json.Decoder(NodeParts)
+_loose_decoder = msgspec.json.Decoder(_LooseNode)
+
+
+class NodeDecodeError(ValueError):
+    """The bytes are not a JSON object; the message says what they are."""
+
+
+def decode_node(raw: bytes | memoryview | msgspec.Raw) -> NodeParts:
+    """The NodeParts of one v1.Node's JSON. Wrong-typed labels or nodeInfo count as absent
+    (the node's platform is then unknown, so the failure policy decides), as before they
+    were typed; only a value that is not an object at all raises NodeDecodeError."""
+    try:
+        return _decoder.decode(raw)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError as error:
+        raise NodeDecodeError(str(error)) from error
+    try:
+        loose = _loose_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise NodeDecodeError(str(error)) from error
+    return _from_loose(loose)
+
+
+def _from_loose(loose: _LooseNode) -> NodeParts:
+    meta = _object(loose.metadata)
+    labels = _object(meta.get("labels"))
+    info = _object(_object(loose.status).get("nodeInfo"))
+
+    def text(mapping: dict[str, Any], key: str) -> str:
+        value = mapping.get(key)
+        return value if isinstance(value, str) else ""
+
+    return NodeParts(
+        _Metadata(
+            text(meta, "name"),
+            _Labels(
+                text(labels, ARCH_LABEL), text(labels, OS_LABEL), text(labels, WINDOWS_BUILD_LABEL)
+            ),
+            text(meta, "resourceVersion"),
+        ),
+        _Status(
+            _NodeInfo(
+                text(info, "operatingSystem"),
+                text(info, "architecture"),
+                text(info, "containerRuntimeVersion"),
+            )
+        ),
+    )
+
+
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+class FactsOf:
+    """NodeParts → NodeFacts, one shared tuple per distinct key.
+
+    Thousands of nodes share a handful of platforms: computing each once, and handing out
+    the same object, keeps memory per node to a reference and lets placement compare facts
+    by identity. Bounded by the number of distinct keys, which real clusters keep small;
+    `limit` guards against a stream of invented ones.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._known: dict[_Key, NodeFacts] = {}
+        self._shared: dict[NodeFacts, NodeFacts] = {}
+        self._limit = limit
+
+    def __call__(self, node: NodeParts) -> NodeFacts:
+        key = node.key()
+        facts = self._known.get(key)
+        if facts is None:
+            labels, info = key
+            by_label = {}
+            if labels is not None:
+                by_label = {
+                    ARCH_LABEL: labels.arch,
+                    OS_LABEL: labels.os,
+                    WINDOWS_BUILD_LABEL: labels.windows_build,
+                }
+            by_info = {}
+            if info is not None:
+                by_info = {
+                    "architecture": info.architecture,
+                    "operatingSystem": info.operatingSystem,
+                    "containerRuntimeVersion": info.containerRuntimeVersion,
+                }
+            # Different keys can give equal facts (a label or nodeInfo naming the arch):
+            # those share one object too.
+            facts = node_facts(by_label, by_info)
+            facts = self._shared.setdefault(facts, facts)
+            if len(self._known) >= self._limit:
+                self._known.clear()
+                self._shared.clear()
+            self._known[key] = facts
+        return facts
