@@ -88,6 +88,7 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     import structlog
 
     from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
+    from extender.event_loop import EventLoopUnavailable, loop_factory
     from extender.kube.client import KubeConfigError
     from extender.kube.webhook_certs import CertificateSetupError
     from extender.logs import configure
@@ -95,8 +96,14 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
 
     configure(settings.logging.level, settings.logging.format)
     server, hook = settings.server, settings.webhook
+    try:
+        loop_name, new_loop = loop_factory(server.event_loop)
+    except EventLoopUnavailable as error:
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
     structlog.get_logger("archfit").info(
         "archfit_starting",
+        event_loop=loop_name,
         version=__version__,
         python=platform.python_version(),
         config=str(source.resolve()) if source else None,
@@ -114,7 +121,8 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     certificate = app.get(SERVER_CERTIFICATE)
     tune_gc()
     try:
-        asyncio.run(_run_until_signalled(app, certificate.context if certificate else None))
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            runner.run(_run_until_signalled(app, certificate.context if certificate else None))
     except KubeConfigError as error:
         print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
         return 2

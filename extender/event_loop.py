@@ -1,0 +1,32 @@
+"""Which asyncio event loop `archfit serve` runs on: uvloop when installed, or asyncio's own.
+
+uvloop (libuv) makes the per-request cost of aiohttp, the floor under every extender call,
+smaller; docs/benchmarks.md has the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Callable
+from typing import Literal
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+class EventLoopUnavailable(ValueError):
+    """server.eventLoop names a loop that is not installed."""
+
+
+def loop_factory(choice: Literal["auto", "uvloop", "asyncio"]) -> tuple[str, LoopFactory]:
+    """The loop's name and a factory for asyncio.Runner. Raises EventLoopUnavailable."""
+    if choice == "asyncio" or (choice == "auto" and importlib.util.find_spec("uvloop") is None):
+        return "asyncio", asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError as error:
+        raise EventLoopUnavailable(
+            f"server.eventLoop: uvloop is not installed ({error}); pip install uvloop, "
+            "or set auto or asyncio"
+        ) from error
+    return "uvloop", uvloop.new_event_loop

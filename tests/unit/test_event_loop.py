@@ -1,0 +1,33 @@
+"""server.eventLoop: uvloop when installed (it is, in CI and the image), asyncio on request."""
+
+import asyncio
+import sys
+
+import pytest
+
+from extender.event_loop import EventLoopUnavailable, loop_factory
+
+
+@pytest.mark.parametrize(("choice", "expected"), [("auto", "uvloop"), ("uvloop", "uvloop")])
+def test_auto_and_uvloop_run_on_uvloop_when_it_is_installed(choice, expected):
+    name, factory = loop_factory(choice)
+    loop = factory()
+    try:
+        assert (expected, "uvloop") == (name, type(loop).__module__.split(".")[0])
+    finally:
+        loop.close()
+
+
+def test_asyncio_runs_on_asyncios_own_loop():
+    name, factory = loop_factory("asyncio")
+    loop = factory()
+    try:
+        assert ("asyncio", True) == (name, isinstance(loop, asyncio.BaseEventLoop))
+    finally:
+        loop.close()
+
+
+def test_asking_for_uvloop_without_it_is_a_config_error_naming_the_key(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
+    with pytest.raises(EventLoopUnavailable, match=r"server\.eventLoop: uvloop is not installed"):
+        loop_factory("uvloop")
