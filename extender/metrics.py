@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from collections import Counter as Tally
 from contextvars import ContextVar
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -41,6 +42,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         # What operators expect beside the custom metrics: CPU, memory, file descriptors,
         # start time, GC, and which build and Python are running.
@@ -149,19 +151,29 @@ class Metrics:
         would have happened. `skipped` is why the pod was not examined (counted for filter
         only, so a pod is counted once per scheduling attempt).
         """
-        self.requests.labels(verb, outcome).inc()
+        child = self._child
+        child(self.requests, verb, outcome).inc()
         if seconds is not None:
-            self.request_seconds.labels(verb).observe(seconds)
+            child(self.request_seconds, verb).observe(seconds)
         if skipped is not None and verb == "filter":
-            self.skipped_pods.labels(skipped).inc()
+            child(self.skipped_pods, skipped).inc()
         if nodes is not None:
             mode = "dry-run" if dry_run else "enforce"
             passed, rejected, failed = nodes
-            self.node_decisions.labels("passed", mode).inc(passed)
-            self.node_decisions.labels("rejected", mode).inc(rejected)
-            self.node_decisions.labels("failed_unknown", mode).inc(failed)
+            child(self.node_decisions, "passed", mode).inc(passed)
+            child(self.node_decisions, "rejected", mode).inc(rejected)
+            child(self.node_decisions, "failed_unknown", mode).inc(failed)
         if unknown_images:
-            self.unknown_images.labels(failure_policy).inc(unknown_images)
+            child(self.unknown_images, failure_policy).inc(unknown_images)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """metric.labels(*labels), remembered: prometheus_client takes a lock and builds a
+        key on every labels() call, which the hot path pays per request otherwise."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def cache_lookup(self, kind: str, result: str) -> None:
         """Count one resolver cache lookup, globally and for the current request."""

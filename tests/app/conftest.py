@@ -11,10 +11,11 @@ from aiohttp.test_utils import TestClient
 
 from extender.app import create_app
 from extender.config import Settings, from_mapping
+from extender.node_parts import FactsOf, decode_node
 from extender.platforms import Platform, parse
 from extender.pods import PullSecretsRef
 from extender.resolution import FunctionResolver
-from extender.runtimes import NodeFacts, node_facts
+from extender.runtimes import NodeFacts
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {
     "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),
@@ -37,15 +38,12 @@ async def table_resolver(image: str, pull: PullSecretsRef) -> frozenset[Platform
 
 
 class StaticNodes:
-    """A synced node source built from v1.Node objects."""
+    """A synced node source built from v1.Node objects, sharing one facts object per
+    distinct platform and runtime as the node index does."""
 
     def __init__(self, *nodes: Mapping[str, Any]) -> None:
-        self._nodes = {
-            n["metadata"]["name"]: node_facts(
-                n["metadata"].get("labels") or {}, n["status"].get("nodeInfo") or {}
-            )
-            for n in nodes
-        }
+        facts_of = FactsOf()
+        self._nodes = {n["metadata"]["name"]: facts_of(decode_node(orjson.dumps(n))) for n in nodes}
 
     @property
     def synced(self) -> bool:
