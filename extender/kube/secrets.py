@@ -12,7 +12,6 @@ import binascii
 import contextlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from kubernetes import client
 
 from extender.pods import PullSecretsRef
 from extender.registry.credentials import PullSecret
-from extender.registry.flight import SingleFlight
+from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)
 _MAX_ENTRIES = 4096
@@ -46,18 +45,19 @@ class KubeSecretSource:
         ttl_seconds: float = 30.0,
         *,
         request_timeout_seconds: float = 5.0,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._api = client.CoreV1Api(api_client)
         self._ttl = ttl_seconds
         self._timeout = request_timeout_seconds
-        self._cache: OrderedDict[_Key, tuple[float, Any]] = OrderedDict()
-        self._flights: SingleFlight[_Key, Any] = SingleFlight()
+        self._cache: TTLMap[_Key, Any] = TTLMap(_MAX_ENTRIES, clock)
+        """Read objects, and None for a Secret that does not exist, for `ttl_seconds`."""
         self._lock = threading.Lock()
         self._live = 0
 
     async def aclose(self) -> None:
         """Wait out reads still running (threads cannot be cancelled)."""
-        await self._flights.aclose()
+        await self._cache.aclose()
 
     async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
         """The pod's imagePullSecrets, then its ServiceAccount's, de-duplicated, in order."""
@@ -81,21 +81,11 @@ class KubeSecretSource:
         )
         return result
 
-    async def _cached(self, key: _Key, read: Any) -> Any:
-        now = time.monotonic()
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+    async def _cached(self, key: _Key, read: Callable[[], Any]) -> Any:
+        return await self._cache.get_or_load(key, lambda: self._in_thread(read), self._ttl_of)
 
-        async def fill() -> Any:
-            value = await self._in_thread(read)
-            self._cache[key] = (time.monotonic() + self._ttl, value)
-            self._cache.move_to_end(key)
-            while len(self._cache) > _MAX_ENTRIES:
-                self._cache.popitem(last=False)
-            return value
-
-        return await self._flights.run(key, fill)
+    def _ttl_of(self, _value: Any) -> float:
+        return self._ttl
 
     async def _in_thread(self, read: Callable[[], Any]) -> Any:
         """Run a blocking read in a daemon thread; give up waiting after the timeout.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -23,10 +22,10 @@ from extender.registry.errors import (
     UnexpectedStatus,
     snippet,
 )
-from extender.registry.flight import SingleFlight
 from extender.registry.hosts import Endpoint
 from extender.registry.manifests import json_object
 from extender.registry.transport import Response, Transport
+from extender.ttlmap import TTLMap
 
 DEFAULT_EXPIRES_IN = 60
 """Seconds a token lives when the token server does not say (distribution's token spec)."""
@@ -113,24 +112,17 @@ class Authenticator:
 
     def __init__(self, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
         self._transport = transport
-        self._clock = clock
-        self._challenges: OrderedDict[tuple[str, str], tuple[Challenge, float]] = OrderedDict()
-        self._tokens: OrderedDict[TokenKey, tuple[str, float]] = OrderedDict()
-        self._flights: SingleFlight[TokenKey, tuple[str, float]] = SingleFlight()
+        self._challenges: TTLMap[tuple[str, str], Challenge] = TTLMap(_MAX_CHALLENGES, clock)
+        self._tokens: TTLMap[TokenKey, _Token] = TTLMap(_MAX_TOKENS, clock)
 
     async def aclose(self) -> None:
         """Cancel token fetches still running."""
-        await self._flights.aclose()
+        await self._tokens.aclose()
 
     async def header(self, endpoint: Endpoint, repo: str, cred: Credential | None) -> str | None:
         """The header to send up front, from the repository's remembered challenge, if any."""
-        key = (endpoint.host, repo)
-        remembered = self._challenges.get(key)
-        if remembered is None:
-            return None
-        challenge, expires = remembered
-        if expires <= self._clock():
-            del self._challenges[key]
+        challenge = self._challenges.get((endpoint.host, repo))
+        if challenge is None:
             return None
         return await self._header_for(challenge, endpoint, repo, cred)
 
@@ -159,17 +151,13 @@ class Authenticator:
         if sent is not None:
             if not refresh or challenge.scheme != "bearer" or challenge.error != "invalid_token":
                 return None
-            self._tokens.pop(self._token_key(challenge, repo, cred), None)
+            self._tokens.pop(self._token_key(challenge, repo, cred))
         return await self._header_for(challenge, endpoint, repo, cred)
 
     def _remember(self, key: tuple[str, str], challenge: Challenge) -> None:
         # Only where tokens come from is worth remembering; error and scope are per answer.
         kept = {k: v for k, v in challenge.params.items() if k in ("realm", "service")}
-        remembered = Challenge(challenge.scheme, kept)
-        self._challenges[key] = (remembered, self._clock() + CHALLENGE_TTL_SECONDS)
-        self._challenges.move_to_end(key)
-        while len(self._challenges) > _MAX_CHALLENGES:
-            self._challenges.popitem(last=False)
+        self._challenges.put(key, Challenge(challenge.scheme, kept), CHALLENGE_TTL_SECONDS)
 
     async def _header_for(
         self, challenge: Challenge, endpoint: Endpoint, repo: str, cred: Credential | None
@@ -191,15 +179,10 @@ class Authenticator:
     ) -> str:
         """A Bearer token for pulling `repo`, from the cache or the realm."""
         key = self._token_key(challenge, repo, cred)
-        cached = self._tokens.get(key)
-        if cached is not None and cached[1] > self._clock():
-            return cached[0]
-        token, _expires = await self._flights.run(key, lambda: self._fetch(key, endpoint, cred))
-        return token
+        fetch = lambda: self._fetch(key, endpoint, cred)  # noqa: E731
+        return (await self._tokens.get_or_load(key, fetch, lambda token: token.seconds)).value
 
-    async def _fetch(
-        self, key: TokenKey, endpoint: Endpoint, cred: Credential | None
-    ) -> tuple[str, float]:
+    async def _fetch(self, key: TokenKey, endpoint: Endpoint, cred: Credential | None) -> _Token:
         realm, service, scope, _identity = key
         url = yarl.URL(realm)
         if url.scheme not in ("http", "https") or not url.host:
@@ -233,12 +216,14 @@ class Authenticator:
                 status=response.status,
             )
         token, expires_in = _token_from(response.body, url.host or "")
-        expires = self._clock() + expires_in * 0.9  # renew before the server's clock says so
-        self._tokens[key] = (token, expires)
-        self._tokens.move_to_end(key)
-        while len(self._tokens) > _MAX_TOKENS:
-            self._tokens.popitem(last=False)
-        return token, expires
+        return _Token(token, expires_in * 0.9)  # renew before the server's clock says so
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    value: str
+    seconds: float
+    """How long it is used: a little less than the token server said it lives."""
 
 
 def _token_from(body: bytes, host: str) -> tuple[str, float]:

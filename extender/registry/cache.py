@@ -3,16 +3,19 @@
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
 seconds. Answers live in this process's bounded memory, and, with a Redis URL, also in
 Redis for replicas to share. Memory is asked first, so a hung or dead Redis never
-changes or slows an answer memory already has.
+changes or slows an answer memory already has. Concurrent lookups of one key share one
+fetch (the memory tier's single flight, `extender.ttlmap`).
+
+`cache.maxEntries` counts images: a tag's digest, that digest's facts and a recent failure
+are kept in three maps of that size, so as many images keep all three.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Literal, TypeVar
 
 import orjson
 import structlog
@@ -22,59 +25,29 @@ from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
-from extender.registry.flight import SingleFlight
 from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
+from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-V = TypeVar("V")
 
-
-class BoundedTTLMap(Generic[V]):
-    """A dict with a TTL per entry and a size bound: the least recently used entry goes first.
-
-    Expired entries are dropped when met; the bound caps what the rest can cost.
-    """
-
-    def __init__(self, max_entries: int, clock: Clock = time.monotonic) -> None:
-        self._max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[str, tuple[V, float]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> V | None:
-        """The live value under `key`, or None."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[1] <= self._clock():
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return entry[0]
-
-    def set(self, key: str, value: V, ttl: float) -> None:
-        """Keep `value` for `ttl` seconds."""
-        self._entries[key] = (value, self._clock() + ttl)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
-
-    def pop(self, key: str) -> None:
-        """Drop `key` if present."""
-        self._entries.pop(key, None)
+Kind = Literal["tag", "digest", "failure"]
+"""What a memory tier holds: a tag's digest, a digest's facts, a lookup's recent failure."""
+_KINDS: tuple[Kind, ...] = ("tag", "digest", "failure")
+_MAX_SHAPES = 1_024
+"""Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
 
 
 class Store:
     """Values with a TTL, in memory first and in Redis if configured.
 
     Memory holds decoded values, so a warm answer costs a dict lookup; Redis holds their
-    text. A failing or slow Redis is a miss, never an error.
+    text. A failing or slow Redis is a miss, never an error. Memory keeps each kind of
+    value in its own map of `maxEntries`, so that many images keep their tag's digest,
+    their digest's facts and a recent failure all at once: the bound counts images.
     """
 
     def __init__(
@@ -84,19 +57,22 @@ class Store:
         clock: Clock = time.monotonic,
     ) -> None:
         self.settings = settings
-        self._local: BoundedTTLMap[Any] = BoundedTTLMap(settings.max_entries, clock)
+        self._local: dict[Kind, TTLMap[str, Any]] = {
+            kind: TTLMap(settings.max_entries, clock) for kind in _KINDS
+        }
         self._redis = RedisTier(settings, clock, metrics) if settings.is_redis else None
 
     def key(self, *parts: str) -> str:
         """A namespaced key."""
         return ":".join((self.settings.namespace, *parts))
 
-    async def get(self, key: str, decode: Callable[[str], T], ttl: float) -> T | None:
+    async def get(self, kind: Kind, key: str, decode: Callable[[str], T], ttl: float) -> T | None:
         """The value under `key`: from memory, else from Redis (then kept in memory too).
 
         `ttl` bounds how long a value read from Redis stays in memory.
         """
-        value: T | None = self._local.get(key)
+        local = self._local[kind]
+        value: T | None = local.get(key)
         if value is not None or self._redis is None:
             return value
         found = await self._redis.get(key)
@@ -108,23 +84,49 @@ class Store:
         except (ValueError, KeyError, TypeError):
             log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
             return None
-        self._local.set(key, decoded, min(ttl, remaining) if remaining else ttl)
+        local.put(key, decoded, min(ttl, remaining) if remaining else ttl)
         return decoded
 
-    async def set(self, key: str, value: T, encode: Callable[[T], str], ttl: int) -> None:
+    async def set(
+        self, kind: Kind, key: str, value: T, encode: Callable[[T], str], ttl: int
+    ) -> None:
         """Keep `value` for `ttl` seconds, in memory and in Redis."""
-        self._local.set(key, value, ttl)
+        self._local[kind].put(key, value, ttl)
         if self._redis is not None:
             await self._redis.set(key, encode(value), ttl)
 
-    async def delete(self, key: str) -> None:
+    async def load(
+        self,
+        kind: Kind,
+        key: str,
+        fetch: Callable[[], Awaitable[T]],
+        encode: Callable[[T], str],
+        ttl: int,
+    ) -> T:
+        """What one `fetch()`, shared by every concurrent caller, answers; kept as `set` does.
+
+        A failed fetch is not kept: its caller decides whether to remember the failure.
+        """
+
+        async def fill() -> T:
+            # The map's shared load: it keeps the answer even if every caller has gone.
+            value = await fetch()
+            await self.set(kind, key, value, encode, ttl)  # memory first: Redis may be slow
+            return value
+
+        result: T = await self._local[kind].get_or_load(key, fill, lambda _: ttl)
+        return result
+
+    async def delete(self, kind: Kind, key: str) -> None:
         """Forget `key` everywhere."""
-        self._local.pop(key)
+        self._local[kind].pop(key)
         if self._redis is not None:
             await self._redis.delete(key)
 
     async def aclose(self) -> None:
-        """Close Redis connections."""
+        """Cancel loads still running and close Redis connections."""
+        for local in self._local.values():
+            await local.aclose()
         if self._redis is not None:
             await self._redis.aclose()
 
@@ -137,11 +139,8 @@ class CachedSource:
         self._store = store
         self._settings = store.settings
         self._metrics = metrics
-        self._flights: SingleFlight[str, Any] = SingleFlight()
-
-    async def aclose(self) -> None:
-        """Cancel fetches still running."""
-        await self._flights.aclose()
+        self._shapes: TTLMap[ImageFacts, ImageFacts] = TTLMap(_MAX_SHAPES)
+        """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
         fetch = lambda: self._inner.digest(ref, creds)  # noqa: E731
@@ -150,52 +149,61 @@ class CachedSource:
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         key = self._store.key("digest", creds.identity, f"{ref.name}@{digest}")
-        fetch = lambda: self._inner.facts(ref, digest, creds)  # noqa: E731
+
+        async def fetch() -> ImageFacts:
+            return self._shared(await self._inner.facts(ref, digest, creds))
+
+        def decode(text: str) -> ImageFacts:
+            return self._shared(_decode_facts(text))
+
         ttl = self._settings.digest_ttl_seconds
-        return await self._cached("digest", key, ttl, fetch, _encode_facts, _decode_facts)
+        return await self._cached("digest", key, ttl, fetch, _encode_facts, decode)
 
     async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
         """Drop what the tag was said to point at (its digest's body failed verification)."""
-        await self._store.delete(self._tag_key(ref, creds))
+        await self._store.delete("tag", self._tag_key(ref, creds))
 
     def _tag_key(self, ref: Reference, creds: CredentialChain) -> str:
         return self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
 
+    def _shared(self, facts: ImageFacts) -> ImageFacts:
+        kept = self._shapes.get(facts)
+        if kept is not None:
+            return kept
+        self._shapes.put(facts, facts, self._settings.digest_ttl_seconds)
+        return facts
+
     async def _cached(
         self,
-        kind: str,
+        kind: Kind,
         key: str,
         ttl: int,
         fetch: Callable[[], Awaitable[T]],
         encode: Callable[[T], str],
         decode: Callable[[str], T],
     ) -> T:
-        hit = await self._store.get(key, decode, ttl)
+        hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
             self._count(kind, "hit")
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
-        failure = await self._store.get(f"{key}:failed", _decode_failure, failure_ttl)
+        failure = await self._store.get("failure", f"{key}:failed", _decode_failure, failure_ttl)
         if failure is not None:
             self._count(kind, "failure")
             raise failure.error()
         self._count(kind, "miss")
-        result: T = await self._flights.run(key, lambda: self._fill(key, ttl, fetch, encode))
-        return result
+        return await self._store.load(
+            kind, key, lambda: self._remember_failure(key, fetch), encode, ttl
+        )
 
-    async def _fill(
-        self, key: str, ttl: int, fetch: Callable[[], Awaitable[T]], encode: Callable[[T], str]
-    ) -> T:
-        # Runs as the shared task: it stores the answer even if every caller has gone.
+    async def _remember_failure(self, key: str, fetch: Callable[[], Awaitable[T]]) -> T:
         try:
-            value = await fetch()
+            return await fetch()
         except errors.RegistryError as error:
             failure_ttl = self._settings.failure_ttl_seconds
             record = Failure.of(error)
-            await self._store.set(f"{key}:failed", record, _encode_failure, failure_ttl)
+            await self._store.set("failure", f"{key}:failed", record, _encode_failure, failure_ttl)
             raise
-        await self._store.set(key, value, encode, ttl)
-        return value
 
     def _count(self, kind: str, result: str) -> None:
         if self._metrics is not None:

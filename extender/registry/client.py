@@ -7,7 +7,6 @@ each endpoint every matching credential in order, then anonymous access, as kube
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -30,6 +29,7 @@ from extender.registry.hosts import Endpoint, HostTable
 from extender.registry.manifests import ACCEPT, digest_of, media_type_of, verify
 from extender.registry.reference import Reference, parse_digest
 from extender.registry.transport import Response, Transport
+from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -49,7 +49,8 @@ class RegistryClient:
         self._hosts = hosts
         self._auth = Authenticator(transport, clock)
         self._settings = transport.settings
-        self._refused: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._refused: TTLMap[tuple[str, str, str], bool] = TTLMap(_MAX_REFUSED, clock)
+        """(host, repository, credential identity) refused lately: not offered for a while."""
 
     async def aclose(self) -> None:
         """Stop token fetches still running."""
@@ -139,10 +140,9 @@ class RegistryClient:
         creds: Sequence[Credential],
         attempt: Callable[[Endpoint, Credential | None], Awaitable[T]],
     ) -> T:
-        now = time.monotonic()
         # A credential just refused for this repository is not offered again for a while:
         # each of a lookup's requests would otherwise pay for the same refusal.
-        fresh = [c for c in creds if self._refused.get(_key(endpoint, ref, c), 0.0) <= now]
+        fresh = [c for c in creds if self._refused.get(_key(endpoint, ref, c)) is None]
         refused: Unauthorized | None = None
         for cred in (*fresh, None):
             try:
@@ -150,15 +150,9 @@ class RegistryClient:
             except Unauthorized as error:
                 refused = error  # kubelet tries the next credential, then anonymous
                 if cred is not None:
-                    self._remember_refusal(_key(endpoint, ref, cred), now)
+                    self._refused.put(_key(endpoint, ref, cred), True, _REFUSED_SECONDS)
         assert refused is not None
         raise refused
-
-    def _remember_refusal(self, key: tuple[str, str, str], now: float) -> None:
-        self._refused[key] = now + _REFUSED_SECONDS
-        self._refused.move_to_end(key)
-        while len(self._refused) > _MAX_REFUSED:
-            self._refused.popitem(last=False)
 
     async def _request(
         self,

@@ -13,9 +13,7 @@ import contextlib
 import os
 import signal
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -23,7 +21,6 @@ import structlog
 
 from extender.metrics import Metrics
 from extender.registry.credentials import Credential
-from extender.registry.flight import SingleFlight
 from extender.registry.plugin_protocol import (
     PluginAnswer,
     PluginAnswerError,
@@ -36,6 +33,7 @@ from extender.registry.plugin_protocol import (
     request_body,
 )
 from extender.registry.settings import CredentialProviderSettings
+from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
 Clock = Callable[[], float]
@@ -45,6 +43,11 @@ _MAX_CONFIG_BYTES = 1_048_576
 _STDERR_CAP = 65_536
 _FAILURE_SECONDS = 10.0
 """A failed run is not repeated for this long, so a broken plugin is not run per request."""
+_FAILED = "Failed"
+_RUN = "Run"
+"""Key types of the cache beside kubelet's Image, Registry and Global."""
+
+
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What the cloud plugins need from archfit's own environment: workload identity (IRSA, EKS
 # Pod Identity, GKE and Azure Workload Identity), the egress proxy and CA trust. Nothing
@@ -84,10 +87,9 @@ def plugin_environment(provider: Provider, environ: Mapping[str, str]) -> dict[s
     return env
 
 
-@dataclass(frozen=True, slots=True)
-class _Cached:
-    expires: float
-    entries: Entries
+def _kept_elsewhere(_entries: Entries) -> float:
+    """The ttl of a run's own key: none, its answer is kept under its cacheKeyType's key."""
+    return 0.0
 
 
 class CredentialPlugins:
@@ -107,10 +109,9 @@ class CredentialPlugins:
         self._metrics = metrics
         self._bin_dir = bin_dir
         self._settings = settings
-        self._clock = clock
         self._environ = dict(os.environ if environ is None else environ)
-        self._cache: OrderedDict[tuple[str, str, str], _Cached] = OrderedDict()
-        self._flights: SingleFlight[tuple[str, str], Entries] = SingleFlight()
+        self._cache: TTLMap[tuple[str, str, str], Entries] = TTLMap(_MAX_CACHED, clock)
+        """(plugin, cacheKeyType, key) -> its answer; ("Failed", image) marks a failed run."""
 
     @classmethod
     def from_settings(
@@ -166,9 +167,12 @@ class CredentialPlugins:
         for provider in self.matching(image):
             cached = self._cached(provider, image)
             if cached is None:
+                # The answer is kept under the key its cacheKeyType names, which other images
+                # may share; the run's own key keeps nothing and only lets callers share a run.
+                run = partial(self._refresh, provider, image)
                 try:
-                    cached = await self._flights.run(
-                        (provider.name, image), partial(self._refresh, provider, image)
+                    cached = await self._cache.get_or_load(
+                        (provider.name, _RUN, image), run, _kept_elsewhere
                     )
                 except PluginFailed:
                     cached = ()
@@ -178,23 +182,14 @@ class CredentialPlugins:
         return tuple(found), failed
 
     def _cached(self, provider: Provider, image: str) -> Entries | None:
-        now = self._clock()
         for key_type, key in lookup_keys(image):
-            entry = self._cache.get((provider.name, key_type, key))
-            if entry is None:
-                continue
-            if entry.expires <= now:
-                del self._cache[(provider.name, key_type, key)]
-                continue
-            return entry.entries
-        failure = self._cache.get((provider.name, "Failed", image))
-        if failure is not None and failure.expires > now:
-            return ()
-        return None
+            entries = self._cache.get((provider.name, key_type, key))
+            if entries is not None:
+                return entries
+        return self._cache.get((provider.name, _FAILED, image))
 
     def _failed_recently(self, provider: Provider, image: str) -> bool:
-        failure = self._cache.get((provider.name, "Failed", image))
-        return failure is not None and failure.expires > self._clock()
+        return self._cache.get((provider.name, _FAILED, image)) is not None
 
     async def _refresh(self, provider: Provider, image: str) -> Entries:
         try:
@@ -203,7 +198,7 @@ class CredentialPlugins:
             log.warning(
                 "credential_provider_failed", provider=provider.name, image=image, error=str(error)
             )
-            self._store((provider.name, "Failed", image), _FAILURE_SECONDS, ())
+            self._cache.put((provider.name, _FAILED, image), (), _FAILURE_SECONDS)
             self._count(provider, "failed")
             raise
         self._count(provider, "ok")
@@ -212,7 +207,7 @@ class CredentialPlugins:
             seconds = provider.default_cache_seconds
         if seconds > 0:  # a zero duration means: do not cache this answer (kubelet)
             key_type, key = cache_key(answer.cache_key_type, image)
-            self._store((provider.name, key_type, key), seconds, answer.auth)
+            self._cache.put((provider.name, key_type, key), answer.auth, seconds)
         log.info(
             "credential_provider_answered",
             provider=provider.name,
@@ -226,12 +221,6 @@ class CredentialPlugins:
     def _count(self, provider: Provider, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.credential_provider_runs.labels(provider.name, outcome).inc()
-
-    def _store(self, key: tuple[str, str, str], seconds: float, entries: Entries) -> None:
-        self._cache[key] = _Cached(self._clock() + seconds, entries)
-        self._cache.move_to_end(key)
-        while len(self._cache) > _MAX_CACHED:
-            self._cache.popitem(last=False)
 
     async def _run(self, provider: Provider, image: str) -> PluginAnswer:
         binary = self._bin_dir / provider.name
@@ -269,7 +258,7 @@ class CredentialPlugins:
 
     async def aclose(self) -> None:
         """Stop runs still going (their process groups are killed)."""
-        await self._flights.aclose()
+        await self._cache.aclose()
 
 
 _REAP_SECONDS = 5.0

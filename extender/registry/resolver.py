@@ -113,8 +113,9 @@ async def build_resolver(
     store = Store(cache, metrics)
     source = CachedSource(RegistrySource(client, registry), store, metrics)
     keychain = Keychain(secrets, registry.docker_config_path, plugins)
-    # Close in dependency order: stop fetches first, then what they were using.
-    closers: list[Closer] = [source.aclose, client.aclose, store.aclose, transport.aclose]
+    # Close in dependency order: stop fetches first, then what they were using. The store
+    # runs the resolver's fetches (one per key), so closing it stops them, then Redis.
+    closers: list[Closer] = [store.aclose, client.aclose, transport.aclose]
     if plugins is not None:
         closers.insert(0, plugins.aclose)
     return RegistryResolver(source, keychain, closers)

@@ -15,6 +15,7 @@ from kubernetes import client
 from extender.kube.secrets import KubeSecretSource
 from extender.pods import PullSecretsRef
 from extender.registry.credentials import DOCKER_CONFIG_JSON
+from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +118,22 @@ async def test_secrets_are_reused_within_the_ttl(api: Api) -> None:
     await source.aclose()
     expected = sorted([f"{base}/serviceaccounts/default", f"{base}/secrets/regcred"])
     assert expected == sorted(api.fake.reads)
+
+
+async def test_secrets_and_missing_ones_are_read_again_once_the_ttl_has_passed(api: Api) -> None:
+    """A rotated secret is seen after `ttl_seconds`; a missing one is remembered as missing."""
+    base = "/api/v1/namespaces/team-a"
+    api.fake.objects[f"{base}/secrets/regcred"] = _secret("team-a", "regcred", {"auths": {}})
+    clock = FakeClock()
+    source = KubeSecretSource(api.api_client, ttl_seconds=60, clock=clock)
+    pull = PullSecretsRef("team-a", ("regcred", "absent"), "")
+    reads: list[int] = []
+    for advance in (0, 59, 1):
+        clock.advance(advance)
+        await source.pull_secrets(pull)
+        reads.append(len(api.fake.reads))
+    await source.aclose()
+    assert [2, 2, 4] == reads
 
 
 async def test_an_api_error_other_than_not_found_propagates(api: Api) -> None:

@@ -106,15 +106,15 @@ async def test_an_open_breaker_makes_no_connection_attempt_until_its_pause_is_ov
     store = Store(settings, clock=clock)
     try:
         for _ in range(3):
-            await store.get("k", str, ttl=60)
+            await store.get("tag", "k", str, ttl=60)
         opened = len(accepted)
         started = time.perf_counter()
         for _ in range(100):
-            await store.get("k", str, ttl=60)
+            await store.get("tag", "k", str, ttl=60)
         skipped = time.perf_counter() - started
         while_open = len(accepted)
         clock.advance(10)
-        await store.get("k", str, ttl=60)
+        await store.get("tag", "k", str, ttl=60)
         await asyncio.sleep(0.05)  # let the server accept the probe's connection
         after_pause = len(accepted)
     finally:

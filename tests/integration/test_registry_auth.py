@@ -9,8 +9,12 @@ import pytest
 import structlog
 
 from extender.metrics import Metrics
-from extender.registry.credentials import DOCKERCFG, PullSecret
+from extender.registry.client import RegistryClient
+from extender.registry.credentials import DOCKERCFG, Credential, PullSecret
 from extender.registry.errors import Unauthorized
+from extender.registry.hosts import HostTable
+from extender.registry.reference import parse
+from extender.registry.transport import Transport
 from tests.integration.conftest import (
     ResolverFactory,
     Secrets,
@@ -18,6 +22,7 @@ from tests.integration.conftest import (
     local_settings,
     pod,
 )
+from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
 from tests.support.tokens import TokenPolicy, TokenServer
 
@@ -233,3 +238,28 @@ async def test_wrong_credentials_at_the_token_server_fall_back_to_anonymous(
          "status": "401"},
     )  # fmt: skip
     assert ({"linux/amd64"}, 1.0) == ({str(p) for p in platforms}, refused)
+
+
+async def test_a_refused_credential_is_not_offered_again_for_thirty_seconds(
+    basic_registry: PublishedRegistry,
+) -> None:
+    """A stale password costs one refusal, not one per request; after 30 s it is tried again."""
+    user, password = basic_registry.credentials or ("", "")
+    registry = basic_registry.registry
+    settings = local_settings(registry.host)
+    clock = FakeClock()
+    transport = Transport(settings)
+    client = RegistryClient(transport, HostTable(settings), clock)
+    creds = (Credential(user, "rotated-away", "stale"), Credential(user, password, "fresh"))
+    ref = parse(basic_registry.catalog.single.reference)
+    statuses: list[list[int]] = []
+    try:
+        for advance in (0, 29, 2):
+            clock.advance(advance)
+            mark = registry.mark()
+            await client.resolve_tag(ref, creds)
+            statuses.append([request.status for request in registry.requests_since(mark)])
+    finally:
+        await client.aclose()
+        await transport.aclose()
+    assert [[401, 401, 200], [200], [401, 200]] == statuses

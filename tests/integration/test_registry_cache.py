@@ -6,11 +6,13 @@ import asyncio
 
 import pytest
 
-from extender.registry.cache import BoundedTTLMap, Store
+from extender.registry.cache import Store
+from extender.registry.errors import NotFound
 from extender.registry.settings import CacheSettings
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
+from tests.support.images import Pusher
 from tests.support.registry import free_port
 
 pytestmark = pytest.mark.integration
@@ -46,23 +48,48 @@ async def test_a_dead_redis_is_a_cache_miss_not_a_failure(
     assert {"linux/amd64"} == {str(p) for p in platforms}
 
 
-def test_the_memory_tier_drops_the_least_recently_used_entry_beyond_its_bound() -> None:
-    """The in-process tier keeps max_entries."""
-    cache: BoundedTTLMap[str] = BoundedTTLMap(max_entries=3)
+async def test_max_entries_counts_images_so_that_many_tags_stay_cached_whole(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """maxEntries images resolved by tag, and a failed lookup besides: all answered from memory.
+
+    Each image keeps its tag's digest and its digest's platforms; a failure is kept apart.
+    """
+    registry = public_registry.registry
+    pusher = Pusher(registry.url)
+    images = [
+        pusher.index(f"bound/app{i}", "1", ["linux/amd64", "linux/arm64"], salt=f"bound{i}")[0]
+        for i in range(8)
+    ]
+    resolver = await make_resolver(local_settings(registry.host), CacheSettings(max_entries=8))
+    cold = [await resolver.platforms(image.reference, POD) for image in images]
+    with pytest.raises(NotFound):
+        await resolver.platforms(f"{registry.host}/bound/app0:missing", POD)
+    mark = registry.mark()
+    warm = [await resolver.platforms(image.reference, POD) for image in images]
+    assert (cold, []) == (warm, registry.requests_since(mark))
+
+
+async def test_the_memory_tier_drops_the_least_recently_used_image_beyond_its_bound() -> None:
+    """The in-process tier keeps max_entries of each kind; the least recently used goes."""
+    store = Store(CacheSettings(max_entries=3))
     for key in ("a", "b", "c"):
-        cache.set(key, key, ttl=60)
-    cache.get("a")  # a is now the most recently used
-    cache.set("d", "d", ttl=60)
-    assert ["a", None, "c", "d"] == [cache.get(key) for key in ("a", "b", "c", "d")]
+        await store.set("digest", key, key, str, ttl=60)
+    await store.get("digest", "a", str, ttl=60)  # a is now the most recently used
+    await store.set("digest", "d", "d", str, ttl=60)
+    await store.set("tag", "e", "e", str, ttl=60)  # another kind: it evicts no digest
+    kept = [await store.get("digest", key, str, ttl=60) for key in ("a", "b", "c", "d")]
+    await store.aclose()
+    assert ["a", None, "c", "d"] == kept
 
 
 async def test_the_memory_store_expires_entries_after_their_ttl() -> None:
     """A failure remembered for a moment is gone after it."""
     clock = FakeClock()
     store = Store(CacheSettings(max_entries=10), clock=clock)
-    await store.set("k", "v", str, ttl=1)
-    before = await store.get("k", str, ttl=1)
+    await store.set("failure", "k", "v", str, ttl=1)
+    before = await store.get("failure", "k", str, ttl=1)
     clock.advance(1.01)
-    after = await store.get("k", str, ttl=1)
+    after = await store.get("failure", "k", str, ttl=1)
     await store.aclose()
     assert ("v", None) == (before, after)

@@ -1,0 +1,124 @@
+"""A bounded map whose entries expire, with one load in flight per key (single flight).
+
+Every cache in archfit is one of these: tokens and challenges, refused credentials,
+credential plugin answers, pull secrets and the resolver's memory tier. Each entry carries
+its own time to live, because a token says how long it lives and a failure is kept for
+less time than an answer. The map holds at most `max_entries`; beyond that the least
+recently used entry goes, so what a flood of distinct keys can cost is bounded.
+
+`get_or_load` is noe's `Cache[T].LoadOrCall` made asynchronous: concurrent callers for a
+key share one load. The load runs as its own task, so a caller that stops waiting (its
+request hit its deadline) cancels neither the load nor the other callers, and the answer
+is still kept for the next request. A failed load is not kept; a caller that wants a
+failure remembered (negative caching) has its loader return it as a value, and `ttl_of`
+gives that value a shorter life.
+
+Nothing here does I/O; the clock is injected, so tests move time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from functools import partial
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+Clock = Callable[[], float]
+
+
+class TTLMap(Generic[K, V]):
+    """At most `max_entries` values, each kept until its own expiry; LRU eviction beyond."""
+
+    def __init__(self, max_entries: int, clock: Clock = time.monotonic) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self._max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        """key -> (value, the clock reading at which it expires), least recently used first."""
+        self._loads: dict[K, asyncio.Task[V]] = {}
+
+    def __len__(self) -> int:
+        """Entries held; an expired one counts until it is met or evicted."""
+        return len(self._entries)
+
+    @property
+    def loading(self) -> int:
+        """Loads in flight."""
+        return len(self._loads)
+
+    def get(self, key: K) -> V | None:
+        """The live value under `key`, or None (also for a kept None: use get_or_load there)."""
+        entry = self._live(key)
+        return None if entry is None else entry[0]
+
+    def put(self, key: K, value: V, ttl: float) -> None:
+        """Keep `value` for `ttl` seconds; a `ttl` of zero or less forgets `key` instead."""
+        if ttl <= 0:
+            self._entries.pop(key, None)
+            return
+        self._entries[key] = (value, self._clock() + ttl)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        """Forget `key`, if held. A load in flight for it still keeps its answer."""
+        self._entries.pop(key, None)
+
+    async def get_or_load(
+        self, key: K, loader: Callable[[], Awaitable[V]], ttl_of: Callable[[V], float]
+    ) -> V:
+        """The live value under `key`, else the answer of one shared `loader()` call.
+
+        The first caller's `loader` runs; callers arriving while it runs wait for the same
+        answer or exception. The answer is kept for `ttl_of(answer)` seconds (zero: not
+        kept); an exception is never kept.
+        """
+        entry = self._live(key)
+        if entry is not None:
+            return entry[0]
+        task = self._loads.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._load(key, loader, ttl_of))
+            self._loads[key] = task
+            task.add_done_callback(partial(self._landed, key))
+        return await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        """Cancel the loads still in flight (at shutdown) and wait for them to end."""
+        tasks = list(self._loads.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _live(self, key: K) -> tuple[V, float] | None:
+        """The entry under `key` unless it has expired (then it is dropped); now most recent."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    async def _load(
+        self, key: K, loader: Callable[[], Awaitable[V]], ttl_of: Callable[[V], float]
+    ) -> V:
+        # The shared task: it keeps the answer even when every caller has stopped waiting.
+        value = await loader()
+        self.put(key, value, ttl_of(value))
+        return value
+
+    def _landed(self, key: K, task: asyncio.Task[V]) -> None:
+        if self._loads.get(key) is task:
+            del self._loads[key]
+        if not task.cancelled():
+            # Every caller may have gone; mark the exception seen so asyncio does not log it.
+            task.exception()
