@@ -15,6 +15,7 @@ from typing import Protocol
 from extender.placement import Resolved, Unknown
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
+from extender.ttlmap import TTLMap
 
 request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "request_deadline", default=None
@@ -51,17 +52,40 @@ class FunctionResolver:
         return await self._func(image, pull)
 
 
+RECENT_SECONDS = 5.0
+"""How long a known answer is reused without asking the resolver (see Resolution)."""
+
+
 class Resolution:
     """Runs lookups, keeping unfinished ones alive after a request's deadline.
 
     A lookup that outlives its request keeps running so that the scheduler's
     next attempt finds the answer cached; the set below holds a reference so
     the task is not garbage-collected mid-flight.
+
+    Known answers are reused for RECENT_SECONDS without asking the resolver: kube-scheduler
+    calls filter and then prioritize for each pod, and a Deployment's replicas arrive
+    together, so most calls repeat a question just answered. Answering from this map costs a
+    dict lookup, where a task per image and `asyncio.wait` cost far more than the request's
+    own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
+    once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
     """
 
-    def __init__(self, resolver: PlatformResolver) -> None:
+    def __init__(
+        self,
+        resolver: PlatformResolver,
+        *,
+        max_recent: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        on_recent: Callable[[int], None] | None = None,
+    ) -> None:
         self.resolver = resolver
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
+        self._recent: TTLMap[tuple[str, PullSecretsRef], frozenset[Platform]] = TTLMap(
+            max_recent, clock
+        )
+        self._on_recent = on_recent
+        """Told how many images a request answered from the recent map (a metric)."""
 
     async def resolve(
         self, images: Iterable[str], pull: PullSecretsRef, deadline: float
@@ -71,6 +95,18 @@ class Resolution:
         The lookups carry the deadline (`request_deadline`), so registry requests can be
         bounded by it rather than by a timeout the request never waits for.
         """
+        images = tuple(images)
+        recent = self._recent
+        answered: dict[str, Resolved] = {}
+        for image in images:
+            known = recent.get((image, pull))
+            if known is None:
+                break
+            answered[image] = known
+        else:
+            if answered and self._on_recent is not None:
+                self._on_recent(len(answered))
+            return answered
         token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
         try:  # tasks copy the context as it is now, the deadline included
             tasks = {
@@ -93,7 +129,8 @@ class Resolution:
             elif (error := task.exception()) is not None:
                 results[image] = Unknown(describe_failure(error))
             else:
-                results[image] = task.result()
+                results[image] = platforms = task.result()
+                recent.put((image, pull), platforms, RECENT_SECONDS)
         return results
 
     def _forget(self, task: asyncio.Task[frozenset[Platform]]) -> None:

@@ -76,7 +76,14 @@ async def open_services(
             nodes = index
         if resolver is None:
             resolver = await stack.enter_async_context(registry_resolver(settings, metrics, api))
-        resolution = Resolution(resolver)
+
+        def recent_hits(count: int) -> None:
+            for _ in range(count):
+                metrics.cache_lookup("answer", "hit")
+
+        resolution = Resolution(
+            resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits
+        )
         stack.push_async_callback(resolution.aclose)
         log.info(
             "services_ready",

@@ -64,3 +64,29 @@ async def test_closing_cancels_lookups_still_running():
     await started.wait()
     await asyncio.wait_for(resolution.aclose(), timeout=2)
     assert [] == list(resolution._background)
+
+
+async def test_a_known_answer_is_reused_for_a_few_seconds_and_an_unknown_never():
+    """filter then prioritize, and a Deployment's replicas, repeat one question: the second
+    asks nothing; after RECENT_SECONDS the resolver is asked again; failures are not kept."""
+    from extender.resolution import RECENT_SECONDS
+    from tests.support.clock import FakeClock
+
+    asked: list[str] = []
+    reused: list[int] = []
+
+    async def resolve(image, pull):
+        asked.append(image)
+        if image == "down":
+            raise LookupError("registry down")
+        return AMD
+
+    clock = FakeClock()
+    resolution = Resolution(FunctionResolver(resolve), clock=clock, on_recent=reused.append)
+    for _ in range(3):
+        assert {"a": AMD} == await resolution.resolve(["a"], PULL, deadline=1)
+        await resolution.resolve(["down"], PULL, deadline=1)
+    await resolution.resolve(["a"], PullSecretsRef("other-namespace"), deadline=1)
+    clock.advance(RECENT_SECONDS + 0.1)
+    await resolution.resolve(["a"], PULL, deadline=1)
+    assert (["a", "down", "down", "down", "a", "a"], [1, 1]) == (asked, reused)
