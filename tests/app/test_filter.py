@@ -2,8 +2,9 @@
 
 from structlog.testing import capture_logs
 
-from tests.app.conftest import StaticNodes, post, settings
+from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 AMD1, AMD2 = node("ip-10-0-1-17", "amd64"), node("ip-10-0-1-18", "amd64")
 ARM1, ARM2 = node("ip-10-0-2-17", "arm64"), node("ip-10-0-2-18", "arm64")

@@ -12,8 +12,9 @@ from typing import Any
 import orjson
 from structlog.testing import capture_logs
 
-from tests.app.conftest import StaticNodes, settings
+from tests.app.conftest import settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 
 def nested(depth: int) -> Any:

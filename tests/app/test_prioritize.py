@@ -1,7 +1,8 @@
 """The prioritize verb through the real app: preference, prefer-arch, dry-run, fairness."""
 
-from tests.app.conftest import StaticNodes, post, settings
+from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 ALL = (node("amd-a", "amd64"), node("amd-b", "amd64"), node("arm-a", "arm64"))
 NAMES = ["amd-a", "amd-b", "arm-a"]

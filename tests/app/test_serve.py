@@ -12,7 +12,7 @@ import orjson
 
 from tests.objects import args_names, pod
 from tests.support.archfit_process import wait_listening
-from tests.support.registry import free_port
+from tests.support.process import free_port
 
 
 def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,13 +34,6 @@ def _die_with_parent() -> None:
 
 class ProcessFailed(RuntimeError):
     """A child process exited early or never became ready."""
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(

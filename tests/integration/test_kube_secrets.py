@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -15,12 +14,9 @@ from kubernetes import client
 from extender.kube.secrets import KubeSecretSource
 from extender.pods import PullSecretsRef
 from extender.registry.credentials import DOCKER_CONFIG_JSON
+from tests.support.pull_secrets import auth_field, secret_manifest
 
 pytestmark = pytest.mark.integration
-
-
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
 
 
 @dataclass
@@ -70,13 +66,6 @@ async def api() -> AsyncIterator[Api]:
         await server.close()
 
 
-def _secret(namespace: str, name: str, payload: dict[str, object]) -> dict[str, object]:
-    raw = json.dumps(payload).encode()
-    return {"apiVersion": "v1", "kind": "Secret", "type": DOCKER_CONFIG_JSON,
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {".dockerconfigjson": _b64(raw)}}  # fmt: skip
-
-
 def _account(namespace: str, name: str, secrets: list[str]) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": namespace},
@@ -88,11 +77,11 @@ async def test_pod_secrets_come_before_the_service_accounts_and_missing_ones_are
 ) -> None:
     """Order: the pod's imagePullSecrets, then its ServiceAccount's; a 404 Secret is left out."""
     base = "/api/v1/namespaces/team-a"
-    payload = {"auths": {"r.io": {"auth": _b64(b"u:p")}}}
+    payload = {"auths": {"r.io": {"auth": auth_field("u", "p")}}}
     api.fake.objects.update(
         {
-            f"{base}/secrets/pod-secret": _secret("team-a", "pod-secret", payload),
-            f"{base}/secrets/sa-secret": _secret("team-a", "sa-secret", payload),
+            f"{base}/secrets/pod-secret": secret_manifest("team-a", "pod-secret", payload),
+            f"{base}/secrets/sa-secret": secret_manifest("team-a", "sa-secret", payload),
             f"{base}/serviceaccounts/builder": _account(
                 "team-a", "builder", ["sa-secret", "pod-secret", "gone"]
             ),
@@ -109,7 +98,9 @@ async def test_pod_secrets_come_before_the_service_accounts_and_missing_ones_are
 async def test_secrets_are_reused_within_the_ttl(api: Api) -> None:
     """A second pod in the namespace costs no API reads while the TTL lasts."""
     base = "/api/v1/namespaces/team-a"
-    api.fake.objects[f"{base}/secrets/regcred"] = _secret("team-a", "regcred", {"auths": {}})
+    api.fake.objects[f"{base}/secrets/regcred"] = secret_manifest(
+        "team-a", "regcred", {"auths": {}}
+    )
     source = KubeSecretSource(api.api_client, ttl_seconds=60)
     pull = PullSecretsRef("team-a", ("regcred",), "default")
     for _ in range(3):

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.process import stop
-from tests.support.registry import free_port
+from tests.support.process import free_port, stop
 from tests.support.tls import make_serving_cert
 
 

@@ -1,10 +1,19 @@
-"""Stopping the server processes the support fixtures start."""
+"""The server processes tests start: a free port to give them, waiting until ready, stopping."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (another process may take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:

@@ -13,10 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import require_binary, unavailable
+from tests.support.process import free_port, wait_ready
 from tests.support.process import stop as stop_process
-from tests.support.process import wait_ready
-from tests.support.registry import free_port, require_binary
 
 PROXY_ADDRESS = "127.0.0.3"
 #: tests/run.sh maps this to 127.0.0.1 in /etc/hosts when the machine's own name is not.

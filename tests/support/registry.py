@@ -7,8 +7,6 @@ or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,33 +16,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import require_binary
+from tests.support.process import free_port, wait_ready
 from tests.support.process import stop as stop_process
-from tests.support.process import wait_ready
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _START_TIMEOUT = 15.0
 _SYNC_TIMEOUT = 5.0
 _SYNC_PATH = "/v2/?archfit-sync="
-
-
-def require_binary(path: str, package: str) -> str:
-    """Return `path` if it is executable; otherwise fail under CI=true, or skip loudly.
-
-    CI must never pass by skipping the real thing, so a missing binary fails there.
-    """
-    found = shutil.which(path)
-    if not found:
-        unavailable("these", f"{path} not found: apt-get install -y {package}")
-    return found
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
