@@ -50,7 +50,7 @@ def serve(port: int, count: int) -> None:
     from extender.config import from_mapping
     from extender.logs import configure
     from extender.platforms import parse
-    from extender.resolution import FunctionResolver
+    from tests.support.function_resolver import FunctionResolver
     from tests.support.static_nodes import StaticNodes
 
     os.sched_setaffinity(0, {0})

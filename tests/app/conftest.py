@@ -13,7 +13,7 @@ from extender.app import create_app
 from extender.config import Settings, from_mapping
 from extender.platforms import Platform, parse
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver
+from tests.support.function_resolver import FunctionResolver
 from tests.support.static_nodes import StaticNodes
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {

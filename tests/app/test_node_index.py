@@ -12,9 +12,9 @@ from kubernetes import client
 from extender.kube.nodes import NodeIndex
 from extender.placement import Candidate
 from extender.platforms import Rule, parse
-from extender.resolution import FunctionResolver
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
+from tests.support.function_resolver import FunctionResolver
 
 
 class FakeApiServer:

@@ -13,8 +13,9 @@ from typing import Any
 
 from kubernetes import client, config
 
-from tests.e2e.processes import MAX_WAIT_SECONDS, wait_for
+from tests.e2e.processes import MAX_WAIT_SECONDS
 from tests.support.pull_secrets import docker_config, secret_manifest
+from tests.support.waiting import wait_for
 
 
 def core_api(kubeconfig: Path) -> client.CoreV1Api:
@@ -182,7 +183,7 @@ def wait_scheduled(
     try:
         return str(
             wait_for(
-                lambda: node_of(core, namespace, pod), f"pod {pod} to be bound", timeout=timeout
+                lambda: node_of(core, namespace, pod), f"pod {pod} to be bound", seconds=timeout
             )
         )
     except TimeoutError as error:
@@ -207,6 +208,6 @@ def wait_failed_scheduling(
     messages = wait_for(
         lambda: scheduling_messages(core, namespace, pod),
         f"a FailedScheduling event for pod {pod}",
-        timeout=timeout,
+        seconds=timeout,
     )
     return str(messages[0])  # type: ignore[index]

@@ -36,28 +36,6 @@ class ProcessFailed(RuntimeError):
     """A child process exited early or never became ready."""
 
 
-def wait_for(
-    condition: Callable[[], object],
-    what: str,
-    timeout: float = MAX_WAIT_SECONDS,
-    interval: float = 0.2,
-) -> object:
-    """Poll condition until it returns something truthy; raise TimeoutError after timeout."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-        except Exception as error:
-            last_error, result = error, None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            detail = f" (last error: {last_error!r})" if last_error else ""
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
-        time.sleep(interval)
-
-
 class Process:
     """One child process with its log file; stop() is safe to call any number of times."""
 

@@ -28,7 +28,7 @@ from tests.support.clock import FakeClock
 from tests.support.credential_plugin import API_VERSION, NAME, ProviderPlugin
 from tests.support.fixtures import PublishedRegistry
 from tests.support.pull_secrets import auth_field
-from tests.support.waiting import eventually
+from tests.support.waiting import wait_for_async
 
 pytestmark = pytest.mark.integration
 
@@ -193,7 +193,7 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
         body = await post(client, "filter", args_full(make_pod(image), *nodes))
         took = time.monotonic() - started
         # The captured log list has no event to await; the plugin's failure lands in it.
-        await eventually(
+        await wait_for_async(
             lambda: any(e["event"] == "credential_provider_failed" for e in logs),
             "credential_provider_failed in the logs",
             seconds=15,

@@ -1,8 +1,8 @@
-"""Waiting in async tests without fixed sleeps: let the loop settle, or poll with a bound.
+"""Waiting in tests without fixed sleeps: poll a condition with a bound, or let the loop settle.
 
 A fixed sleep is either too short on a loaded machine or wasted on an idle one. Code that
 takes `clock=` gets tests.support.clock.FakeClock instead; what is left is waiting for
-other tasks or real processes, which these two do with no guessed duration.
+real processes or other tasks, which these do without a guessed duration.
 """
 
 from __future__ import annotations
@@ -11,7 +11,45 @@ import asyncio
 import time
 from collections.abc import Callable
 
-_POLL_SECONDS = 0.01
+
+def wait_for(
+    condition: Callable[[], object], what: str, seconds: float = 60.0, interval: float = 0.2
+) -> object:
+    """Poll `condition` until it returns something truthy, and return that.
+
+    An exception from `condition` counts as not yet; after `seconds`, TimeoutError names
+    `what` and the last exception.
+    """
+    deadline = time.monotonic() + seconds
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = condition()
+        except Exception as error:
+            last_error, result = error, None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(_timed_out(what, seconds, last_error))
+        time.sleep(interval)
+
+
+async def wait_for_async(
+    condition: Callable[[], object], what: str, seconds: float = 10.0, interval: float = 0.01
+) -> object:
+    """`wait_for` inside the event loop: other tasks run while it polls."""
+    deadline = time.monotonic() + seconds
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = condition()
+        except Exception as error:
+            last_error, result = error, None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(_timed_out(what, seconds, last_error))
+        await asyncio.sleep(interval)
 
 
 async def settle(rounds: int = 50) -> None:
@@ -24,10 +62,6 @@ async def settle(rounds: int = 50) -> None:
         await asyncio.sleep(0)
 
 
-async def eventually(condition: Callable[[], object], what: str, seconds: float = 10.0) -> None:
-    """Poll `condition` until it is truthy; fail naming `what` after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {seconds:g}s")
-        await asyncio.sleep(_POLL_SECONDS)
+def _timed_out(what: str, seconds: float, last_error: BaseException | None) -> str:
+    detail = f" (last error: {last_error!r})" if last_error else ""
+    return f"timed out after {seconds:g}s waiting for {what}{detail}"

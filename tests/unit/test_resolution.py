@@ -5,7 +5,8 @@ import asyncio
 from extender.placement import Unknown
 from extender.platforms import parse
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver, Resolution
+from extender.resolution import Resolution
+from tests.support.function_resolver import FunctionResolver
 
 PULL = PullSecretsRef("default")
 AMD = frozenset({parse("linux/amd64")})
