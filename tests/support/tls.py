@@ -56,7 +56,7 @@ def make_serving_cert(workdir: Path, dns_names: tuple[str, ...] = ()) -> Serving
     """Write a CA and a certificate it signed for 127.0.0.1 (and `dns_names`) under `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    ca = certs.new_ca(now, "archfit test CA")
+    ca = certs.new_ca(now)
     serving = certs.new_serving(ca, ("127.0.0.1", *dns_names), now, days=1)
     paths = ServingCert(workdir / "ca.pem", workdir / "server.pem", workdir / "server-key.pem")
     paths.ca_bundle.write_bytes(ca.cert)
