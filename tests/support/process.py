@@ -6,6 +6,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 
 def free_port() -> int:
@@ -14,6 +15,29 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class _Server(Protocol):
+    def stop(self) -> None: ...
+
+
+Server = TypeVar("Server", bound=_Server)
+
+
+def start_on_free_port(
+    start: Callable[[int], Server], ready: Callable[[Server], bool], attempts: int = 3
+) -> Server | None:
+    """`start(port)` on a fresh free port until `ready(server)`, at most `attempts` times.
+
+    A port free a moment ago can be taken before the server binds it, so one failed start
+    is no verdict. A server that does not get ready is stopped; None when none did.
+    """
+    for _attempt in range(attempts):
+        server = start(free_port())
+        if ready(server):
+            return server
+        server.stop()
+    return None
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.prerequisites import require_binary
-from tests.support.process import free_port, wait_ready
+from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
 
 REDIS_BINARY = "/usr/bin/redis-server"
@@ -34,9 +34,9 @@ class RedisProcess:
         """Start redis-server on a free port and wait until it answers PING."""
         binary = require_binary(REDIS_BINARY, "redis-server")
         workdir.mkdir(parents=True, exist_ok=True)
-        for _attempt in range(3):
-            port = free_port()
-            log = workdir / "redis.log"
+        log = workdir / "redis.log"
+
+        def launch(port: int) -> RedisProcess:
             process = subprocess.Popen(
                 [
                     binary,
@@ -51,11 +51,12 @@ class RedisProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )  # fmt: skip
-            redis = cls(port, process)
-            if redis._wait_ready():
-                return redis
-            redis.stop()
-        raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+            return cls(port, process)
+
+        redis = start_on_free_port(launch, RedisProcess._wait_ready)
+        if redis is None:
+            raise RuntimeError(f"redis-server did not start; see {log}")
+        return redis
 
     def _wait_ready(self) -> bool:
         return wait_ready(self.process, self._answers_ping, _START_TIMEOUT)

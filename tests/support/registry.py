@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.prerequisites import require_binary
-from tests.support.process import free_port, wait_ready
+from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
@@ -74,12 +74,10 @@ class RegistryProcess:
         """Start a registry on a free port and wait until it answers /v2/."""
         binary = require_binary(REGISTRY_BINARY, "docker-registry")
         workdir.mkdir(parents=True, exist_ok=True)
-        last_error = ""
-        for _attempt in range(3):  # a free port can be taken between probe and bind
-            port = free_port()
-            config = workdir / "config.yml"
+        config, log_path = workdir / "config.yml", workdir / "registry.log"
+
+        def launch(port: int) -> RegistryProcess:
             config.write_text(_config(workdir, port, htpasswd, token))
-            log_path = workdir / "registry.log"
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
                     [binary, "serve", str(config)],
@@ -87,12 +85,13 @@ class RegistryProcess:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-            registry = cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
-            if registry._wait_ready():
-                return registry
-            registry.stop()
-            last_error = log_path.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"docker-registry did not start; its log ends:\n{last_error}")
+            return cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
+
+        registry = start_on_free_port(launch, RegistryProcess._wait_ready)
+        if registry is None:
+            log_tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"docker-registry did not start; its log ends:\n{log_tail}")
+        return registry
 
     def _wait_ready(self) -> bool:
         return wait_ready(self.process, self._answers, _START_TIMEOUT)
