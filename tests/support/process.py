@@ -17,6 +17,17 @@ def free_port() -> int:
         return port
 
 
+def silent_listener(backlog: int = 64) -> socket.socket:
+    """A socket on 127.0.0.1 that completes TCP handshakes and never answers; close it after.
+
+    Nothing calls accept(), so connections wait in the backlog: a server that hangs.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(backlog)
+    return listener
+
+
 class _Server(Protocol):
     def stop(self) -> None: ...
 
