@@ -1,4 +1,4 @@
-"""The server processes tests start: a free port to give them, waiting until ready, stopping."""
+"""Ports and server processes for tests: free ports, a silent listener, start, wait, stop."""
 
 from __future__ import annotations
 
