@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.objects import args_full, args_names, node, pod  # noqa: E402
 from tests.support.archfit_process import wait_listening  # noqa: E402
-from tests.support.registry import free_port  # noqa: E402
+from tests.support.process import free_port  # noqa: E402
 
 MULTI = "registry.example.com/acme/api:1.2"
 AMD = "registry.example.com/acme/worker:3.1"
@@ -50,8 +50,8 @@ def serve(port: int, count: int) -> None:
     from extender.config import from_mapping
     from extender.logs import configure
     from extender.platforms import parse
-    from extender.resolution import FunctionResolver
-    from tests.app.conftest import StaticNodes
+    from tests.support.function_resolver import FunctionResolver
+    from tests.support.static_nodes import StaticNodes
 
     os.sched_setaffinity(0, {0})
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - JSON log lines go nowhere, but are built

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import Archfit  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.processes import free_port  # noqa: E402
 from tests.e2e.scheduler import Scheduler  # noqa: E402
 from tests.support.images import Pusher  # noqa: E402
 from tests.support.prerequisites import BuildFailed, Unavailable  # noqa: E402
+from tests.support.process import free_port  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
 BIND_TIMEOUT = 120.0

@@ -37,9 +37,10 @@ class Bundle:
     serving: KeyPair
 
 
-def new_ca(now: dt.datetime, name: str = "archfit-webhook-ca") -> KeyPair:
+def new_ca(now: dt.datetime) -> KeyPair:
+    """A self-signed CA that can sign serving certificates, valid for CA_YEARS."""
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "archfit-webhook-ca")])
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)

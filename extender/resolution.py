@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from extender.placement import Resolved, Unknown
@@ -38,18 +38,6 @@ class PlatformResolver(Protocol):
     """
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]: ...
-
-
-class FunctionResolver:
-    """Adapts a plain async function to PlatformResolver (tests, embedding)."""
-
-    def __init__(
-        self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]
-    ) -> None:
-        self._func = func
-
-    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
-        return await self._func(image, pull)
 
 
 RECENT_SECONDS = 5.0

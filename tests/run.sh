@@ -45,7 +45,9 @@ echo "run.sh: import contracts" && .venv/bin/lint-imports
 
 # The e2e control plane is built from Go modules into a cache outside the clone;
 # a warm cache makes this a no-op. Without Go outside CI the e2e tests skip loudly.
-if command -v go >/dev/null 2>&1 || [ "${CI:-}" = "true" ]; then
+# What counts as CI is decided in one place, tests/support/prerequisites.in_ci.
+in_ci() { .venv/bin/python -c 'import sys; from tests.support.prerequisites import in_ci; sys.exit(not in_ci())'; }
+if command -v go >/dev/null 2>&1 || in_ci; then
   echo "run.sh: e2e binaries" && bash tests/e2e/build.sh
   echo "run.sh: Karpenter (kwok provider) for the autoscaler e2e test" && bash tests/e2e/build-karpenter.sh
   if [ -f tests/deploy/build-tools.sh ]; then bash tests/deploy/build-tools.sh; fi

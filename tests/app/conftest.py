@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -11,11 +11,10 @@ from aiohttp.test_utils import TestClient
 
 from extender.app import create_app
 from extender.config import Settings, from_mapping
-from extender.node_parts import FactsOf, decode_node
 from extender.platforms import Platform, parse
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver
-from extender.runtimes import NodeFacts
+from tests.support.function_resolver import FunctionResolver
+from tests.support.static_nodes import StaticNodes
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {
     "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),
@@ -35,28 +34,6 @@ async def table_resolver(image: str, pull: PullSecretsRef) -> frozenset[Platform
     if isinstance(answer, Exception):
         raise answer
     return answer
-
-
-class StaticNodes:
-    """A synced node source built from v1.Node objects, sharing one facts object per
-    distinct platform and runtime as the node index does."""
-
-    def __init__(self, *nodes: Mapping[str, Any]) -> None:
-        facts_of = FactsOf()
-        self._nodes = {n["metadata"]["name"]: facts_of(decode_node(orjson.dumps(n))) for n in nodes}
-
-    @property
-    def synced(self) -> bool:
-        return True
-
-    def snapshot(self) -> Mapping[str, NodeFacts]:
-        return self._nodes
-
-    def known_platforms(self) -> frozenset[Platform]:
-        return frozenset(p for p, _ in self._nodes.values() if p is not None)
-
-    async def wait_synced(self, seconds: float) -> bool:
-        return True
 
 
 def settings(**overrides: Any) -> Settings:

@@ -4,8 +4,9 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from tests.app.conftest import StaticNodes, settings
+from tests.app.conftest import settings
 from tests.objects import args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize"])

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 from structlog.testing import capture_logs
 
-from tests.app.conftest import StaticNodes
 from tests.objects import args_full, node, pod
+from tests.support.static_nodes import StaticNodes
 
 WRONG: list[Any] = [None, 0, -1, 1.5, True, "", "\x00\u202e" * 50, [], [None], {}, {"": None}]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import gc
 import io
 import json
@@ -12,8 +12,10 @@ from typing import Any
 import orjson
 from structlog.testing import capture_logs
 
-from tests.app.conftest import StaticNodes, settings
+from tests.app.conftest import settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
+from tests.support.waiting import wait_for_async
 
 
 def nested(depth: int) -> Any:
@@ -119,10 +121,8 @@ async def test_full_collections_run_between_requests(make_client):
         cycle = _Cycle()
         alive = weakref.ref(cycle)
         del cycle
-        for _ in range(100):
-            if alive() is None:
-                break
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            await wait_for_async(lambda: alive() is None, "the cycle collected", seconds=2)
         assert None is alive()
     finally:
         gc.enable()

@@ -11,6 +11,7 @@ import orjson
 
 from tests.objects import args_full, args_names, node, pod
 from tests.support.archfit_process import Archfit, is_closed, post, read_responses, running
+from tests.support.waiting import wait_for
 
 SKIPPED = orjson.dumps(
     args_full(pod("acme/amd:1", annotations={"archfit.io/skip": "true"}), node("n1"))
@@ -90,6 +91,12 @@ def _node_names_without_an_index(archfit: Archfit) -> None:
         read_responses(conn, 1, seconds=2)
 
 
+def _warned(lines: list[str]) -> list[str] | None:
+    """`lines` once they hold a warning for each of the three causes, else None."""
+    causes = ("disconnected", "malformed_http", "no_node_index")
+    return lines if all(f'"event":"{cause}"' in "".join(lines) for cause in causes) else None
+
+
 def test_client_mistakes_are_one_json_warning_per_cause_and_all_counted(tmp_path: Path):
     """Malformed HTTP, lost clients and NodeNames without a node index, 10 each: every log
     line is JSON, none is an error, each cause is logged once and counted ten times."""
@@ -100,8 +107,7 @@ def test_client_mistakes_are_one_json_warning_per_cause_and_all_counted(tmp_path
         with archfit.connect() as conn:
             conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
             metrics = read_responses(conn, 1, seconds=5)[0][1].decode()
-        time.sleep(0.2)
-        lines = archfit.log_lines()
+        lines = wait_for(lambda: _warned(archfit.log_lines()), "the three warnings logged", 10)
     records = [orjson.loads(line) for line in lines]  # every line parses as JSON
     assert [] == [r for r in records if r.get("level") in ("error", "critical")]
     warned = sorted(r["event"] for r in records if r.get("level") == "warning")

@@ -11,10 +11,10 @@ from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import Rule, parse
-from extender.resolution import FunctionResolver
 from extender.runtimes import UNKNOWN_NODE
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
+from tests.support.function_resolver import FunctionResolver
 
 
 class FakeApiServer:

@@ -4,8 +4,9 @@ Only hosts scored above 0 are listed: kube-scheduler adds an extender's scores o
 the hosts it returns (schedule_one.go prioritizeNodes), so an absent host counts as 0.
 """
 
-from tests.app.conftest import StaticNodes, post, settings
+from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 ALL = (node("amd-a", "amd64"), node("amd-b", "amd64"), node("arm-a", "arm64"))
 NAMES = ["amd-a", "amd-b", "arm-a"]

@@ -1,7 +1,8 @@
 """`policy.matching: auto` through the real app: each node judged by the runtime it reports."""
 
-from tests.app.conftest import StaticNodes, post, settings
+from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
+from tests.support.static_nodes import StaticNodes
 
 # Four arm64 nodes that differ only in status.nodeInfo.containerRuntimeVersion.
 OLD = node("arm-containerd-2-0", "arm64", runtime="containerd://2.0.5")

@@ -12,7 +12,7 @@ import orjson
 
 from tests.objects import args_names, pod
 from tests.support.archfit_process import wait_listening
-from tests.support.registry import free_port
+from tests.support.process import free_port, silent_listener
 
 
 def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:
@@ -39,9 +39,7 @@ def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
     The request waits because the API server (a socket that never answers) has
     not listed Nodes yet: the handler waits out its deadline, then fails open.
     """
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)
+    silent = silent_listener()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"

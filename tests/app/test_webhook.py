@@ -22,10 +22,11 @@ from extender.app import METRICS, WEBHOOK_CERTIFICATE, create_app
 from extender.config import Settings
 from extender.platforms import Platform
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver
-from tests.app.conftest import TABLE, StaticNodes, settings, table_resolver
+from tests.app.conftest import TABLE, settings, table_resolver
 from tests.objects import node, pod
-from tests.support.registry import free_port
+from tests.support.function_resolver import FunctionResolver
+from tests.support.process import free_port
+from tests.support.static_nodes import StaticNodes
 from tests.support.tls import ServingCert, make_serving_cert
 
 Review = dict[str, Any]

@@ -28,7 +28,9 @@ from tests.deploy.render import Object, config_file, key, one
 from tests.e2e import cluster
 from tests.e2e.archfit import Archfit
 from tests.e2e.controlplane import Binaries, ControlPlane
-from tests.e2e.processes import Process, free_port, http_ok, wait_for
+from tests.e2e.processes import Process, http_ok
+from tests.support.process import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

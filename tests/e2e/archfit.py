@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from tests.e2e.catalog import Images
-from tests.e2e.processes import Process, free_port, http_ok
+from tests.e2e.processes import Process, http_ok
 from tests.support.images import Image
+from tests.support.process import free_port
 
 
 def archfit_command() -> list[str]:

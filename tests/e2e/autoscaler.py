@@ -24,8 +24,9 @@ from tests.e2e.karpenter import (
     install_crds,
 )
 from tests.e2e.kubelet import Launch, StandInKubelet
-from tests.e2e.processes import MAX_WAIT_SECONDS, wait_for
+from tests.e2e.processes import MAX_WAIT_SECONDS
 from tests.e2e.scheduler import Scheduler
+from tests.support.waiting import wait_for
 
 #: From a pending pod to a bound one: the scheduler marks it unschedulable, Karpenter
 #: waits out its 1 s idle batch window, launches, registers and initialises the node,

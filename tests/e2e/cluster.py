@@ -5,8 +5,6 @@ Thin helpers over the kubernetes Python client, with bounded waits.
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -15,7 +13,9 @@ from typing import Any
 
 from kubernetes import client, config
 
-from tests.e2e.processes import MAX_WAIT_SECONDS, wait_for
+from tests.e2e.processes import MAX_WAIT_SECONDS
+from tests.support.pull_secrets import docker_config, secret_manifest
+from tests.support.waiting import wait_for
 
 
 def core_api(kubeconfig: Path) -> client.CoreV1Api:
@@ -118,18 +118,8 @@ def docker_config_secret(
     core: client.CoreV1Api, namespace: str, name: str, registry: str, username: str, password: str
 ) -> None:
     """Create a kubernetes.io/dockerconfigjson pull secret for one registry."""
-    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
-    payload = json.dumps(
-        {"auths": {registry: {"username": username, "password": password, "auth": auth}}}
-    )
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": name},
-            "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": base64.b64encode(payload.encode()).decode()},
-        },
-    )
+    config = docker_config(registry, username, password, fields=True)
+    core.create_namespaced_secret(namespace, secret_manifest(namespace, name, config))
 
 
 def pod_manifest(
@@ -193,7 +183,7 @@ def wait_scheduled(
     try:
         return str(
             wait_for(
-                lambda: node_of(core, namespace, pod), f"pod {pod} to be bound", timeout=timeout
+                lambda: node_of(core, namespace, pod), f"pod {pod} to be bound", seconds=timeout
             )
         )
     except TimeoutError as error:
@@ -218,6 +208,6 @@ def wait_failed_scheduling(
     messages = wait_for(
         lambda: scheduling_messages(core, namespace, pod),
         f"a FailedScheduling event for pod {pod}",
-        timeout=timeout,
+        seconds=timeout,
     )
     return str(messages[0])  # type: ignore[index]

@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from tests.e2e import pki
-from tests.e2e.processes import Process, free_port, http_ok
+from tests.e2e.processes import Process, http_ok
+from tests.support.process import free_port
 
 
 @dataclass

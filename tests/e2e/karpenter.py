@@ -17,7 +17,9 @@ import yaml
 from kubernetes import client
 
 from tests.e2e import cluster
-from tests.e2e.processes import Process, free_port, http_ok, wait_for
+from tests.e2e.processes import Process, http_ok
+from tests.support.process import free_port
+from tests.support.waiting import wait_for
 
 KARPENTER_GROUP = "karpenter.sh"
 KWOK_GROUP = "karpenter.kwok.sh"

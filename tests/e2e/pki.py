@@ -6,17 +6,14 @@ key pair signs tokens. Everything is written to one directory.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
-_VALIDITY = datetime.timedelta(days=2)
+from tests.support.tls import ec_key, issue, write_cert, write_key
 
 
 @dataclass(frozen=True)
@@ -40,107 +37,43 @@ class Pki:
     scheduler: ClientCert
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-
-
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attributes)
-
-
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: object) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public_key)  # type: ignore[arg-type]
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-    )
-
-
 def generate(directory: Path) -> Pki:
     """Write a CA, serving and client certs and a service-account key pair into directory."""
     directory.mkdir(parents=True, exist_ok=True)
 
-    ca_key = _key()
-    ca_name = _name("archfit-e2e-ca")
-    ca_cert = (
-        _builder(ca_name, ca_name, ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_path = directory / "ca.crt"
-    ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    ca_key = ec_key()
+    ca_cert = issue("archfit-e2e-ca", ca_key, ca_key)
+    ca_path = write_cert(ca_cert, directory / "ca.crt")
 
     def leaf(
         stem: str,
-        subject: x509.Name,
+        common_name: str,
         usage: x509.ObjectIdentifier,
-        sans: list[x509.GeneralName] | None = None,
+        organization: str | None = None,
+        hosts: tuple[str, ...] = (),
     ) -> ClientCert:
-        key = _key()
-        builder = _builder(subject, ca_name, key.public_key()).add_extension(
-            x509.ExtendedKeyUsage([usage]), critical=False
+        key = ec_key()
+        cert = issue(
+            common_name, key, ca_key, ca_cert, organization=organization, usage=usage, hosts=hosts
         )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(key, key_path)
-        return ClientCert(cert_path, key_path)
+        return ClientCert(
+            write_cert(cert, directory / f"{stem}.crt"), write_key(key, directory / f"{stem}.key")
+        )
 
     serving = leaf(
         "apiserver",
-        _name("kube-apiserver"),
+        "kube-apiserver",
         ExtendedKeyUsageOID.SERVER_AUTH,
-        [
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-            x509.DNSName("localhost"),
-            x509.DNSName("kubernetes.default.svc"),
-        ],
+        hosts=("127.0.0.1", "localhost", "kubernetes.default.svc"),
     )
     # system:masters is the apiserver's built-in superuser group.
-    admin = leaf(
-        "admin", _name("archfit-e2e-admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH
-    )
+    admin = leaf("admin", "archfit-e2e-admin", ExtendedKeyUsageOID.CLIENT_AUTH, "system:masters")
     # The bootstrap RBAC policy binds the system:kube-scheduler role to this user.
-    scheduler = leaf("scheduler", _name("system:kube-scheduler"), ExtendedKeyUsageOID.CLIENT_AUTH)
+    scheduler = leaf("scheduler", "system:kube-scheduler", ExtendedKeyUsageOID.CLIENT_AUTH)
 
-    sa_key = _key()
-    sa_private, sa_public = directory / "sa.key", directory / "sa.pub"
-    _write_key(sa_key, sa_private)
+    sa_key = ec_key()
+    sa_private = write_key(sa_key, directory / "sa.key")
+    sa_public = directory / "sa.pub"
     sa_public.write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,35 +34,6 @@ def _die_with_parent() -> None:
 
 class ProcessFailed(RuntimeError):
     """A child process exited early or never became ready."""
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(
-    condition: Callable[[], object],
-    what: str,
-    timeout: float = MAX_WAIT_SECONDS,
-    interval: float = 0.2,
-) -> object:
-    """Poll condition until it returns something truthy; raise TimeoutError after timeout."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-        except Exception as error:
-            last_error, result = error, None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            detail = f" (last error: {last_error!r})" if last_error else ""
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
-        time.sleep(interval)
 
 
 class Process:

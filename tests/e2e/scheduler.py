@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from tests.e2e.controlplane import Binaries
-from tests.e2e.processes import Process, free_port, http_ok
+from tests.e2e.processes import Process, http_ok
+from tests.support.process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO / "config" / "scheduler-config.yaml"

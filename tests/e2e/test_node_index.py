@@ -9,9 +9,9 @@ from kubernetes import client
 
 from tests.e2e import cluster
 from tests.e2e.catalog import Images
-from tests.e2e.processes import wait_for
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 LATE = cluster.NodeSpec("s390x-late", "s390x")

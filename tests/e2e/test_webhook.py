@@ -8,7 +8,6 @@ must not leak into the other scenarios. Four nodes as elsewhere, in two zones:
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from tests.e2e.scheduler import Scheduler
 from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
 from tests.e2e.webhook import ARM64_TAINT, PLATFORMS_ANNOTATION, WebhookArchfit
 from tests.support.images import Pusher
+from tests.support.process import silent_listener
 
 pytestmark = pytest.mark.e2e
 
@@ -80,9 +80,7 @@ class Plane:
 @pytest.fixture(scope="module")
 def hung_registry() -> Iterator[str]:
     """host:port of a listener that completes TCP handshakes and never answers."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)  # never accept(): connections wait in the backlog, unanswered
+    listener = silent_listener()
     try:
         yield f"127.0.0.1:{listener.getsockname()[1]}"
     finally:

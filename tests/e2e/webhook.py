@@ -20,7 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.e2e import cluster
 from tests.e2e.archfit import Archfit, merge
-from tests.e2e.processes import free_port, wait_for
+from tests.support.process import free_port
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_WEBHOOK = REPO / "deploy" / "kustomize" / "components" / "webhook" / "mutatingwebhook.yaml"

@@ -21,8 +21,8 @@ import yaml
 from tests.deploy.render import REPO
 from tests.image import buildah, runc
 from tests.support.fixtures import PublishedRegistry
-from tests.support.prerequisites import built
-from tests.support.registry import free_port, require_binary
+from tests.support.prerequisites import built, require_binary
+from tests.support.process import free_port
 
 SHIPPED_CONFIG = REPO / "deploy" / "kustomize" / "base" / "archfit.yaml"
 #: Seconds until /healthz answers: Python under qemu imports the kubernetes client slowly.

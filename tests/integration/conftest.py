@@ -6,9 +6,7 @@ root conftest registers as a plugin.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from extender.metrics import Metrics
 from extender.pods import PullSecretsRef
-from extender.registry.credentials import DOCKER_CONFIG_JSON, PullSecret
+from extender.registry.credentials import PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.faults import FaultRegistry
@@ -49,13 +47,6 @@ class Secrets:
     async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
         self.calls += 1
         return [self.secrets[name] for name in pull.names if name in self.secrets]
-
-
-def dockerconfigjson(name: str, key: str, user: str, password: str) -> PullSecret:
-    """A kubernetes.io/dockerconfigjson Secret with one `auth` entry."""
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    raw = json.dumps({"auths": {key: {"auth": auth}}}).encode()
-    return PullSecret("team-a", name, DOCKER_CONFIG_JSON, {".dockerconfigjson": raw})
 
 
 def pod(*names: str) -> PullSecretsRef:

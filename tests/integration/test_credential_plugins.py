@@ -7,7 +7,6 @@ so a private image with no pull secret resolves only through it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import time
 from pathlib import Path
@@ -25,22 +24,15 @@ from tests.app.conftest import post
 from tests.integration.conftest import ResolverFactory, local_settings, pod
 from tests.objects import args_full, node
 from tests.objects import pod as make_pod
+from tests.support.clock import FakeClock
 from tests.support.credential_plugin import API_VERSION, NAME, ProviderPlugin
 from tests.support.fixtures import PublishedRegistry
+from tests.support.pull_secrets import auth_field
+from tests.support.waiting import wait_for_async
 
 pytestmark = pytest.mark.integration
 
 PASSWORD_FOR_LOG_SCAN = "plugin-secret-7f3a"
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def installed(tmp_path: Path, registry: PublishedRegistry, **behaviour: object) -> ProviderPlugin:
@@ -136,7 +128,7 @@ async def test_answers_are_cached_by_cache_key_type_and_duration(
     other = "localhost:" + host.rsplit(":", 1)[1]
     plugin = ProviderPlugin.install(tmp_path, [host, other])
     plugin.behave("ok", key=host, username="u", password="p", **answer)
-    clock = Clock()
+    clock = FakeClock()
     plugins = CredentialPlugins.from_settings(
         CredentialProviderSettings(str(plugin.config_path), str(plugin.bin_dir)), clock=clock
     )
@@ -200,7 +192,12 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
     with structlog.testing.capture_logs() as logs:
         body = await post(client, "filter", args_full(make_pod(image), *nodes))
         took = time.monotonic() - started
-        await _wait_for(lambda: any(e["event"] == "credential_provider_failed" for e in logs))
+        # The captured log list has no event to await; the plugin's failure lands in it.
+        await wait_for_async(
+            lambda: any(e["event"] == "credential_provider_failed" for e in logs),
+            "credential_provider_failed in the logs",
+            seconds=15,
+        )
     unknown = [e["image"] for e in logs if e["event"] == "image_platforms_unknown"]
     failed = [e["provider"] for e in logs if e["event"] == "credential_provider_failed"]
     healthy = await client.get("/healthz")
@@ -254,16 +251,9 @@ async def test_no_log_line_carries_a_credential_the_plugin_returned_or_printed(
         texts.append(repr(logs))
     out, err = capfd.readouterr()
     text = " ".join([*texts, out, err])
-    encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
+    encoded = auth_field(user, password)
     found = [s for s in (password, PASSWORD_FOR_LOG_SCAN, encoded) if s in text]
     assert [] == found
-
-
-async def _wait_for(condition, seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    # The captured log list has no event to await; the plugin's failure lands in it.
-    while not condition() and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.05)
 
 
 async def test_the_unknown_log_line_says_the_refusal_is_about_credentials(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 
@@ -29,13 +28,13 @@ from tests.integration.conftest import (
     ResolverFactory,
     RunningFaults,
     Secrets,
-    dockerconfigjson,
     local_settings,
     pod,
     serve_faults,
 )
 from tests.support.clock import FakeClock
 from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
+from tests.support.pull_secrets import auth_field, pull_secret
 
 pytestmark = pytest.mark.integration
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -57,12 +56,12 @@ async def test_an_error_body_that_echoes_the_authorization_header_never_reaches_
 
     for method in ("HEAD", "GET"):
         faults.registry.route(method, "/v2/echo/app/manifests/1", echo)
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", faults.host, "ci", "s3cret-pw")})
+    secrets = Secrets({"regcred": pull_secret("regcred", faults.host, "ci", "s3cret-pw")})
     resolver = await make_resolver(local_settings(faults.host), secrets=secrets)
     with pytest.raises(UnexpectedStatus) as caught:
         await resolver.platforms(f"{faults.host}/echo/app:1", pod("regcred"))
     reason = describe_failure(caught.value)
-    encoded = base64.b64encode(b"ci:s3cret-pw").decode()
+    encoded = auth_field("ci", "s3cret-pw")
     assert (False, True) == (encoded in reason, "Authorization: [redacted]" in reason)
 
 
@@ -161,7 +160,7 @@ async def test_credentials_never_go_to_a_realm_named_by_a_host_the_registry_redi
     """A redirects to B, B's 401 names realm C: C never receives A's Basic credentials."""
     faults.registry.redirect("/v2/app/manifests/1", f"{elsewhere.url}/v2/app/manifests/1")
     challenge_with_realm(elsewhere, "/v2/app/manifests/1", f"{third.url}/collect")
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", faults.host, "ci", "s3cret-pw")})
+    secrets = Secrets({"regcred": pull_secret("regcred", faults.host, "ci", "s3cret-pw")})
     settings = local_settings(faults.host, elsewhere.host, third.host)
     resolver = await make_resolver(settings, secrets=secrets)
     with pytest.raises(Unauthorized):

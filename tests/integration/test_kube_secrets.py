@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,12 +15,9 @@ from extender.kube.secrets import KubeSecretSource
 from extender.pods import PullSecretsRef
 from extender.registry.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
+from tests.support.pull_secrets import auth_field, secret_manifest
 
 pytestmark = pytest.mark.integration
-
-
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
 
 
 @dataclass
@@ -71,13 +67,6 @@ async def api() -> AsyncIterator[Api]:
         await server.close()
 
 
-def _secret(namespace: str, name: str, payload: dict[str, object]) -> dict[str, object]:
-    raw = json.dumps(payload).encode()
-    return {"apiVersion": "v1", "kind": "Secret", "type": DOCKER_CONFIG_JSON,
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {".dockerconfigjson": _b64(raw)}}  # fmt: skip
-
-
 def _account(namespace: str, name: str, secrets: list[str]) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": namespace},
@@ -89,11 +78,11 @@ async def test_pod_secrets_come_before_the_service_accounts_and_missing_ones_are
 ) -> None:
     """Order: the pod's imagePullSecrets, then its ServiceAccount's; a 404 Secret is left out."""
     base = "/api/v1/namespaces/team-a"
-    payload = {"auths": {"r.io": {"auth": _b64(b"u:p")}}}
+    payload = {"auths": {"r.io": {"auth": auth_field("u", "p")}}}
     api.fake.objects.update(
         {
-            f"{base}/secrets/pod-secret": _secret("team-a", "pod-secret", payload),
-            f"{base}/secrets/sa-secret": _secret("team-a", "sa-secret", payload),
+            f"{base}/secrets/pod-secret": secret_manifest("team-a", "pod-secret", payload),
+            f"{base}/secrets/sa-secret": secret_manifest("team-a", "sa-secret", payload),
             f"{base}/serviceaccounts/builder": _account(
                 "team-a", "builder", ["sa-secret", "pod-secret", "gone"]
             ),
@@ -110,7 +99,9 @@ async def test_pod_secrets_come_before_the_service_accounts_and_missing_ones_are
 async def test_secrets_are_reused_within_the_ttl(api: Api) -> None:
     """A second pod in the namespace costs no API reads while the TTL lasts."""
     base = "/api/v1/namespaces/team-a"
-    api.fake.objects[f"{base}/secrets/regcred"] = _secret("team-a", "regcred", {"auths": {}})
+    api.fake.objects[f"{base}/secrets/regcred"] = secret_manifest(
+        "team-a", "regcred", {"auths": {}}
+    )
     source = KubeSecretSource(api.api_client, ttl_seconds=60)
     pull = PullSecretsRef("team-a", ("regcred",), "default")
     for _ in range(3):
@@ -123,7 +114,9 @@ async def test_secrets_are_reused_within_the_ttl(api: Api) -> None:
 async def test_secrets_and_missing_ones_are_read_again_once_the_ttl_has_passed(api: Api) -> None:
     """A rotated secret is seen after `ttl_seconds`; a missing one is remembered as missing."""
     base = "/api/v1/namespaces/team-a"
-    api.fake.objects[f"{base}/secrets/regcred"] = _secret("team-a", "regcred", {"auths": {}})
+    api.fake.objects[f"{base}/secrets/regcred"] = secret_manifest(
+        "team-a", "regcred", {"auths": {}}
+    )
     clock = FakeClock()
     source = KubeSecretSource(api.api_client, ttl_seconds=60, clock=clock)
     pull = PullSecretsRef("team-a", ("regcred", "absent"), "")

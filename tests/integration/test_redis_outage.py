@@ -16,6 +16,7 @@ from tests.integration.conftest import POD, ResolverFactory, RunningFaults, loca
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
 from tests.support.redis import RedisProcess
+from tests.support.waiting import wait_for_async
 
 pytestmark = pytest.mark.integration
 
@@ -115,7 +116,7 @@ async def test_an_open_breaker_makes_no_connection_attempt_until_its_pause_is_ov
         while_open = len(accepted)
         clock.advance(10)
         await store.get("tag", "k", str, ttl=60)
-        await asyncio.sleep(0.05)  # let the server accept the probe's connection
+        await wait_for_async(lambda: len(accepted) > while_open, "the probe's connection accepted")
         after_pause = len(accepted)
     finally:
         await store.aclose()

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import json
-
 import pytest
 import structlog
 
 from extender.metrics import Metrics
 from extender.registry.client import RegistryClient
-from extender.registry.credentials import DOCKERCFG, Credential, PullSecret
+from extender.registry.credentials import DOCKERCFG, Credential
 from extender.registry.errors import Unauthorized
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse
@@ -18,12 +15,12 @@ from extender.registry.transport import Transport
 from tests.integration.conftest import (
     ResolverFactory,
     Secrets,
-    dockerconfigjson,
     local_settings,
     pod,
 )
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
+from tests.support.pull_secrets import auth_field, docker_config, pull_secret, pull_secret_of
 from tests.support.tokens import TokenPolicy, TokenServer
 
 pytestmark = pytest.mark.integration
@@ -35,7 +32,7 @@ async def test_basic_auth_registry_answers_with_the_pods_pull_secret(
     """htpasswd registry: the pod's dockerconfigjson credentials get the platforms."""
     user, password = basic_registry.credentials or ("", "")
     host = basic_registry.registry.host
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", host, user, password)})
+    secrets = Secrets({"regcred": pull_secret("regcred", host, user, password)})
     resolver = await make_resolver(local_settings(host), secrets=secrets)
     image = basic_registry.catalog.multiarch_oci
     platforms = await resolver.platforms(image.reference, pod("regcred"))
@@ -59,8 +56,8 @@ async def test_a_wrong_credential_is_skipped_for_the_next_matching_one(
     host = basic_registry.registry.host
     secrets = Secrets(
         {
-            "stale": dockerconfigjson("stale", host, user, "rotated-away"),
-            "fresh": dockerconfigjson("fresh", f"http://{host}/v2/", user, password),
+            "stale": pull_secret("stale", host, user, "rotated-away"),
+            "fresh": pull_secret("fresh", f"http://{host}/v2/", user, password),
         }
     )
     resolver = await make_resolver(local_settings(host), secrets=secrets)
@@ -75,8 +72,7 @@ async def test_a_dockercfg_secret_works_like_a_dockerconfigjson_one(
     """kubernetes.io/dockercfg has no `auths` wrapper; username/password fields work."""
     user, password = basic_registry.credentials or ("", "")
     host = basic_registry.registry.host
-    raw = json.dumps({host: {"username": user, "password": password}}).encode()
-    secret = PullSecret("team-a", "legacy", DOCKERCFG, {".dockercfg": raw})
+    secret = pull_secret_of(DOCKERCFG, {host: {"username": user, "password": password}}, "legacy")
     resolver = await make_resolver(local_settings(host), secrets=Secrets({"legacy": secret}))
     image = basic_registry.catalog.armv7_only
     platforms = await resolver.platforms(image.reference, pod("legacy"))
@@ -92,8 +88,7 @@ async def test_a_mounted_docker_config_is_used_for_every_pod(
     user, password = basic_registry.credentials or ("", "")
     host = basic_registry.registry.host
     path = Path(str(tmp_path)) / "config.json"
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    path.write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+    path.write_bytes(docker_config(host, user, password))
     resolver = await make_resolver(local_settings(host, docker_config_path=str(path)))
     image = basic_registry.catalog.amd64_only
     platforms = await resolver.platforms(image.reference, pod())
@@ -106,7 +101,7 @@ async def test_a_pod_without_credentials_is_not_served_another_pods_private_answ
     """Cache keys carry the credential identity: a cached private answer is not shared."""
     user, password = basic_registry.credentials or ("", "")
     host = basic_registry.registry.host
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", host, user, password)})
+    secrets = Secrets({"regcred": pull_secret("regcred", host, user, password)})
     resolver = await make_resolver(local_settings(host), secrets=secrets)
     image = basic_registry.catalog.manifest_list.reference
     await resolver.platforms(image, pod("regcred"))
@@ -120,11 +115,11 @@ async def test_credentials_never_appear_in_errors_logs_or_reprs(
     """A refused password shows up nowhere: not the error, not a log line, not a repr."""
     user, _ = basic_registry.credentials or ("", "")
     host = basic_registry.registry.host
-    secret = dockerconfigjson("regcred", host, user, "hunter2-not-the-password")
+    secret = pull_secret("regcred", host, user, "hunter2-not-the-password")
     resolver = await make_resolver(local_settings(host), secrets=Secrets({"regcred": secret}))
     with structlog.testing.capture_logs() as logs, pytest.raises(Unauthorized) as caught:
         await resolver.platforms(basic_registry.catalog.single.reference, pod("regcred"))
-    encoded = base64.b64encode(f"{user}:hunter2-not-the-password".encode()).decode()
+    encoded = auth_field(user, "hunter2-not-the-password")
     text = " ".join([str(caught.value), repr(caught.value), repr(logs), repr(secret)])
     assert (False, False) == ("hunter2" in text, encoded in text)
 
@@ -135,7 +130,7 @@ async def test_token_registry_serves_a_private_repo_to_the_pull_secret(
     """Bearer flow with Basic credentials at the token endpoint."""
     user, password = token_registry.credentials or ("", "")
     host = token_registry.registry.host
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", host, user, password)})
+    secrets = Secrets({"regcred": pull_secret("regcred", host, user, password)})
     resolver = await make_resolver(local_settings(host), secrets=secrets)
     image = token_registry.catalog.multiarch_oci
     platforms = await resolver.platforms(image.reference, pod("regcred"))
@@ -228,7 +223,7 @@ async def test_wrong_credentials_at_the_token_server_fall_back_to_anonymous(
 ) -> None:
     """A token endpoint 401 for a credential moves on, and anonymous gets the public repo."""
     host = token_registry.registry.host
-    secrets = Secrets({"bad": dockerconfigjson("bad", host, "nobody", "wrong")})
+    secrets = Secrets({"bad": pull_secret("bad", host, "nobody", "wrong")})
     metrics = Metrics()
     resolver = await make_resolver(local_settings(host), metrics=metrics, secrets=secrets)
     platforms = await resolver.platforms(f"{host}/public/amd64:1.0", pod("bad"))

@@ -13,7 +13,7 @@ from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
 from tests.support.images import Pusher
-from tests.support.registry import free_port
+from tests.support.process import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -24,13 +24,13 @@ from tests.integration.conftest import (
     ResolverFactory,
     RunningFaults,
     Secrets,
-    dockerconfigjson,
     local_settings,
     pod,
 )
 from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
 from tests.support.fixtures import PublishedRegistry
-from tests.support.registry import free_port
+from tests.support.process import free_port
+from tests.support.pull_secrets import pull_secret
 
 pytestmark = pytest.mark.integration
 
@@ -130,7 +130,7 @@ async def test_a_blob_redirect_to_another_host_does_not_carry_the_authorization_
 
     for method, path in list(protected):
         faults.registry.route(method, path, basic_only)
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", faults.host, "u", "p")})
+    secrets = Secrets({"regcred": pull_secret("regcred", faults.host, "u", "p")})
     resolver = await make_resolver(local_settings(faults.host, elsewhere.host), secrets=secrets)
     platforms = await resolver.platforms(f"{faults.host}/s3/app:1", pod("regcred"))
     storage_auth = [s.headers.get("Authorization") for s in elsewhere.registry.seen]

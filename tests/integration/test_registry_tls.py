@@ -15,11 +15,11 @@ from tests.integration.conftest import (
     ResolverFactory,
     RunningFaults,
     Secrets,
-    dockerconfigjson,
     local_settings,
     pod,
 )
 from tests.support.faults import FaultRegistry
+from tests.support.pull_secrets import pull_secret
 from tests.support.tls import ServingCert, make_serving_cert
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,7 @@ async def test_credentials_are_not_sent_to_a_plain_http_realm_of_an_https_regist
         return web.Response(status=401, headers={"WWW-Authenticate": realm})
 
     tls_faults.registry.route("HEAD", "/v2/tls/app/manifests/1", challenge)
-    secrets = Secrets({"regcred": dockerconfigjson("regcred", tls_faults.host, "u", "p")})
+    secrets = Secrets({"regcred": pull_secret("regcred", tls_faults.host, "u", "p")})
     host = https(tls_faults.host, ca_bundle=str(serving_cert.ca_bundle))
     resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}), secrets=secrets)
     with pytest.raises(RegistryError):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import yaml
 
 from extender.metrics import Metrics
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -28,10 +27,7 @@ METRIC = re.compile(r"\b((?:archfit|process|python)_[a-z_]+)\b")
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if not found:
-        unavailable("MONITORING TESTS", "promtool is missing: apt-get install prometheus")
-    return found
+    return require_binary("promtool", "prometheus", "MONITORING TESTS")
 
 
 def rules_file(tmp_path: Path, annotations: bool = True) -> Path:

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.process import stop
-from tests.support.registry import free_port
+from tests.support.process import free_port, stop, wait_ready
 from tests.support.tls import make_serving_cert
 
 
@@ -105,15 +104,16 @@ def running(
 
 def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     """Wait until `port` accepts connections; fail if `process` exits or 30 s pass."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read() if process.stderr else "exited"
+
+    def accepts() -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
         except OSError:
-            time.sleep(0.05)
-    raise AssertionError("archfit serve did not listen within 30 s")
+            return False
+        return True
+
+    if not wait_ready(process, accepts, 30):
+        raise AssertionError(f"archfit serve did not listen on {port} within 30 s")
 
 
 def post(path: str, body: bytes, *, extra_headers: str = "") -> bytes:

@@ -6,7 +6,6 @@ loop); `publish_catalog` pushes the set of images the integration tests reason a
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import urllib.error
@@ -15,6 +14,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from tests.support.pull_secrets import auth_field
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -99,8 +100,7 @@ class Pusher:
         url = path_or_url if "://" in path_or_url else self.base_url + path_or_url
         request = urllib.request.Request(url, data=body, method=method, headers=dict(headers))  # noqa: S310
         if self._basic is not None:
-            raw = f"{self._basic[0]}:{self._basic[1]}".encode()
-            request.add_header("Authorization", "Basic " + base64.b64encode(raw).decode())
+            request.add_header("Authorization", "Basic " + auth_field(*self._basic))
         elif self._token is not None:
             request.add_header("Authorization", "Bearer " + self._token(repo))
         try:

@@ -7,6 +7,7 @@ fails; on a developer machine it skips with a message nobody can miss.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,14 @@ def unavailable(suite: str, reason: object) -> NoReturn:
     if in_ci():
         pytest.fail(f"CI=true and {suite} prerequisites are missing: {reason}")
     pytest.skip(f"!!! {suite} SKIPPED, NOT TESTED: {reason}")
+
+
+def require_binary(path: str, package: str, suite: str = "these") -> str:
+    """The full path of `path` if it is executable, else `unavailable` with how to install it."""
+    found = shutil.which(path)
+    if not found:
+        unavailable(suite, f"{path} not found: apt-get install -y {package}")
+    return found
 
 
 def run_build(

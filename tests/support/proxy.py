@@ -13,10 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import require_binary, unavailable
+from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
-from tests.support.process import wait_ready
-from tests.support.registry import free_port, require_binary
 
 PROXY_ADDRESS = "127.0.0.3"
 #: tests/run.sh maps this to 127.0.0.1 in /etc/hosts when the machine's own name is not.
@@ -65,16 +64,15 @@ class TinyProxy:
         """Start tinyproxy on a free port and wait until it accepts connections."""
         binary = require_binary("/usr/bin/tinyproxy", "tinyproxy")
         workdir.mkdir(parents=True, exist_ok=True)
-        for _attempt in range(3):
-            port = free_port()
-            config = workdir / "tinyproxy.conf"
+        config, log_path = workdir / "tinyproxy.conf", workdir / "tinyproxy.log"
+
+        def launch(port: int) -> TinyProxy:
             config.write_text(
                 "User nobody\nGroup nogroup\n"
                 f"Port {port}\nListen {PROXY_ADDRESS}\n"
                 "Timeout 30\nMaxClients 50\nLogLevel Connect\n"
                 "Allow 127.0.0.0/8\nDisableViaHeader Yes\n"
             )
-            log_path = workdir / "tinyproxy.log"
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
                     [binary, "-d", "-c", str(config)],
@@ -82,11 +80,12 @@ class TinyProxy:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-            proxy = cls(port, process, log_path)
-            if proxy._wait_ready():
-                return proxy
-            proxy.stop()
-        raise RuntimeError(f"tinyproxy did not start: {log_path.read_text(errors='replace')}")
+            return cls(port, process, log_path)
+
+        proxy = start_on_free_port(launch, TinyProxy._wait_ready)
+        if proxy is None:
+            raise RuntimeError(f"tinyproxy did not start: {log_path.read_text(errors='replace')}")
+        return proxy
 
     def _wait_ready(self) -> bool:
         return wait_ready(self.process, self._accepts, _START_TIMEOUT)

@@ -6,14 +6,15 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.prerequisites import require_binary
+from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
-from tests.support.registry import free_port, require_binary
 
 REDIS_BINARY = "/usr/bin/redis-server"
+_START_TIMEOUT = 10.0
 
 
 @dataclass
@@ -33,9 +34,9 @@ class RedisProcess:
         """Start redis-server on a free port and wait until it answers PING."""
         binary = require_binary(REDIS_BINARY, "redis-server")
         workdir.mkdir(parents=True, exist_ok=True)
-        for _attempt in range(3):
-            port = free_port()
-            log = workdir / "redis.log"
+        log = workdir / "redis.log"
+
+        def launch(port: int) -> RedisProcess:
             process = subprocess.Popen(
                 [
                     binary,
@@ -50,23 +51,23 @@ class RedisProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )  # fmt: skip
-            redis = cls(port, process)
-            if redis._wait_ready():
-                return redis
-            redis.stop()
-        raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+            return cls(port, process)
+
+        redis = start_on_free_port(launch, RedisProcess._wait_ready)
+        if redis is None:
+            raise RuntimeError(f"redis-server did not start; see {log}")
+        return redis
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return True
-            except OSError:
-                time.sleep(0.05)
-        return False
+        return wait_ready(self.process, self._answers_ping, _START_TIMEOUT)
+
+    def _answers_ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def flush(self) -> None:
         """Drop every key, so each test starts from an empty shared cache."""

@@ -7,8 +7,6 @@ or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,33 +16,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.prerequisites import unavailable
+from tests.support.prerequisites import require_binary
+from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
-from tests.support.process import wait_ready
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _START_TIMEOUT = 15.0
 _SYNC_TIMEOUT = 5.0
 _SYNC_PATH = "/v2/?archfit-sync="
-
-
-def require_binary(path: str, package: str) -> str:
-    """Return `path` if it is executable; otherwise fail under CI=true, or skip loudly.
-
-    CI must never pass by skipping the real thing, so a missing binary fails there.
-    """
-    found = shutil.which(path)
-    if not found:
-        unavailable("these", f"{path} not found: apt-get install -y {package}")
-    return found
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -95,12 +74,10 @@ class RegistryProcess:
         """Start a registry on a free port and wait until it answers /v2/."""
         binary = require_binary(REGISTRY_BINARY, "docker-registry")
         workdir.mkdir(parents=True, exist_ok=True)
-        last_error = ""
-        for _attempt in range(3):  # a free port can be taken between probe and bind
-            port = free_port()
-            config = workdir / "config.yml"
+        config, log_path = workdir / "config.yml", workdir / "registry.log"
+
+        def launch(port: int) -> RegistryProcess:
             config.write_text(_config(workdir, port, htpasswd, token))
-            log_path = workdir / "registry.log"
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
                     [binary, "serve", str(config)],
@@ -108,12 +85,13 @@ class RegistryProcess:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-            registry = cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
-            if registry._wait_ready():
-                return registry
-            registry.stop()
-            last_error = log_path.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"docker-registry did not start; its log ends:\n{last_error}")
+            return cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
+
+        registry = start_on_free_port(launch, RegistryProcess._wait_ready)
+        if registry is None:
+            log_tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"docker-registry did not start; its log ends:\n{log_tail}")
+        return registry
 
     def _wait_ready(self) -> bool:
         return wait_ready(self.process, self._answers, _START_TIMEOUT)

@@ -7,7 +7,6 @@ the CA through `rootcertbundle`. The server runs in a thread, so any fixture can
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 import secrets
 import threading
@@ -18,12 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
 from tests.support.registry import TokenAuthConfig
+from tests.support.tls import issue, write_cert
 
 SERVICE = "archfit-test-registry"
 ISSUER = "archfit-test-issuer"
@@ -33,35 +31,16 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _certificate(
-    subject: str, key: rsa.RSAPrivateKey, issuer: x509.Name | None, signer: rsa.RSAPrivateKey
-) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer or name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
-    )
-    return builder.sign(signer, hashes.SHA256())
-
-
 class TokenIssuer:
     """Mints RS256 JWTs for the registry and writes the CA bundle it must trust."""
 
     def __init__(self, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        ca = _certificate("archfit test token CA", ca_key, None, ca_key)
+        ca = issue("archfit test token CA", ca_key, ca_key, days=1)
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        leaf = _certificate("archfit test token signer", self._key, ca.subject, ca_key)
-        self.root_cert_bundle = workdir / "token-ca.pem"
-        self.root_cert_bundle.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        leaf = issue("archfit test token signer", self._key, ca_key, ca, days=1)
+        self.root_cert_bundle = write_cert(ca, workdir / "token-ca.pem")
         self._x5c = [base64.b64encode(leaf.public_bytes(serialization.Encoding.DER)).decode()]
 
     def mint(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
@@ -21,6 +20,7 @@ from extender.registry.credentials import (
     secret_entries,
 )
 from extender.registry.reference import parse
+from tests.support.pull_secrets import auth_field, b64, docker_config, pull_secret_of
 
 # (config key, image domain/path, match?) from kubelet's TestUrlsMatch,
 # TestDockerKeyringForGlob (lookups append /foo/bar) and TestKeyringMiss.
@@ -69,18 +69,9 @@ def test_a_config_key_matches_an_image_by_kubelets_rules(
     assert expected == key_matches(key, target)
 
 
-def _secret(kind: str, payload: object, name: str = "regcred") -> PullSecret:
-    key = ".dockerconfigjson" if kind == DOCKER_CONFIG_JSON else ".dockercfg"
-    return PullSecret("team-a", name, kind, {key: json.dumps(payload).encode()})
-
-
-def _auth(user: str, password: str) -> str:
-    return base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
 def test_more_specific_keys_come_first_as_in_kubelet() -> None:
     """bar.example.com/pong before bar.example.com (reverse-sorted keys)."""
-    secret = _secret(
+    secret = pull_secret_of(
         DOCKERCFG,
         {
             "bar.example.com": {"username": "ada", "password": "smash"},
@@ -94,14 +85,16 @@ def test_more_specific_keys_come_first_as_in_kubelet() -> None:
 
 def test_a_host_without_a_key_finds_nothing() -> None:
     """foo.example.com does not match bar.example.com."""
-    ring, _ = keyring([_secret(DOCKERCFG, {"bar.example.com": {"auth": _auth("a", "b")}})])
+    ring, _ = keyring(
+        [pull_secret_of(DOCKERCFG, {"bar.example.com": {"auth": auth_field("a", "b")}})]
+    )
     assert [] == ring.lookup(parse("foo.example.com/app"))
 
 
 def test_docker_hub_credentials_under_the_legacy_key_serve_docker_io_images() -> None:
     """`https://index.docker.io/v1/` serves `nginx` and `google/app`, never other hosts."""
-    payload = {"auths": {"https://index.docker.io/v1/": {"auth": _auth("hub", "pw")}}}
-    ring, _ = keyring([_secret(DOCKER_CONFIG_JSON, payload)])
+    payload = {"auths": {"https://index.docker.io/v1/": {"auth": auth_field("hub", "pw")}}}
+    ring, _ = keyring([pull_secret_of(DOCKER_CONFIG_JSON, payload)])
     found = [
         len(ring.lookup(parse(image)))
         for image in ("nginx", "google/docker-registry", "world.mesos.org/foo/bar")
@@ -111,22 +104,24 @@ def test_docker_hub_credentials_under_the_legacy_key_serve_docker_io_images() ->
 
 def test_the_auth_field_overrides_username_and_password() -> None:
     """`auth` (base64 user:pass) wins over username/password, as docker and kubelet do."""
-    payload = {"auths": {"r.io": {"username": "x", "password": "y", "auth": _auth("u", "p:q")}}}
-    entries = secret_entries(_secret(DOCKER_CONFIG_JSON, payload))
+    payload = {
+        "auths": {"r.io": {"username": "x", "password": "y", "auth": auth_field("u", "p:q")}}
+    }
+    entries = secret_entries(pull_secret_of(DOCKER_CONFIG_JSON, payload))
     expected = [("r.io", "u", "p:q")]
     assert expected == [(k, c.username, c.password) for k, c in entries]
 
 
 def test_a_dockercfg_secret_has_no_auths_wrapper() -> None:
     """kubernetes.io/dockercfg keys are registries at the top level."""
-    entries = secret_entries(_secret(DOCKERCFG, {"r.io": {"auth": _auth("u", "p")}}))
+    entries = secret_entries(pull_secret_of(DOCKERCFG, {"r.io": {"auth": auth_field("u", "p")}}))
     assert ["r.io"] == [key for key, _ in entries]
 
 
 def test_a_docker_config_file_accepts_both_layouts() -> None:
     """config.json with `auths`, and a legacy .dockercfg file."""
-    wrapped = json.dumps({"auths": {"a.io": {"auth": _auth("u", "p")}}}).encode()
-    legacy = json.dumps({"b.io": {"auth": _auth("u", "p")}}).encode()
+    wrapped = docker_config("a.io", "u", "p")
+    legacy = json.dumps({"b.io": {"auth": auth_field("u", "p")}}).encode()
     found = [k for raw in (wrapped, legacy) for k, _ in config_file_entries(raw, "file")]
     assert ["a.io", "b.io"] == found
 
@@ -144,7 +139,7 @@ def test_secrets_of_other_types_are_ignored() -> None:
         b"[]",
         json.dumps({"auths": ["hunter2"]}).encode(),
         json.dumps({"auths": {"r.io": {"auth": "hunter2!!"}}}).encode(),
-        json.dumps({"auths": {"r.io": {"auth": base64.b64encode(b"hunter2").decode()}}}).encode(),
+        json.dumps({"auths": {"r.io": {"auth": b64(b"hunter2")}}}).encode(),
     ],
 )
 def test_an_unreadable_secret_is_named_without_its_content(raw: bytes) -> None:
@@ -195,7 +190,7 @@ def test_a_credential_error_is_a_value_error() -> None:
 
 def test_an_unpadded_auth_field_is_read_as_kubelet_reads_it() -> None:
     """kubelet decodes `auth` without `=` padding (RawStdEncoding); so must we."""
-    unpadded = base64.b64encode(b"user:password").decode().rstrip("=")
+    unpadded = auth_field("user", "password").rstrip("=")
     payload = {"auths": {"r.io": {"auth": unpadded}}}
-    entries = secret_entries(_secret(DOCKER_CONFIG_JSON, payload))
+    entries = secret_entries(pull_secret_of(DOCKER_CONFIG_JSON, payload))
     assert [("user", "password")] == [(c.username, c.password) for _, c in entries]

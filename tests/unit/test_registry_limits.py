@@ -7,6 +7,7 @@ import asyncio
 from extender.registry.breaker import CircuitBreaker
 from extender.registry.fairshare import FairShare
 from tests.support.clock import FakeClock
+from tests.support.waiting import settle
 
 
 def test_the_breaker_opens_after_its_failures_and_lets_one_probe_through_after_the_pause():
@@ -59,10 +60,10 @@ async def test_a_host_holding_its_share_waits_while_a_new_host_gets_a_connection
             await release.wait()
 
     slow = [asyncio.ensure_future(hold("slow")) for _ in range(8)]
-    await asyncio.sleep(0.01)
+    await settle()
     held_before = fair.held("slow")
     newcomer = asyncio.ensure_future(hold("healthy"))
-    await asyncio.sleep(0.01)
+    await settle()
     got = (fair.held("slow"), fair.held("healthy"))
     release.set()
     await asyncio.gather(*slow, newcomer)

@@ -5,7 +5,8 @@ import asyncio
 from extender.placement import Unknown
 from extender.platforms import parse
 from extender.pods import PullSecretsRef
-from extender.resolution import FunctionResolver, Resolution
+from extender.resolution import Resolution
+from tests.support.function_resolver import FunctionResolver
 
 PULL = PullSecretsRef("default")
 AMD = frozenset({parse("linux/amd64")})
@@ -14,29 +15,38 @@ AMD = frozenset({parse("linux/amd64")})
 async def test_a_lookup_past_the_deadline_is_unknown_and_finishes_in_the_background():
     """The slow image is Unknown for this request; its lookup still completes."""
     finished: list[str] = []
+    release, slow_done = asyncio.Event(), asyncio.Event()
 
     async def resolve(image, pull):
         if image == "slow":
-            await asyncio.sleep(0.3)
+            await release.wait()
         finished.append(image)
+        if image == "slow":
+            slow_done.set()
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
     result = await resolution.resolve(["fast", "slow"], PULL, deadline=0.05)
+    release.set()
+    await asyncio.wait_for(slow_done.wait(), timeout=10)
     assert {"fast": AMD, "slow": Unknown("lookup still running after 0.05s")} == result
-    await asyncio.sleep(0.5)
     assert ["fast", "slow"] == finished
 
 
 async def test_images_resolve_concurrently_not_one_after_another():
-    """Ten lookups of 0.2 s each fit in a 1 s deadline only if they run together."""
+    """Each lookup waits until all ten have started: that ends only if they run together."""
+    started: list[str] = []
+    all_started = asyncio.Event()
 
     async def resolve(image, pull):
-        await asyncio.sleep(0.2)
+        started.append(image)
+        if len(started) == 10:
+            all_started.set()
+        await all_started.wait()
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
-    result = await resolution.resolve([f"i{n}" for n in range(10)], PULL, deadline=1.0)
+    result = await resolution.resolve([f"i{n}" for n in range(10)], PULL, deadline=10.0)
     assert 10 * [AMD] == list(result.values())
 
 
@@ -56,7 +66,7 @@ async def test_closing_cancels_lookups_still_running():
 
     async def resolve(image, pull):
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never set: the lookup runs until it is cancelled
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
