@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import psutil
 import yaml
@@ -106,8 +106,8 @@ class Variant:
     """One scheduler setup to measure."""
 
     name: str
-    extender: str
-    """"none", "noop" (bench/noop-extender) or "archfit"."""
+    extender: Literal["none", "noop", "archfit"]
+    """Which extender kube-scheduler calls; noop is bench/noop-extender."""
     node_cache_capable: bool = True
 
 
