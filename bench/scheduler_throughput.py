@@ -1,109 +1,266 @@
-"""kube-scheduler throughput (pods/s) for 200 pods on 100 nodes, with and without archfit.
+"""kube-scheduler throughput and CPU per pod: no extender, a do-nothing Go extender, archfit.
 
-Starts a real etcd, kube-apiserver, registry and archfit on loopback (tests/e2e helpers),
-registers 100 nodes (half arm64, half amd64), and for each variant creates 200 pods
-while no scheduler runs, starts kube-scheduler with config/scheduler-config.yaml and
-times the binds from the scheduler's own log (klog microsecond timestamps of
-"Successfully bound"). Throughput is (pods - 1) / (last bind - first bind): scheduler
-start-up is not counted. Variants: no extender (the shipped config minus `extenders`), archfit
-with nodeCacheCapable true (as shipped), and false (full Node objects per request);
-each with the shipped client rate limit and again with qps/burst raised to 1000.
+Issue 12, goal 1: archfit at >= 0.9x the pods/s of an extender that does nothing. Starts a
+real etcd, kube-apiserver and registry on loopback (tests/e2e helpers) and registers N nodes,
+half arm64 and half amd64. For each variant it creates the pods while no scheduler runs,
+starts kube-scheduler with config/scheduler-config.yaml (percentageOfNodesToScore 100) and
+waits for every pod by counting "Successfully bound" lines in the scheduler's own log, so
+nothing polls the API server while it works. Throughput is (pods - 1) / (last bind - first
+bind), from the klog microsecond timestamps of those lines: start-up is not counted.
 
-    .venv/bin/python bench/scheduler_throughput.py [--pods 200] [--nodes 100]
+CPU per pod, for kube-scheduler, the extender, kube-apiserver and etcd: each process's CPU
+time (user + system) is read when the first bind is seen in the log and when the last one
+is, and the difference is divided by the binds in between. The kernel counts it in 10 ms
+ticks (0.02 ms a pod over 500 pods; coarse for small runs), and kube-apiserver's and etcd's
+include their background work, which grows with the window.
+
+Variants:
+- no-extender: the shipped config without `extenders`;
+- noop-extender: bench/noop-extender, Go, built like the control plane
+  (bench/build-noop-extender.sh): filter echoes NodeNames, prioritize answers `[]`;
+  nodeCacheCapable true. The honest reference, since two HTTP calls per pod cost the
+  scheduler itself;
+- archfit: nodeCacheCapable true, as shipped, with its node index; warm image cache;
+- archfit-full-nodes: nodeCacheCapable false, full Node objects in every request.
+
+The client rate limit is lifted to qps/burst 1000, so CPU is what limits. `--default-qps`
+adds a round at the shipped limit (client-go's default, qps 50, burst 100), which caps
+every fast variant at the same figure: the limiter's, not the extender's.
+
+An empty HostPriorityList scores every node 0: kube-scheduler v1.36.3 adds extender scores
+only for the hosts an extender returned (pkg/scheduler/schedule_one.go, prioritizeNodes,
+which merges `allNodeExtendersScores` into the nodes it holds). Only tie-breaking differs:
+a returned host gets `Randomizer = rand.Int()`, a host left out keeps 0 and loses ties to them.
+
+`--source DIR` runs archfit from another checkout (DIR/extender first on PYTHONPATH, this
+venv's Python), so one script measures two commits alike.
+
+    .venv/bin/python -m bench.scheduler_throughput [--pods 500] [--nodes 500] [--source DIR]
+        [--default-qps] [--output table|json] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
+import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import Archfit  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
+from tests.e2e.processes import Process, http_ok  # noqa: E402
 from tests.e2e.scheduler import Scheduler  # noqa: E402
 from tests.support.images import Pusher  # noqa: E402
 from tests.support.prerequisites import BuildFailed, Unavailable  # noqa: E402
 from tests.support.process import free_port  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
-BIND_TIMEOUT = 120.0
 KUBERNETES = "v1.36.3"
+NOOP_BUILD_SCRIPT = Path(__file__).resolve().parent / "build-noop-extender.sh"
+#: Client qps and burst of the headline round: high enough that the limiter never waits.
+UNTHROTTLED_QPS = 1000
+#: What the shipped config gets by leaving clientConnection.qps unset (burst 100).
+SHIPPED_QPS = 50
+#: No variant may take longer than this from scheduler start to its last bind.
+BIND_TIMEOUT_SECONDS = 180.0
+#: How often the scheduler's log is read for new bind lines while a variant runs.
+LOG_POLL_SECONDS = 0.005
+#: The processes whose CPU is reported, in table order.
+PROCESSES = ("kube-scheduler", "extender", "kube-apiserver", "etcd")
+#: Pods bound by an unreported scheduler run before the measured ones.
+WARM_UP_PODS = 100
+#: The extender verbs the shipped config registers.
+VERBS = ("filter", "prioritize")
+#: Parallel API calls while setting up nodes and pods (not while measuring).
+SETUP_WORKERS = 8
 
 
-def adjust(scheduler: Scheduler, extender: bool, qps: int | None) -> None:
-    """Rewrite the rendered config: drop the extender, or lift the client rate limit."""
-    document: dict[str, Any] = dict(scheduler.config)
-    if not extender:
-        document.pop("extenders", None)
-    if qps is not None:
-        document["clientConnection"] = {
-            **document["clientConnection"],
-            "qps": qps,
-            "burst": qps,
-        }
-    scheduler.config_path.write_text(yaml.safe_dump(document))
+class BindsMissing(RuntimeError):
+    """A variant did not bind every pod in time: its figures would be wrong, so none."""
 
 
-def run_variant(
-    core: Any,
-    plane: ControlPlane,
-    bins: Binaries,
-    workdir: Path,
-    name: str,
-    pods: list[dict[str, Any]],
-    archfit: Archfit | None,
-    node_cache_capable: bool,
-    qps: int | None,
-) -> tuple[float, float]:
-    """Create the pods, start a scheduler, time the binds; return (pods/s, seconds)."""
-    namespace = f"bench-{name}"
-    cluster.create_namespace(core, namespace)
-    for manifest in pods:
-        cluster.create_pod(core, namespace, manifest)
-    url = archfit.url_prefix if archfit else f"http://127.0.0.1:{free_port()}/unused"
-    scheduler = Scheduler(
-        bins,
-        workdir / name,
-        plane.scheduler_kubeconfig,
-        url,
-        node_cache_capable=node_cache_capable,
-        name=f"kube-scheduler-{name}",
+class ExtenderSkipped(RuntimeError):
+    """kube-scheduler went on without the variant's extender for some pods."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One scheduler setup to measure."""
+
+    name: str
+    extender: Literal["none", "noop", "archfit"]
+    """Which extender kube-scheduler calls; noop is bench/noop-extender."""
+    node_cache_capable: bool = True
+
+
+VARIANTS = (
+    Variant("no-extender", "none"),
+    Variant("noop-extender", "noop"),
+    Variant("archfit", "archfit"),
+    Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
+)
+
+
+class Extender(Protocol):
+    """What a variant needs of an extender process: its URL and its pid."""
+
+    process: Process
+
+    @property
+    def url_prefix(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class NoopExtender:
+    """bench/noop-extender on a free loopback port."""
+
+    prefix = "/scheduler"
+
+    def __init__(self, executable: Path, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        argv = [str(executable), f"-listen=127.0.0.1:{self.port}", f"-prefix={self.prefix}"]
+        self.process = Process("noop-extender", argv, workdir)
+
+    @property
+    def url_prefix(self) -> str:
+        """What kube-scheduler's extender urlPrefix must be to reach it."""
+        return f"http://127.0.0.1:{self.port}{self.prefix}"
+
+    def start(self) -> NoopExtender:
+        """Start it and wait until /readyz answers."""
+        self.process.start()
+        self.process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{self.port}/readyz"))
+        return self
+
+    def answered(self) -> dict[str, int]:
+        """Calls answered so far, by verb (its GET /stats)."""
+        url = f"http://127.0.0.1:{self.port}/stats"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return {verb: int(count) for verb, count in json.load(response).items()}
+
+    def stop(self) -> None:
+        """Stop it."""
+        self.process.stop()
+
+
+def archfit_answered(archfit: Archfit) -> dict[str, int]:
+    """Calls archfit answered so far, by verb, from its request-duration histogram."""
+    url = f"http://127.0.0.1:{archfit.port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    found = re.findall(
+        r'^archfit_request_duration_seconds_count\{verb="(\w+)"\} (\S+)$', text, re.M
     )
-    adjust(scheduler, archfit is not None, qps)
-    try:
-        scheduler.start()
-        deadline = time.monotonic() + BIND_TIMEOUT
+    return {verb: int(float(count)) for verb, count in found}
+
+
+def answered(extender: Extender) -> dict[str, int]:
+    """Calls the extender answered so far, by verb."""
+    if isinstance(extender, NoopExtender):
+        return extender.answered()
+    assert isinstance(extender, Archfit)
+    return archfit_answered(extender)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the scheduler log showed at the first and at the last bind seen."""
+
+    binds: int
+    """Binds logged after the first sample and up to the second."""
+    cpu_seconds: dict[str, float]
+    """CPU time each process spent between the two samples."""
+
+
+def cpu_times(processes: Mapping[str, psutil.Process]) -> dict[str, float]:
+    """User + system CPU seconds of each process, now."""
+    sample = {}
+    for label, process in processes.items():
+        times = process.cpu_times()
+        sample[label] = times.user + times.system
+    return sample
+
+
+def bound_needle(namespace: str) -> bytes:
+    """The part of a kube-scheduler --v=2 log line that says a pod of namespace was bound."""
+    return f'"Successfully bound pod to node" pod="{namespace}/'.encode()
+
+
+def watch_binds(
+    scheduler: Process,
+    namespace: str,
+    expected: int,
+    sample: Callable[[], dict[str, float]],
+    timeout: float = BIND_TIMEOUT_SECONDS,
+) -> Window:
+    """Follow the scheduler's log until `expected` pods of namespace are bound.
+
+    CPU is sampled when the first bind line shows up and when the last one does. Raises
+    BindsMissing when the scheduler exits or the timeout passes first.
+    """
+    needle = bound_needle(namespace)
+    started = time.monotonic()
+    count, partial = 0, b""
+    first: tuple[int, dict[str, float]] | None = None
+    with scheduler.log_path.open("rb") as log:
         while True:
-            pending = [p for p in core.list_namespaced_pod(namespace).items if not p.spec.node_name]
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: {len(pending)}/{len(pods)} pods still unbound")
-            time.sleep(0.2)
-    finally:
-        scheduler.stop()
-    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-    times = bind_times(scheduler.process.log_path, namespace)
-    if len(times) != len(pods):
-        raise RuntimeError(f"{name}: {len(times)} binds logged for {len(pods)} pods")
-    span = times[-1] - times[0]
-    return (len(pods) - 1) / span, span
+            chunk = log.read()
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()
+            count += sum(needle in line for line in lines)
+            if count and first is None:
+                first = (count, sample())
+            if count >= expected and first is not None:
+                last = sample()
+                used = {label: last[label] - first[1][label] for label in last}
+                return Window(binds=count - first[0], cpu_seconds=used)
+            exited = not chunk and not scheduler.running()
+            if exited or time.monotonic() - started > timeout:
+                raise BindsMissing(
+                    f"{namespace}: {count} of {expected} pods bound after "
+                    f"{time.monotonic() - started:.0f} s "
+                    f"(kube-scheduler {'exited' if exited else 'still running'}); "
+                    f"log {scheduler.log_path} (--keep DIR keeps it) says:\n"
+                    f"{why_unbound(scheduler, namespace)}"
+                )
+            if not chunk:
+                time.sleep(LOG_POLL_SECONDS)
 
 
-def bind_times(log: Path, namespace: str) -> list[float]:
+def why_unbound(scheduler: Process, namespace: str, lines: int = 6) -> str:
+    """The scheduler's last log lines about the namespace's pods other than binds, or its tail."""
+    needle, bound = f'pod="{namespace}/', bound_needle(namespace).decode()
+    text = scheduler.log_path.read_text(errors="replace").splitlines()
+    about = [line for line in text if needle in line and bound not in line]
+    return "\n".join(about[-lines:]) or scheduler.log_tail(lines)
+
+
+def bind_times(log: str, namespace: str) -> list[float]:
     """Seconds since midnight of each "Successfully bound" line (klog, --v=2), sorted."""
     stamps = []
-    needle = f'"Successfully bound pod to node" pod="{namespace}/'
-    for line in log.read_text(errors="replace").splitlines():
+    needle = bound_needle(namespace).decode()
+    for line in log.splitlines():
         if needle in line:
             # I1122 02:26:28.632115 ...: the klog header carries microseconds.
             hours, minutes, seconds = line.split()[1].split(":")
@@ -111,100 +268,364 @@ def bind_times(log: Path, namespace: str) -> list[float]:
     return sorted(stamps)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pods", type=int, default=200)
-    parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--keep", type=Path, help="keep logs and configs in this directory")
-    args = parser.parse_args()
+def limit_client(scheduler: Scheduler, qps: int) -> None:
+    """Set the scheduler's client qps and burst, unless qps is what the shipped config gets."""
+    if qps == SHIPPED_QPS:
+        return
+    document: dict[str, Any] = dict(scheduler.config)
+    document["clientConnection"] = {**document["clientConnection"], "qps": qps, "burst": qps}
+    scheduler.config_path.write_text(yaml.safe_dump(document))
 
-    try:
-        bins = Binaries(binaries.build())
-    except (Unavailable, BuildFailed) as error:
-        print(f"cannot build the control plane: {error}", file=sys.stderr)
-        return 2
 
-    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
-        workdir = args.keep or Path(tmp)
-        plane = ControlPlane(bins, workdir / "controlplane")
-        registry: RegistryProcess | None = None
-        archfits: list[Archfit] = []
-        try:
-            plane.start()
-            core = cluster.core_api(plane.admin_kubeconfig)
-            for i in range(args.nodes):
-                arch = "arm64" if i % 2 else "amd64"
-                cluster.create_node(core, cluster.NodeSpec(f"node-{i:03d}-{arch}", arch))
+def archfit_env(source: Path | None) -> dict[str, str] | None:
+    """The environment that makes `archfit serve` import DIR/extender (None: this checkout).
 
-            registry = RegistryProcess.start(workdir / "registry")
-            pusher = Pusher(registry.url)
-            multi, _ = pusher.index("bench/multi", "1.0", ["linux/amd64", "linux/arm64"])
-            images = [
-                multi.reference,
-                pusher.single("bench/amd64", "1.0", "linux/amd64").reference,
-                pusher.single("bench/arm64", "1.0", "linux/arm64").reference,
-            ]
-            # Three pods in four are multi-arch (filtered and scored); the rest single-arch.
-            shapes = [[images[0]], [images[0]], [images[0], images[1]], [images[2]]]
-            pods = [
-                cluster.pod_manifest(f"pod-{i:03d}", shapes[i % len(shapes)])
-                for i in range(args.pods)
-            ]
-            kubernetes = {
+    Checked, not assumed: a checkout without `extender` would otherwise measure this one.
+    """
+    if source is None:
+        return None
+    source = source.resolve()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
+    # From a neutral directory, as the console script runs: the cwd is not on its path.
+    done = subprocess.run(
+        [sys.executable, "-c", "import extender; print(extender.__file__)"],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = Path(done.stdout.strip()).parent.parent if done.returncode == 0 else None
+    if found != source:
+        raise ValueError(f"--source {source}: `extender` imports from {found}, not from there")
+    return env
+
+
+def post_json(url: str, body: Mapping[str, Any]) -> Any:
+    """POST body as JSON; the decoded answer."""
+    request = urllib.request.Request(  # noqa: S310 - a loopback URL this script built
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return json.load(response)
+
+
+def parallel(calls: Iterable[Callable[[], object]]) -> None:
+    """Run the calls on a few threads; the first failure is raised."""
+    with ThreadPoolExecutor(SETUP_WORKERS) as pool:
+        for future in [pool.submit(call) for call in calls]:
+            future.result()
+
+
+class Bench:
+    """A control plane with nodes and a registry with images, and the variants to run on it."""
+
+    def __init__(self, workdir: Path, pods: int, nodes: int, source: Path | None) -> None:
+        self.workdir = workdir
+        self.pod_count, self.node_count = pods, nodes
+        self.archfit_env = archfit_env(source)
+        self.binaries = Binaries(binaries.build())
+        noop = binaries.run_build_script(NOOP_BUILD_SCRIPT, ("noop-extender",))
+        self.noop_executable = noop / "noop-extender"
+        self.plane = ControlPlane(self.binaries, workdir / "controlplane")
+        self.registry: RegistryProcess | None = None
+        self.node_names = [
+            f"node-{i:04d}-{'arm64' if i % 2 else 'amd64'}" for i in range(self.node_count)
+        ]
+        self.arm64_nodes = {name for name in self.node_names if name.endswith("arm64")}
+        self.shapes: list[list[str]] = []
+        self.settings: dict[str, Any] = {}
+
+    def start(self) -> Bench:
+        """Start etcd, kube-apiserver and the registry; create the nodes; push the images."""
+        self.plane.start()
+        self.core = cluster.core_api(self.plane.admin_kubeconfig)
+        parallel(
+            partial(cluster.create_node, self.core, cluster.NodeSpec(name, name.rsplit("-", 1)[1]))
+            for name in self.node_names
+        )
+        self.registry = RegistryProcess.start(self.workdir / "registry")
+        pusher = Pusher(self.registry.url)
+        multi, _ = pusher.index("bench/multi", "1.0", ["linux/amd64", "linux/arm64"])
+        amd64 = pusher.single("bench/amd64", "1.0", "linux/amd64").reference
+        arm64 = pusher.single("bench/arm64", "1.0", "linux/arm64").reference
+        # Half the pods are multi-arch (every node passes), a quarter multi-arch plus an
+        # amd64-only sidecar, a quarter arm64-only: archfit filters half the nodes for those.
+        self.shapes = [[multi.reference], [multi.reference, amd64], [multi.reference], [arm64]]
+        self.settings = {
+            "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
+            "kubernetes": {
                 "mode": "kubeconfig",
-                "kubeconfig": str(plane.admin_kubeconfig),
+                "kubeconfig": str(self.plane.admin_kubeconfig),
                 "nodeIndex": True,
                 "pullSecrets": True,
-            }
-            settings: dict[str, Any] = {
-                "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
-                "kubernetes": kubernetes,
-                "registry": {
-                    "hosts": {registry.host: {"plainHttp": True}},
-                    "allowedNetworks": ["127.0.0.1/32"],
-                },
-                # Production logging, written to a file: one line per request is the cost.
-                "logging": {"level": "info", "format": "json"},
-            }
-            results = []
-            variants = [
-                ("no-extender", None, True),
-                ("archfit-nodecache", True, True),
-                ("archfit-fullnodes", False, False),
-            ]
-            # The shipped config keeps client-go's default rate limit (qps 50, burst 100),
-            # which caps binds per second; the second round lifts it to expose CPU cost.
-            for qps in (None, 1000):
-                for name, index, cache_capable in variants:
-                    run = f"{name}-qps{qps or 'default'}"
-                    archfit = None
-                    if index is not None:
-                        variant_settings = {
-                            **settings,
-                            "kubernetes": {**kubernetes, "nodeIndex": index},
-                        }
-                        archfit = Archfit(workdir / run, variant_settings, name=f"archfit-{run}")
-                        archfits.append(archfit.start())
-                    rate, span = run_variant(
-                        core, plane, bins, workdir, run, pods, archfit, cache_capable, qps
-                    )
-                    if archfit:
-                        archfit.stop()
-                    results.append((qps, name, rate, span))
-        finally:
-            for archfit in archfits:
-                archfit.stop()
-            if registry is not None:
-                registry.stop()
-            plane.stop()
+            },
+            "registry": {
+                "hosts": {self.registry.host: {"plainHttp": True}},
+                "allowedNetworks": ["127.0.0.1/32"],
+            },
+            # Production logging, written to a file: one line per request is part of the cost.
+            "logging": {"level": "info", "format": "json"},
+        }
+        return self
 
-    print(
-        f"kube-scheduler {KUBERNETES} throughput, {args.pods} pods on {args.nodes} nodes, "
-        "config/scheduler-config.yaml (percentageOfNodesToScore: 100)"
+    def stop(self) -> None:
+        """Stop the registry and the control plane."""
+        if self.registry is not None:
+            self.registry.stop()
+        self.plane.stop()
+
+    def pods(self, count: int) -> list[dict[str, Any]]:
+        """The pod manifests of one variant, the shapes in turn."""
+        return [
+            cluster.pod_manifest(f"pod-{i:04d}", self.shapes[i % len(self.shapes)])
+            for i in range(count)
+        ]
+
+    def measure(self, variant: Variant, qps: int, pods: int | None = None) -> dict[str, Any]:
+        """Run one variant at one client qps; its row without the ratios."""
+        run = f"{variant.name}-qps{qps}"
+        namespace = f"bench-{run}"
+        cluster.create_namespace(self.core, namespace)
+        manifests = self.pods(pods or self.pod_count)
+        parallel(partial(cluster.create_pod, self.core, namespace, m) for m in manifests)
+        extender = self.start_extender(variant, run, namespace)
+        try:
+            scheduler = Scheduler(
+                self.binaries,
+                self.workdir / run,
+                self.plane.scheduler_kubeconfig,
+                extender.url_prefix if extender else None,
+                node_cache_capable=variant.node_cache_capable if extender else None,
+                name=f"kube-scheduler-{run}",
+            )
+            limit_client(scheduler, qps)
+            # Not Scheduler.start(): binds may begin before /readyz answers, and the
+            # first one must be seen as it is logged.
+            scheduler.process.start()
+            try:
+                before = answered(extender) if extender else {}
+                processes = self.processes(scheduler, extender)
+                window = watch_binds(
+                    scheduler.process, namespace, len(manifests), lambda: cpu_times(processes)
+                )
+                after = answered(extender) if extender else {}
+            finally:
+                scheduler.stop()
+        finally:
+            if extender is not None:
+                extender.stop()
+        cluster.delete_namespace_pods(self.core, namespace)
+        log = scheduler.process.log_path.read_text(errors="replace")
+        times = bind_times(log, namespace)
+        if len(times) != len(manifests):
+            raise BindsMissing(f"{run}: {len(times)} binds logged for {len(manifests)} pods")
+        if extender is not None:
+            self.check_called(run, log, before, after, len(manifests))
+        span = times[-1] - times[0]
+        per_pod = {
+            label: round(1000 * seconds / max(1, window.binds), 3)
+            for label, seconds in window.cpu_seconds.items()
+        }
+        return {
+            "variant": variant.name,
+            "qps": qps,
+            "pods_per_s": round((len(times) - 1) / span, 1) if span > 0 else float("inf"),
+            "span_s": round(span, 3),
+            "cpu_ms_per_pod": per_pod,
+        }
+
+    def start_extender(self, variant: Variant, run: str, namespace: str) -> Extender | None:
+        """Start the variant's extender, warm and ready (None for no extender)."""
+        if variant.extender == "none":
+            return None
+        if variant.extender == "noop":
+            return NoopExtender(self.noop_executable, self.workdir / run).start()
+        settings = {
+            **self.settings,
+            "kubernetes": {**self.settings["kubernetes"], "nodeIndex": variant.node_cache_capable},
+        }
+        archfit = Archfit(self.workdir / run, settings, name=f"archfit-{run}", env=self.archfit_env)
+        archfit.start()
+        try:
+            self.warm(archfit, variant, namespace)
+        except BaseException:
+            archfit.stop()
+            raise
+        return archfit
+
+    def warm(self, archfit: Archfit, variant: Variant, namespace: str) -> None:
+        """Fill archfit's node index and image cache, and check that it really filters."""
+        if variant.node_cache_capable:
+            deadline = time.monotonic() + 60
+            while archfit.indexed_nodes() != self.node_count:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"archfit indexed {archfit.indexed_nodes()} nodes")
+                time.sleep(0.2)
+            candidates: dict[str, Any] = {"NodeNames": self.node_names}
+        else:
+            items = self.core.api_client.sanitize_for_serialization(self.core.list_node().items)
+            candidates = {"Nodes": {"items": items}}
+        for index, shape in enumerate(self.shapes):
+            pod = cluster.pod_manifest(f"warm-up-{index}", shape)
+            pod["metadata"]["namespace"] = namespace
+            args = {"Pod": pod, "Nodes": None, "NodeNames": None, **candidates}
+            answer = post_json(f"{archfit.url_prefix}/filter", args)
+            post_json(f"{archfit.url_prefix}/prioritize", args)
+            kept = answer["NodeNames"] or [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
+            # The arm64-only shape must keep exactly the arm64 nodes, or archfit is failing
+            # open and the figures would be a do-nothing extender's.
+            if shape == self.shapes[-1] and set(kept) != self.arm64_nodes:
+                raise RuntimeError(
+                    f"archfit kept {len(kept)} nodes for an arm64-only pod, "
+                    f"not the {len(self.arm64_nodes)} arm64 ones; log {archfit.process.log_path}"
+                )
+
+    def check_called(
+        self, run: str, log: str, before: Mapping[str, int], after: Mapping[str, int], pods: int
+    ) -> None:
+        """Fail unless the extender answered every filter and prioritize call of the run.
+
+        The shipped config is `ignorable: true`: a filter error is skipped with a log line,
+        a prioritize error silently, and either would measure a scheduler without extender.
+        """
+        skipped = log.count("Skipping extender")
+        calls = {verb: after.get(verb, 0) - before.get(verb, 0) for verb in VERBS}
+        # Prioritize is not called for a pod with one feasible node.
+        wanted = {"filter": pods, "prioritize": pods if self.node_count >= 4 else 0}
+        if skipped or any(calls[verb] < wanted[verb] for verb in VERBS):
+            raise ExtenderSkipped(
+                f"{run}: the extender answered {calls} for {pods} pods and kube-scheduler "
+                f"skipped it {skipped} times; logs in {self.workdir / run}"
+            )
+
+    def processes(
+        self, scheduler: Scheduler, extender: Extender | None
+    ) -> dict[str, psutil.Process]:
+        """The processes whose CPU is sampled, by label (no extender: no "extender")."""
+        children = {Path(p.cmdline()[0]).name: p for p in psutil.Process().children()}
+        found = {
+            "kube-scheduler": psutil.Process(scheduler.process.pid),
+            "kube-apiserver": children["kube-apiserver"],
+            "etcd": children["etcd"],
+        }
+        if extender is not None:
+            found["extender"] = psutil.Process(extender.process.pid)
+        return {label: found[label] for label in PROCESSES if label in found}
+
+
+def with_ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with its pods/s as a ratio to the no-extender and noop rows at its qps."""
+    reference = {(row["variant"], row["qps"]): row["pods_per_s"] for row in rows}
+    out = []
+    for row in rows:
+        noop = reference.get(("noop-extender", row["qps"]))
+        none = reference.get(("no-extender", row["qps"]))
+        out.append(
+            {
+                **row,
+                "ratio_noop": round(row["pods_per_s"] / noop, 3) if noop else None,
+                "ratio_none": round(row["pods_per_s"] / none, 3) if none else None,
+            }
+        )
+    return out
+
+
+def run(
+    pods: int = 500,
+    nodes: int = 500,
+    source: Path | None = None,
+    default_qps: bool = False,
+    keep: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Measure every variant unthrottled (and at the shipped qps with default_qps).
+
+    One row per variant and qps: variant, qps, pods_per_s, span_s (first to last bind),
+    cpu_ms_per_pod {process: ms}, ratio_noop and ratio_none (pods/s over that reference's
+    at the same qps). `source` is a checkout whose `extender` archfit runs; `keep` a
+    directory that keeps the logs and configs. Raises BindsMissing when a variant does not
+    bind every pod, ExtenderSkipped when the scheduler went on without its extender,
+    ValueError for sizes or a source it cannot use, and Unavailable or BuildFailed when a
+    binary cannot be built.
+    """
+    if pods < 2 or nodes < 2:
+        raise ValueError(f"need at least 2 pods and 2 nodes, not {pods} and {nodes}")
+    rounds = [UNTHROTTLED_QPS, SHIPPED_QPS] if default_qps else [UNTHROTTLED_QPS]
+    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
+        bench = Bench(keep or Path(tmp), pods, nodes, source)
+        try:
+            bench.start()
+            # Unreported: the first scheduler on a fresh control plane meets a colder
+            # kube-apiserver and etcd than the ones after it.
+            bench.measure(Variant("warm-up", "none"), UNTHROTTLED_QPS, min(pods, WARM_UP_PODS))
+            rows = [bench.measure(v, qps) for qps in rounds for v in VARIANTS]
+        finally:
+            bench.stop()
+    return with_ratios(rows)
+
+
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as an aligned text table, CPU per pod in one column per process."""
+    header = ["variant", "qps", "pods/s", "span s", "x noop", "x none"]
+    header += [f"{p} ms/pod" for p in PROCESSES]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    body = [
+        [
+            row["variant"],
+            str(row["qps"]),
+            f"{row['pods_per_s']:.1f}",
+            f"{row['span_s']:.2f}",
+            cell(row["ratio_noop"]),
+            cell(row["ratio_none"]),
+            *(cell(row["cpu_ms_per_pod"].get(p)) for p in PROCESSES),
+        ]
+        for row in rows
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *body]
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--pods", type=int, default=500)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--source", type=Path, help="run archfit from this checkout's extender/")
+    parser.add_argument(
+        "--default-qps",
+        action="store_true",
+        help=f"also run every variant at the shipped client limit (qps {SHIPPED_QPS})",
     )
-    for qps, name, rate, span in results:
-        limit = f"client qps {qps}" if qps else "default client qps"
-        print(f"  {limit:<18} {name:<18} {rate:7.1f} pods/s  ({span:.2f} s first to last bind)")
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--keep", type=Path, help="keep logs and configs in this directory")
+    args = parser.parse_args()
+    try:
+        rows = run(args.pods, args.nodes, args.source, args.default_qps, args.keep)
+    except (Unavailable, BuildFailed, ValueError) as error:
+        print(f"scheduler_throughput: {error}", file=sys.stderr)
+        return 2
+    except (BindsMissing, ExtenderSkipped) as error:
+        print(f"scheduler_throughput: FAILED, no figures: {error}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(
+        f"kube-scheduler {KUBERNETES}, {args.pods} pods on {args.nodes} nodes (half arm64), "
+        f"config/scheduler-config.yaml; archfit from {args.source or ROOT}; "
+        f"qps {SHIPPED_QPS} is the shipped client limit"
+    )
+    print(render_table(rows))
     return 0
 
 

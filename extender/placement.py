@@ -198,9 +198,11 @@ def _judge(
 @dataclass(frozen=True, slots=True)
 class ScoreDecision:
     scores: dict[str, int]
-    """Hosts with a score above 0. kube-scheduler adds an extender's scores only for the hosts
-    it returns (pkg/scheduler/schedule_one.go prioritizeNodes), so leaving out the zeros
-    changes no total and spares both sides encoding and decoding them."""
+    """Hosts with a score above 0. kube-scheduler (v1.36 pkg/scheduler/schedule_one.go,
+    prioritizeNodes) adds an extender's scores only for the hosts it returns, so leaving out
+    the zeros changes no total and spares both sides encoding and decoding them. It also
+    gives only returned hosts a random tie-breaker, so a pod archfit does not score has its
+    ties settled exactly as with no extender."""
     multi_arch: bool
     """Whether the pod runs on two or more candidate architectures (and so got a preference)."""
     architectures: tuple[str, ...]
