@@ -28,10 +28,6 @@ class FairShare:
         busy = len(self._in_use.keys() | self._waiting.keys())
         return max(1, min(self._per_host, self._total // (busy + 1)))
 
-    def held(self, host: str) -> int:
-        """Connections `host` holds now."""
-        return self._in_use[host]
-
     @contextlib.asynccontextmanager
     async def slot(self, host: str) -> AsyncIterator[None]:
         """Hold one of `host`'s connections for the duration of the block."""

@@ -72,10 +72,6 @@ class Reference:
         """What goes after `/manifests/`: the digest if there is one, otherwise the tag."""
         return self.digest or self.tag
 
-    def with_digest(self, digest: str) -> Reference:
-        """The same repository pinned to `digest` (the tag kept for display)."""
-        return Reference(self.domain, self.path, self.tag, digest)
-
     def __str__(self) -> str:
         text = self.name
         if self.tag:

@@ -6,7 +6,7 @@ import pytest
 
 from extender.registry.errors import InvalidReference
 from extender.registry.hosts import HostTable
-from extender.registry.reference import Reference, parse, parse_digest
+from extender.registry.reference import parse, parse_digest
 from extender.registry.settings import RegistrySettings
 
 SHA = "sha256:" + "f" * 64
@@ -207,12 +207,6 @@ def test_the_digest_wins_over_the_tag_when_both_are_given() -> None:
     """The object fetched for `name:tag@digest` is the digest."""
     expected = SHA
     assert expected == parse(f"ghcr.io/acme/app:1.0@{SHA}").object
-
-
-def test_pinning_a_digest_keeps_the_tag_for_display() -> None:
-    """with_digest() returns the same repository fetched by digest."""
-    expected = Reference("ghcr.io", "acme/app", "1.0", SHA)
-    assert expected == parse("ghcr.io/acme/app:1.0").with_digest(SHA)
 
 
 @pytest.mark.parametrize(
