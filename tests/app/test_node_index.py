@@ -10,7 +10,6 @@ from aiohttp import web
 from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
-from extender.placement import Candidate
 from extender.platforms import Rule, parse
 from extender.resolution import FunctionResolver
 from tests.app.conftest import post, settings
@@ -28,6 +27,9 @@ class FakeApiServer:
         self.nodes = {n["metadata"]["name"]: n for n in (node("n1", "amd64"), node("n2", "arm64"))}
         self.version = 10
         self.lists: list[str] = []
+        """The resourceVersion each full list asked for."""
+        self.pages: list[int] = []
+        """How many nodes each list page carried."""
         self.watches: list[str] = []
         self.script = True
         """Play the scripted watch events; when False every watch stays quiet."""
@@ -37,20 +39,26 @@ class FakeApiServer:
         app.router.add_get("/api/v1/nodes", self.handle)
         return app
 
+    def page(self, request: web.Request) -> web.Response:
+        """One page of the list: `limit` nodes from the `continue` token (an offset here)."""
+        start = int(request.query.get("continue") or 0)
+        if not start:
+            self.lists.append(request.query.get("resourceVersion", ""))
+        limit = int(request.query.get("limit") or len(self.nodes))
+        items = [copy.deepcopy(n) for n in list(self.nodes.values())[start : start + limit]]
+        for item in items:
+            item["metadata"]["resourceVersion"] = str(self.version)
+        more = start + limit < len(self.nodes)
+        metadata = {"resourceVersion": str(self.version)}
+        if more:
+            metadata["continue"] = str(start + limit)
+        self.pages.append(len(items))
+        body = {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": items}
+        return web.json_response(body)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") not in ("true", "1"):
-            self.lists.append(request.query.get("resourceVersion", ""))
-            items = [copy.deepcopy(n) for n in self.nodes.values()]
-            for item in items:
-                item["metadata"]["resourceVersion"] = str(self.version)
-            return web.json_response(
-                {
-                    "kind": "NodeList",
-                    "apiVersion": "v1",
-                    "metadata": {"resourceVersion": str(self.version)},
-                    "items": items,
-                }
-            )
+            return self.page(request)
         self.watches.append(request.query["resourceVersion"])
         response = web.StreamResponse()
         response.content_type = "application/json"
@@ -105,28 +113,28 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{server.port}"
     api = client.ApiClient(configuration)
-    index = NodeIndex(api)
+    index = NodeIndex(api, page_size=1)
     assert not index.synced
     index.start()
     try:
         assert await index.wait_synced(10)
         # The second watch starts just after the relist publishes; wait for it too.
         await wait_for(
-            lambda: (
-                index.relists == 2 and index.platforms(["n4"]) != [None] and len(fake.watches) >= 2
-            )
-        )
-        assert [parse("linux/arm64"), None, parse("linux/arm64"), parse("linux/amd64")] == (
-            index.platforms(["n1", "n2", "n3", "n4"])
+            lambda: index.relists == 2 and "n4" in index.snapshot() and len(fake.watches) >= 2
         )
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
-        assert [Rule.LOOSE, Rule.STRICT, Rule.CONTAINERS_IMAGE, Rule.STRICT] == [
-            candidate.runtime_rule for candidate in index.candidates(["n1", "n2", "n3", "n4"])
-        ]
-        assert 3 == len(index)
+        assert {
+            "n1": (parse("linux/arm64"), Rule.LOOSE),
+            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
+            "n4": (parse("linux/amd64"), Rule.STRICT),
+        } == dict(index.snapshot())
+        assert {parse("linux/arm64"), parse("linux/amd64")} == index.known_platforms()
         assert ["10", "23"] == fake.watches[:2]
         assert 2 == len(fake.lists)
+        # One node a page: two pages for the first list (n1, n2), three for the relist.
+        assert [1, 1, 1, 1, 1] == fake.pages
+        assert 5 == index.pages
     finally:
         await index.stop()
         api.close()
@@ -178,11 +186,11 @@ class NeverSynced:
 
     synced = False
 
-    def platforms(self, names):
-        return [None for _ in names]
+    def snapshot(self):
+        return {}
 
-    def candidates(self, names):
-        return [Candidate(name, None) for name in names]
+    def known_platforms(self):
+        return frozenset()
 
     async def wait_synced(self, seconds):
         await asyncio.sleep(seconds)
