@@ -88,8 +88,7 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     import structlog
 
     from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
-    from extender.kube.client import KubeConfigError
-    from extender.kube.webhook_certs import CertificateSetupError
+    from extender.kube.errors import CertificateSetupError, KubeConfigError
     from extender.logs import configure
     from extender.webhook import WebhookSetupError
 

@@ -10,10 +10,9 @@ from kubernetes import client, config
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import Rule, parse
-from tests.e2e.controlplane import ControlPlane
-
 from tests.e2e import cluster
 from tests.e2e.catalog import Images
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.processes import wait_for
 from tests.e2e.stack import Stack
 from tests.e2e.topology import NODES
