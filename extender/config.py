@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from extender.platforms import normalize
 from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
@@ -254,6 +252,8 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
     data: dict[str, Any] = {}
     chosen = source(path)
     if chosen is not None:
+        import yaml  # here, not at the top: with no file and no env, start-up skips it
+
         try:
             loaded = yaml.safe_load(chosen.read_text(encoding="utf-8"))
         except OSError as error:
@@ -411,6 +411,8 @@ _FALSE = {"false", "no", "off", "0"}
 
 def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
     """An env override's text as the setting's own type (str stays str, whatever it says)."""
+    import yaml  # lazily, as in load()
+
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
