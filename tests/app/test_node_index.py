@@ -12,6 +12,7 @@ from kubernetes import client
 from extender.kube.nodes import NodeIndex
 from extender.platforms import Rule, parse
 from extender.resolution import FunctionResolver
+from extender.runtimes import node_facts
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 
@@ -135,6 +136,47 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
         # One node a page: two pages for the first list (n1, n2), three for the relist.
         assert [1, 1, 1, 1, 1] == fake.pages
         assert 5 == index.pages
+    finally:
+        await index.stop()
+        api.close()
+
+
+def shapes() -> list[dict]:
+    """Nodes that reach every branch of runtimes.node_facts."""
+    windows = node("win", "amd64", "windows")
+    windows["metadata"]["labels"]["node.kubernetes.io/windows-build"] = "10.0.20348"
+    no_arch = node("no-arch", labels=False, node_info=False)
+    return [
+        node("amd", "amd64"),
+        node("arm-2-0", "arm64", runtime="containerd://2.0.5"),
+        node("crio", "arm64", runtime="cri-o://1.31.2"),
+        node("unlabelled", "arm64", labels=False),  # the platform from status.nodeInfo
+        node("v7", "arm", runtime="docker://27.0"),
+        windows,
+        no_arch,
+    ]
+
+
+async def test_the_index_reads_the_same_facts_as_node_facts_on_the_full_node(aiohttp_server):
+    """Decoding only some fields loses nothing node_facts reads: labels, nodeInfo, runtime."""
+    fake = FakeApiServer()
+    fake.script = False
+    fake.nodes = {n["metadata"]["name"]: n for n in shapes()}
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api, page_size=3)
+    index.start()
+    try:
+        assert await index.wait_synced(10)
+        expected = {
+            n["metadata"]["name"]: node_facts(n["metadata"]["labels"], n["status"]["nodeInfo"])
+            for n in shapes()
+        }
+        assert expected == dict(index.snapshot())
+        # Each shape differs: the table would hide a field the decoder dropped otherwise.
+        assert len(shapes()) == len(set(expected.values()))
     finally:
         await index.stop()
         api.close()
