@@ -1,8 +1,9 @@
 """What `archfit serve` loads: with Kubernetes off, nothing of the `kubernetes` package.
 
 The client costs ~20 MB of RSS and ~0.4 s of start-up; a serve that never talks to an API
-server must not pay for it. The check runs in a fresh interpreter, because this test
-process has long since imported everything.
+server must not pay for it. Nor does it draw tables (rich) or make certificates
+(cryptography, for the webhook's self-managed ones). The check runs in a fresh interpreter,
+because this test process has long since imported everything.
 """
 
 from __future__ import annotations
@@ -53,11 +54,14 @@ def serve_and_list_modules(tmp_path, kubernetes: str) -> tuple[int, list[str]]:
     return last["status"], last["modules"]
 
 
+NOT_FOR_SERVING = ("kubernetes", "rich", "cryptography")
+
+
 def test_serve_with_kubernetes_off_never_imports_the_kubernetes_client(tmp_path):
-    """Start, become ready, drain: not one `kubernetes` module along the way."""
+    """Start, become ready, drain: not one `kubernetes`, rich or cryptography module."""
     status, modules = serve_and_list_modules(tmp_path, "{mode: 'off'}")
     assert 0 == status
-    assert [] == [m for m in modules if m.split(".")[0] == "kubernetes"]
+    assert [] == [m for m in modules if m.split(".")[0] in NOT_FOR_SERVING]
 
 
 def test_the_check_sees_the_client_when_kubernetes_is_on(tmp_path):
