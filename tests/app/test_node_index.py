@@ -182,6 +182,37 @@ async def test_the_index_reads_the_same_facts_as_node_facts_on_the_full_node(aio
         api.close()
 
 
+async def test_a_continue_token_that_expired_mid_list_starts_the_list_over(aiohttp_server):
+    """410 Gone on the second page (etcd compacted under the list): list again from the top."""
+    fake = FakeApiServer()
+    fake.script = False
+    plain_page = fake.page
+    expired: list[str] = []
+
+    def page_expiring_once(request: web.Request) -> web.Response:
+        if request.query.get("continue") and not expired:
+            expired.append(request.query["continue"])
+            gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}
+            return web.json_response(gone, status=410)
+        return plain_page(request)
+
+    fake.page = page_expiring_once  # type: ignore[method-assign]
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api, page_size=1)
+    index.start()
+    try:
+        assert await index.wait_synced(10)
+        assert {"n1", "n2"} == set(index.snapshot())
+        # Page one, the expired page two, then pages one and two again: one list published.
+        assert (["1"], [1, 1, 1], 1) == (expired, fake.pages, index.relists)
+    finally:
+        await index.stop()
+        api.close()
+
+
 async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
     aiohttp_server, make_client, tmp_path
 ):
