@@ -411,8 +411,6 @@ _FALSE = {"false", "no", "off", "0"}
 
 def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
     """An env override's text as the setting's own type (str stays str, whatever it says)."""
-    import yaml  # lazily, as in load()
-
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -435,8 +433,13 @@ def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
             items = [item.strip() for item in raw.split(",") if item.strip()]
             return [_EnvText(item, text.variable) for item in items]
         # Lists, maps and nested sections: YAML flow syntax, "[a, b]", "{arm64: 10}".
-        return yaml.safe_load(raw) if raw else None
-    except (ValueError, yaml.YAMLError) as error:
+        import yaml  # only here, as in load()
+
+        try:
+            return yaml.safe_load(raw) if raw else None
+        except yaml.YAMLError as error:
+            raise ValueError(str(error)) from error
+    except ValueError as error:
         raise ConfigError(f"{where} (from {text.variable}={_short(text)}): {error}") from error
 
 
