@@ -44,8 +44,9 @@ def ready(port: int) -> bool:
         connection.close()
 
 
-def one_run(pythonpath: str, workdir: str) -> tuple[float, float]:
-    """Seconds from exec to the first 200 on /readyz, and the CPU seconds archfit spent."""
+def one_run(pythonpath: str, workdir: str) -> tuple[float, float, int]:
+    """Seconds from exec to the first 200 on /readyz, the CPU seconds archfit spent, and
+    its RSS then."""
     port = free_port()
     env = dict(
         os.environ,
@@ -74,8 +75,9 @@ def one_run(pythonpath: str, workdir: str) -> tuple[float, float]:
             time.sleep(0.002)
         wall = time.perf_counter() - started
         # CPU time is the steadier figure on a shared machine: waiting for a core is not in it.
-        cpu = psutil.Process(process.pid).cpu_times()
-        return wall, cpu.user + cpu.system
+        measured = psutil.Process(process.pid)
+        cpu = measured.cpu_times()
+        return wall, cpu.user + cpu.system, measured.memory_info().rss
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(10)
@@ -88,7 +90,7 @@ def main() -> None:
     options = parser.parse_args()
     checkouts = {"after": str(ROOT)} if not options.before else {"before": options.before}
     checkouts["after"] = str(ROOT)
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in checkouts}
+    times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory() as workdir:
         for path in checkouts.values():
             one_run(path, workdir)  # warm the page cache and .pyc files
@@ -96,11 +98,13 @@ def main() -> None:
             for name, path in checkouts.items():
                 times[name].append(one_run(path, workdir))
     for name, runs in times.items():
-        walls, cpus = [w * 1000 for w, _ in runs], [c * 1000 for _, c in runs]
+        walls = [wall * 1000 for wall, _, _ in runs]
+        cpus = [cpu * 1000 for _, cpu, _ in runs]
+        rss = [rss / 2**20 for _, _, rss in runs]
         print(f"{name}: wall " + " ".join(f"{w:.0f}" for w in walls) + " ms")
         print(
             f"{name}: median of {len(runs)}: {statistics.median(walls):.0f} ms to ready, "
-            f"{statistics.median(cpus):.0f} ms CPU"
+            f"{statistics.median(cpus):.0f} ms CPU, {statistics.median(rss):.0f} MiB RSS"
         )
 
 
