@@ -4,9 +4,10 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
 - The list comes in pages of `_PAGE` nodes (`limit`/`continue`), so the peak holds one page
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
 - Each page and each watch event is decoded by msgspec into the Structs below, which hold
-  only the fields runtimes.node_facts reads. Conditions, images, capacity and the other
-  labels' neighbours (nearly all of a Node's bytes) are skipped by the decoder and never
-  become Python objects, so nothing of them is left behind in the heap either.
+  only the fields runtimes.node_facts reads: the name, three labels, the resourceVersion and
+  three fields of status.nodeInfo. Conditions, images, capacity and the other labels (nearly
+  all of a Node's bytes) are skipped by the decoder and never become Python objects, so
+  nothing of them is left behind in the heap either.
 - The watch is read as raw lines, one event each, not through kubernetes.watch.Watch,
   which builds a full V1Node model per event.
 
