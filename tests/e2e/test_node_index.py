@@ -56,8 +56,13 @@ def test_the_index_lists_in_pages_and_follows_add_modify_and_delete(
         # Four nodes at two a page: two pages, each its own request to the apiserver.
         assert (1, 2) == (index.relists, index.pages)
         cluster.create_node(core, PAGED)
-        wait_for(lambda: PAGED.name in index.snapshot(), "the watch to add the node")
-        assert (parse("linux/arm64"), Rule.CONTAINERS_IMAGE) == index.snapshot()[PAGED.name]
+        # Created bare, then its status patched in: the runtime comes with the second event.
+        wait_for(
+            lambda: (
+                index.snapshot().get(PAGED.name) == (parse("linux/arm64"), Rule.CONTAINERS_IMAGE)
+            ),
+            "the watch to add the node, then its runtime",
+        )
         core.patch_node(PAGED.name, {"metadata": {"labels": {"kubernetes.io/arch": "amd64"}}})
         wait_for(
             lambda: index.snapshot()[PAGED.name][0] == parse("linux/amd64"),
