@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from extender import __version__, config, extras, settings_doc
+from extender import __version__, config, extras
 from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 
 
@@ -54,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if command == "audit":
         return _audit(settings, args)
+    # Only `archfit config` needs these; `serve` should not pay for them at start.
+    import yaml
+
+    from extender import settings_doc
+
     if args.table:
         print(settings_doc.markdown_table(), end="")
     elif args.defaults:
@@ -85,12 +88,12 @@ def _scheduler_config(args: argparse.Namespace) -> int:
 def _serve(settings: config.Settings, source: Path | None) -> int:
     import platform
 
+    _import_structlog_without_rich()
     import structlog
 
     from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
     from extender.event_loop import EventLoopUnavailable, loop_factory
-    from extender.kube.client import KubeConfigError
-    from extender.kube.webhook_certs import CertificateSetupError
+    from extender.kube.errors import CertificateSetupError, KubeConfigError
     from extender.logs import configure
     from extender.webhook import WebhookSetupError
 
@@ -140,6 +143,23 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
         )
         return 1
     return 0
+
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog with `rich` hidden, before anything else imports either.
+
+    structlog.dev imports rich (with pygments and attrs: ~60 modules, about a tenth of
+    start-up) as it loads, in case its ConsoleRenderer pretty-prints a traceback. `serve`
+    never draws a table, and in production it logs JSON; without rich, the console renderer
+    prints plain tracebacks. rich stays importable for whatever asks for it later.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
 
 
 async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
@@ -260,7 +280,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    from extender.audit.render import FORMATS
+    # From the package, not audit.render: that loads rich and the report, which only
+    # `archfit audit` needs, and every command builds this parser.
+    from extender.audit import FORMATS
 
     audit = commands.add_parser(
         "audit",

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from extender.platforms import normalize
 from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
@@ -257,6 +255,8 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
     data: dict[str, Any] = {}
     chosen = source(path)
     if chosen is not None:
+        import yaml  # here, not at the top: with no file and no env, start-up skips it
+
         try:
             loaded = yaml.safe_load(chosen.read_text(encoding="utf-8"))
         except OSError as error:
@@ -436,8 +436,13 @@ def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
             items = [item.strip() for item in raw.split(",") if item.strip()]
             return [_EnvText(item, text.variable) for item in items]
         # Lists, maps and nested sections: YAML flow syntax, "[a, b]", "{arm64: 10}".
-        return yaml.safe_load(raw) if raw else None
-    except (ValueError, yaml.YAMLError) as error:
+        import yaml  # only here, as in load()
+
+        try:
+            return yaml.safe_load(raw) if raw else None
+        except yaml.YAMLError as error:
+            raise ValueError(str(error)) from error
+    except ValueError as error:
         raise ConfigError(f"{where} (from {text.variable}={_short(text)}): {error}") from error
 
 

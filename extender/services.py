@@ -55,8 +55,6 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Build what the settings ask for (unless given), and close it all on exit."""
     async with AsyncExitStack() as stack:
-        from extender.kube.client import build_api_client  # keeps tests free of kube import cost
-
         api = None
         wants_kube = (
             (nodes is None and settings.kubernetes.node_index)
@@ -64,6 +62,10 @@ async def open_services(
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
         )
         if wants_kube:
+            # Imported here, and `kubernetes` only inside it when a client is built: with
+            # access off, nothing of the client package is loaded (docs/architecture.md).
+            from extender.kube.client import build_api_client
+
             api = build_api_client(settings.kubernetes)
             if api is not None:
                 stack.callback(api.close)

@@ -3,3 +3,6 @@
 `workloads`, `quantities`, `breakage` and `report` are the pure core (plain data in, plain
 data out); `resolve` looks images up, `render` writes the report, `run` wires them together.
 """
+
+FORMATS = ("table", "json", "csv", "markdown")
+"""The report formats of `archfit audit -o` (audit.render writes each)."""

@@ -22,7 +22,6 @@ from extender.audit.report import BLOCKED, READY, Report, WorkloadReport, docume
 from extender.registry.errors import snippet
 from extender.tables import print_table
 
-FORMATS = ("table", "json", "csv", "markdown")
 _STYLE = {READY: "green", BLOCKED: "red"}
 _CELL = 120
 
@@ -33,7 +32,7 @@ CSV_COLUMNS = (
 
 
 def write(report: Report, output: str, out: TextIO) -> None:
-    """Write the report in one of FORMATS."""
+    """Write the report in one of extender.audit.FORMATS."""
     if output == "json":
         out.write(orjson.dumps(document(report), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif output == "csv":

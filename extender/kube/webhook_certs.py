@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender import certs
 from extender.config import WebhookSettings
+from extender.kube.errors import CertificateSetupError
 
 log = structlog.get_logger("archfit.webhook")
 
@@ -33,10 +34,6 @@ _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _CONFLICT, _NOT_FOUND = 409, 404
 _TIMEOUT = (5, 15)
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
-
-
-class CertificateSetupError(RuntimeError):
-    """The self-managed certificate could not be stored, read or trusted."""
 
 
 def own_namespace() -> str:

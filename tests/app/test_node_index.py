@@ -11,7 +11,7 @@ from kubernetes import client
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import Rule, parse
-from extender.runtimes import UNKNOWN_NODE
+from extender.runtimes import node_facts
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 from tests.support.function_resolver import FunctionResolver
@@ -28,6 +28,9 @@ class FakeApiServer:
         self.nodes = {n["metadata"]["name"]: n for n in (node("n1", "amd64"), node("n2", "arm64"))}
         self.version = 10
         self.lists: list[str] = []
+        """The resourceVersion each full list asked for."""
+        self.pages: list[int] = []
+        """How many nodes each list page carried."""
         self.watches: list[str] = []
         self.script = True
         """Play the scripted watch events; when False every watch stays quiet."""
@@ -37,20 +40,26 @@ class FakeApiServer:
         app.router.add_get("/api/v1/nodes", self.handle)
         return app
 
+    def page(self, request: web.Request) -> web.Response:
+        """One page of the list: `limit` nodes from the `continue` token (an offset here)."""
+        start = int(request.query.get("continue") or 0)
+        if not start:
+            self.lists.append(request.query.get("resourceVersion", ""))
+        limit = int(request.query.get("limit") or len(self.nodes))
+        items = [copy.deepcopy(n) for n in list(self.nodes.values())[start : start + limit]]
+        for item in items:
+            item["metadata"]["resourceVersion"] = str(self.version)
+        more = start + limit < len(self.nodes)
+        metadata = {"resourceVersion": str(self.version)}
+        if more:
+            metadata["continue"] = str(start + limit)
+        self.pages.append(len(items))
+        body = {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": items}
+        return web.json_response(body)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") not in ("true", "1"):
-            self.lists.append(request.query.get("resourceVersion", ""))
-            items = [copy.deepcopy(n) for n in self.nodes.values()]
-            for item in items:
-                item["metadata"]["resourceVersion"] = str(self.version)
-            return web.json_response(
-                {
-                    "kind": "NodeList",
-                    "apiVersion": "v1",
-                    "metadata": {"resourceVersion": str(self.version)},
-                    "items": items,
-                }
-            )
+            return self.page(request)
         self.watches.append(request.query["resourceVersion"])
         response = web.StreamResponse()
         response.content_type = "application/json"
@@ -105,28 +114,100 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{server.port}"
     api = client.ApiClient(configuration)
-    index = NodeIndex(api)
+    index = NodeIndex(api, page_size=1)
     assert not index.synced
     index.start()
     try:
         assert await index.wait_synced(10)
         # The second watch starts just after the relist publishes; wait for it too.
         await wait_for(
-            lambda: (
-                index.relists == 2 and index.platforms(["n4"]) != [None] and len(fake.watches) >= 2
-            )
-        )
-        assert [parse("linux/arm64"), None, parse("linux/arm64"), parse("linux/amd64")] == (
-            index.platforms(["n1", "n2", "n3", "n4"])
+            lambda: index.relists == 2 and "n4" in index.snapshot() and len(fake.watches) >= 2
         )
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
-        assert [Rule.LOOSE, Rule.STRICT, Rule.CONTAINERS_IMAGE, Rule.STRICT] == [
-            index.snapshot().get(name, UNKNOWN_NODE)[1] for name in ["n1", "n2", "n3", "n4"]
-        ]
-        assert 3 == len(index)
+        assert {
+            "n1": (parse("linux/arm64"), Rule.LOOSE),
+            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
+            "n4": (parse("linux/amd64"), Rule.STRICT),
+        } == dict(index.snapshot())
+        assert {parse("linux/arm64"), parse("linux/amd64")} == index.known_platforms()
         assert ["10", "23"] == fake.watches[:2]
         assert 2 == len(fake.lists)
+        # One node a page: two pages for the first list (n1, n2), three for the relist.
+        assert [1, 1, 1, 1, 1] == fake.pages
+        assert 5 == index.pages
+    finally:
+        await index.stop()
+        api.close()
+
+
+def shapes() -> list[dict]:
+    """Nodes that reach every branch of runtimes.node_facts."""
+    windows = node("win", "amd64", "windows")
+    windows["metadata"]["labels"]["node.kubernetes.io/windows-build"] = "10.0.20348"
+    no_arch = node("no-arch", labels=False, node_info=False)
+    return [
+        node("amd", "amd64"),
+        node("arm-2-0", "arm64", runtime="containerd://2.0.5"),
+        node("crio", "arm64", runtime="cri-o://1.31.2"),
+        node("unlabelled", "arm64", labels=False),  # the platform from status.nodeInfo
+        node("v7", "arm", runtime="docker://27.0"),
+        windows,
+        no_arch,
+    ]
+
+
+async def test_the_index_reads_the_same_facts_as_node_facts_on_the_full_node(aiohttp_server):
+    """Decoding only some fields loses nothing node_facts reads: labels, nodeInfo, runtime."""
+    fake = FakeApiServer()
+    fake.script = False
+    fake.nodes = {n["metadata"]["name"]: n for n in shapes()}
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api, page_size=3)
+    index.start()
+    try:
+        assert await index.wait_synced(10)
+        expected = {
+            n["metadata"]["name"]: node_facts(n["metadata"]["labels"], n["status"]["nodeInfo"])
+            for n in shapes()
+        }
+        assert expected == dict(index.snapshot())
+        # Each shape differs: the table would hide a field the decoder dropped otherwise.
+        assert len(shapes()) == len(set(expected.values()))
+    finally:
+        await index.stop()
+        api.close()
+
+
+async def test_a_continue_token_that_expired_mid_list_starts_the_list_over(aiohttp_server):
+    """410 Gone on the second page (etcd compacted under the list): list again from the top."""
+    fake = FakeApiServer()
+    fake.script = False
+    plain_page = fake.page
+    expired: list[str] = []
+
+    def page_expiring_once(request: web.Request) -> web.Response:
+        if request.query.get("continue") and not expired:
+            expired.append(request.query["continue"])
+            gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}
+            return web.json_response(gone, status=410)
+        return plain_page(request)
+
+    fake.page = page_expiring_once  # type: ignore[method-assign]
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api, page_size=1)
+    index.start()
+    try:
+        assert await index.wait_synced(10)
+        assert {"n1", "n2"} == set(index.snapshot())
+        # Page one, the expired page two, then pages one and two again: one list published.
+        assert (["1"], [1, 1, 1], 1) == (expired, fake.pages, index.relists)
     finally:
         await index.stop()
         api.close()
@@ -180,6 +261,9 @@ class NeverSynced:
 
     def snapshot(self):
         return {}
+
+    def known_platforms(self):
+        return frozenset()
 
     async def wait_synced(self, seconds):
         await asyncio.sleep(seconds)
