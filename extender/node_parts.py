@@ -29,7 +29,7 @@ class _Labels(msgspec.Struct, frozen=True):
     windows_build: str = msgspec.field(name=WINDOWS_BUILD_LABEL, default="")
 
 
-class _Metadata(msgspec.Struct):
+class _Metadata(msgspec.Struct, frozen=True):
     name: str = ""
     labels: _Labels | None = None
     resourceVersion: str = ""
@@ -41,14 +41,14 @@ class _NodeInfo(msgspec.Struct, frozen=True):
     containerRuntimeVersion: str = ""
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, frozen=True):
     nodeInfo: _NodeInfo | None = None
 
 
 _Key = tuple[_Labels | None, _NodeInfo | None]
 
 
-class NodeParts(msgspec.Struct):
+class NodeParts(msgspec.Struct, frozen=True):
     """metadata.name, resourceVersion, the three labels and nodeInfo's three strings."""
 
     metadata: _Metadata | None = None

@@ -3,11 +3,12 @@
 What it keeps is node name → one shared NodeFacts tuple, and what it reads is kept as small:
 - The list comes in pages of `_PAGE` nodes (`limit`/`continue`), so the peak holds one page
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
-- Each page and each watch event is decoded by msgspec into the Structs below, which hold
-  only the fields runtimes.node_facts reads: the name, three labels, the resourceVersion and
-  three fields of status.nodeInfo. Conditions, images, capacity and the other labels (nearly
-  all of a Node's bytes) are skipped by the decoder and never become Python objects, so
-  nothing of them is left behind in the heap either.
+- Each page and each watch event is decoded by msgspec into extender.node_parts' Structs,
+  the same ones full-Node requests use, which hold only the fields runtimes.node_facts
+  reads: the name, three labels, the resourceVersion and three fields of status.nodeInfo.
+  Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
+  skipped by the decoder and never become Python objects, so nothing of them is left
+  behind in the heap either.
 - The watch is read as raw lines, one event each, not through kubernetes.watch.Watch,
   which builds a full V1Node model per event.
 
@@ -29,8 +30,9 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.node_parts import FactsOf, NodeParts
 from extender.platforms import Platform
-from extender.runtimes import NodeFacts, node_facts
+from extender.runtimes import NodeFacts
 
 log = structlog.get_logger("archfit.nodes")
 
@@ -45,54 +47,10 @@ _WATCH_SECONDS = 30
 _BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 
-class _Labels(msgspec.Struct, frozen=True):
-    """The labels platforms.node_platform reads; the decoder skips a node's others."""
+class _Object(NodeParts, frozen=True):
+    """A Node as archfit reads it (extender.node_parts), or the Status of a watch ERROR
+    event (code, message)."""
 
-    os: str = msgspec.field(default="", name="kubernetes.io/os")
-    arch: str = msgspec.field(default="", name="kubernetes.io/arch")
-    windows_build: str = msgspec.field(default="", name="node.kubernetes.io/windows-build")
-
-    def as_wire(self) -> dict[str, str]:
-        """The labels by their wire names, as node_facts reads them from a full Node (where
-        an absent label and an empty one mean the same)."""
-        return {
-            "kubernetes.io/os": self.os,
-            "kubernetes.io/arch": self.arch,
-            "node.kubernetes.io/windows-build": self.windows_build,
-        }
-
-
-class _NodeInfo(msgspec.Struct, rename="camel", frozen=True):
-    """The part of status.nodeInfo that platforms.node_platform and runtimes read."""
-
-    operating_system: str = ""
-    architecture: str = ""
-    container_runtime_version: str = ""
-
-    def as_wire(self) -> dict[str, str]:
-        """These fields by their wire names, as node_facts reads them from a full Node."""
-        return {
-            "operatingSystem": self.operating_system,
-            "architecture": self.architecture,
-            "containerRuntimeVersion": self.container_runtime_version,
-        }
-
-
-class _Metadata(msgspec.Struct, rename="camel", frozen=True):
-    name: str = ""
-    labels: _Labels | None = None
-    resource_version: str = ""
-
-
-class _Status(msgspec.Struct, rename="camel", frozen=True):
-    node_info: _NodeInfo | None = None
-
-
-class _Object(msgspec.Struct, frozen=True):
-    """A Node as archfit reads it, or the Status of a watch ERROR event (code, message)."""
-
-    metadata: _Metadata | None = None
-    status: _Status | None = None
     code: int = 0
     message: str = ""
 
@@ -130,8 +88,9 @@ class NodeIndex:
         self._on_change = on_change
         self._page_size = page_size
         self._nodes: Mapping[str, NodeFacts] = {}
-        # Thousands of nodes share a handful of (platform, rule) pairs: keep one copy of each.
-        self._shared: dict[NodeFacts, NodeFacts] = {}
+        # Thousands of nodes share a handful of (platform, rule) pairs: keep one copy of each,
+        # which also lets the extender group candidates by identity (extender.placement).
+        self._facts_of = FactsOf()
         self._platforms: frozenset[Platform] = frozenset()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -206,8 +165,8 @@ class NodeIndex:
             page = _decode_page(self._get(limit=self._page_size, _continue=token or None))
             self.pages += 1
             for item in page.items or ():
-                if item.metadata is not None and item.metadata.name:
-                    nodes[item.metadata.name] = self._facts_of(item)
+                if item.name:
+                    nodes[item.name] = self._facts_of(item)
             token = page.metadata.next
             if not token:
                 break
@@ -266,13 +225,12 @@ class NodeIndex:
             if obj.code == 410:
                 raise _Expired
             raise RuntimeError(f"watch error {obj.code}: {obj.message}")
-        metadata = obj.metadata
-        if metadata is None:
+        if obj.metadata is None:
             return version
-        new_version = metadata.resource_version or version
-        if kind == "BOOKMARK" or not metadata.name:
+        new_version = obj.resource_version or version
+        name = obj.name
+        if kind == "BOOKMARK" or not name:
             return new_version
-        name = metadata.name
         if kind == "DELETED":
             if name not in self._nodes:
                 return new_version
@@ -286,12 +244,6 @@ class NodeIndex:
             nodes[name] = facts
         self._publish(nodes)
         return new_version
-
-    def _facts_of(self, node: _Object) -> NodeFacts:
-        labels = node.metadata.labels if node.metadata else None
-        info = node.status.node_info if node.status else None
-        facts = node_facts(labels.as_wire() if labels else {}, info.as_wire() if info else {})
-        return self._shared.setdefault(facts, facts)
 
     def _publish(self, nodes: dict[str, NodeFacts]) -> None:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
