@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from extender.mutation import Mutation
 from extender.placement import FilterDecision, Policy, Resolved, ScoreDecision, Unknown
 from extender.platforms import summarise_platforms
 from extender.pods import PodFacts
+
+if TYPE_CHECKING:  # the webhook's type: the extender alone need not import the mutation code
+    from extender.mutation import Mutation
 
 log = structlog.get_logger("archfit")
 

@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-import yaml
-
 from extender.registry.credentials import Credential, key_matches, strip_key
 
 CONFIG_KIND = "CredentialProviderConfig"
@@ -102,6 +100,8 @@ def parse_duration(text: str) -> float:
 
 def load_config(raw: bytes, source: str) -> list[Provider]:
     """The providers of a CredentialProviderConfig (YAML or JSON), validated as kubelet does."""
+    import yaml  # only when plugins are configured: serve's start-up skips it otherwise
+
     try:
         document = yaml.safe_load(raw)
     except yaml.YAMLError as error:
