@@ -54,7 +54,12 @@ def throughput(source: Path | None, quick: bool) -> list[dict[str, Any]]:
         ) from None
     pods, nodes = (100, 100) if quick else (500, 500)
     rows = run(pods, nodes, source)
-    return [dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(r) for r in rows]
+    return [
+        dataclasses.asdict(r)
+        if dataclasses.is_dataclass(r) and not isinstance(r, type)
+        else dict(r)
+        for r in rows
+    ]
 
 
 def others(source: Path | None, quick: bool) -> dict[str, str]:

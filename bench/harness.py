@@ -110,7 +110,7 @@ class Plane:
             status = body.pop("status")
             for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
                 body["metadata"].pop(key, None)
-            self.core.create_node({"apiVersion": "v1", "kind": "Node", **body})
+            self.core.create_node({"apiVersion": "v1", "kind": "Node", **body})  # type: ignore[arg-type]
             self.core.patch_node_status(body["metadata"]["name"], {"status": status})
 
         with ThreadPoolExecutor(workers) as pool:
@@ -220,12 +220,11 @@ def source_env(source: Path | None, extra: Mapping[str, str] | None = None) -> d
 def imported_from(source: Path | None) -> str:
     """Where `extender` comes from under source_env(source): proof of what is measured."""
     done = subprocess.run(
-        [sys.executable, "-c", "import extender; print(extender.__file__)"],
+        [sys.executable, "-P", "-c", "import extender; print(extender.__file__)"],
         env=source_env(source),
         capture_output=True,
         text=True,
         check=True,
-        cwd=tempfile.gettempdir(),
     )
     return str(Path(done.stdout.strip()).parent.parent)
 
@@ -272,7 +271,9 @@ class ArchfitServer:
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(self.settings))
         pin = ["taskset", "-c", str(core)] if core is not None else []
-        argv = [*pin, sys.executable, *python_flags, "-m", "extender", "serve"]
+        # -P: `-m` would put the working directory before PYTHONPATH, and with it this
+        # checkout's extender before the one under measurement.
+        argv = [*pin, sys.executable, "-P", *python_flags, "-m", "extender", "serve"]
         argv += ["--config", str(self.config_path)]
         self.process = Process(name, argv, workdir, source_env(source, env))
         self._ps: psutil.Process | None = None

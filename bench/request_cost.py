@@ -34,6 +34,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import harness
+from tests.e2e.archfit import merge
 from tests.e2e.processes import ProcessFailed
 from tests.support.registry import RegistryProcess
 
@@ -163,7 +164,7 @@ def event_loop_rows(
         row: dict[str, Any] = {"event_loop": loop}
         server = harness.ArchfitServer(
             workdir / f"loop-{loop}",
-            harness.merge(base, {"server": {"eventLoop": loop}}),
+            merge(base, {"server": {"eventLoop": loop}}),
             source=source,
             name=f"archfit-{loop}",
         )
