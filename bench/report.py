@@ -155,9 +155,14 @@ def plots(results: Results, directory: Path) -> list[tuple[str, str]]:
             axis.plot(
                 xs, [r["peak_mb"] for r in rows], marker="x", linestyle="--", label="peak (VmHWM)"
             )
-            axis.set_xlabel(key)
+            most = memory["summary"][0]["nodes"]
+            axis.set_xlabel(
+                "nodes indexed" if key == "nodes" else f"images resolved ({most} nodes)"
+            )
+            axis.axhline(110, color="grey", linestyle=":", label="goal: RSS ≤ 110 MB")
+            axis.axhline(130, color="grey", linestyle="-.", label="goal: peak ≤ 130 MB")
             axis.set_ylabel("MB")
-            axis.set_ylim(bottom=0)
+            axis.set_ylim(0, max(140, *(r["peak_mb"] * 1.1 for r in rows)))
             axis.grid(True, alpha=0.3)
             axis.legend()
             save(figure, name, title)
