@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import harness  # noqa: E402
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import Archfit  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
@@ -284,22 +283,10 @@ def archfit_env(source: Path | None) -> dict[str, str] | None:
     """
     if source is None:
         return None
-    source = source.resolve()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
-    # From a neutral directory, as the console script runs: the cwd is not on its path.
-    done = subprocess.run(
-        [sys.executable, "-c", "import extender; print(extender.__file__)"],
-        env=env,
-        cwd=tempfile.gettempdir(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = Path(done.stdout.strip()).parent.parent if done.returncode == 0 else None
-    if found != source:
+    found = Path(harness.imported_from(source))
+    if found != source.resolve():
         raise ValueError(f"--source {source}: `extender` imports from {found}, not from there")
-    return env
+    return harness.source_env(source)
 
 
 def post_json(url: str, body: Mapping[str, Any]) -> Any:

@@ -1,0 +1,161 @@
+"""`python -m bench`: run every benchmark once and write docs/benchmarks.md with its plots.
+
+    .venv/bin/python -m bench [--source DIR] [--quick] [--only NAME ...]
+                              [--doc docs/benchmarks.md] [--baseline results.json]
+
+`--source DIR` measures the archfit of another checkout with these scripts (its
+`extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
+puts its figures beside this run's in the goals table. `--quick` shrinks every benchmark
+to prove the pipeline in a few minutes; its figures are not the ones to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import harness, memory, report, request_cost, startup
+
+DOC = harness.ROOT / "docs" / "benchmarks.md"
+NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
+#: The older scripts that still measure something the new ones do not, with their
+#: arguments (full, quick). bench/filter_latency.py and bench/node_index_memory.py were
+#: folded into request_cost and memory.
+OTHERS: dict[str, tuple[list[str], list[str]]] = {
+    "resolve.py": ([], []),
+    "audit.py": ([], []),
+    "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
+}
+
+
+class Skipped(Exception):
+    """A benchmark that cannot run here; its message goes into the document."""
+
+
+def throughput(source: Path | None, quick: bool) -> list[dict[str, Any]]:
+    """bench.scheduler_throughput.run(pods, nodes, source), when that module has it."""
+    try:
+        from bench import scheduler_throughput
+
+        run = scheduler_throughput.run  # type: ignore[attr-defined]
+    except (ImportError, AttributeError) as error:
+        raise Skipped(
+            "scheduler throughput not measured: bench/scheduler_throughput.py has no "
+            f"run(pods, nodes, source) yet ({error})"
+        ) from None
+    pods, nodes = (100, 100) if quick else (500, 500)
+    rows = run(pods, nodes, source)
+    return [
+        dataclasses.asdict(r)
+        if dataclasses.is_dataclass(r) and not isinstance(r, type)
+        else dict(r)
+        for r in rows
+    ]
+
+
+def others(source: Path | None, quick: bool) -> dict[str, str]:
+    """Run the older scripts from the measured checkout; their stdout by name."""
+    checkout = source or harness.ROOT
+    found = {}
+    for script, (full, small) in OTHERS.items():
+        path = checkout / "bench" / script
+        if not path.exists():
+            found[script] = f"(not in {checkout})"
+            continue
+        done = subprocess.run(
+            [sys.executable, str(path), *(small if quick else full)],
+            env=harness.source_env(source),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+            cwd=checkout,
+        )
+        found[script] = done.stdout
+        if done.returncode != 0:
+            found[script] += f"\n(exited {done.returncode})\n{done.stderr[-1500:]}"
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, help="checkout whose extender/ to measure")
+    parser.add_argument("--quick", action="store_true", help="small sizes, short loads")
+    parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these")
+    parser.add_argument("--doc", type=Path, default=DOC, help="where to write the Markdown")
+    parser.add_argument("--baseline", type=Path, help="results.json of a run to compare with")
+    args = parser.parse_args(argv)
+    source = args.source.resolve() if args.source else None
+    selected = args.only or list(NAMES)
+
+    def say(line: str) -> None:
+        print(f"bench: {line}", file=sys.stderr, flush=True)
+
+    arguments = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    results: dict[str, Any] = {
+        "meta": {
+            "machine": harness.machine(),
+            "archfit": f"{harness.git_commit(source or harness.ROOT)}",
+            "archfit_path": harness.imported_from(source),
+            "bench": harness.git_commit(harness.ROOT),
+            "arguments": arguments,
+            "quick": args.quick,
+            "problems": [],
+        }
+    }
+    say(f"measuring archfit from {results['meta']['archfit_path']}")
+    quick = args.quick
+    runners: dict[str, Callable[[], Any]] = {
+        "scheduler_throughput": lambda: throughput(source, quick),
+        "request_cost": lambda: request_cost.run(
+            source=source,
+            sweep=request_cost.QUICK_SWEEP if quick else request_cost.SWEEP,
+            seconds=2.0 if quick else 10.0,
+            progress=say,
+        ),
+        "memory": lambda: memory.run(
+            source=source,
+            nodes=memory.QUICK_NODES if quick else memory.NODES,
+            images=memory.QUICK_IMAGES if quick else memory.IMAGES,
+            progress=say,
+        ),
+        "startup": lambda: startup.run(source=source, runs=5 if quick else 10, progress=say),
+        "others": lambda: others(source, quick),
+    }
+    failed = False
+    for name in NAMES:
+        if name not in selected:
+            continue
+        say(f"{name}…")
+        try:
+            results[name] = runners[name]()
+        except Skipped as skipped:
+            say(str(skipped))
+            results["meta"]["problems"].append(str(skipped))
+        except Exception as error:  # one broken benchmark must not lose the others' figures
+            traceback.print_exc()
+            failed = True
+            results["meta"]["problems"].append(f"{name} failed: {type(error).__name__}: {error}")
+
+    pictures_dir = args.doc.parent / args.doc.stem
+    pictures = report.plots(results, pictures_dir)
+    baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    pictures_dir.mkdir(parents=True, exist_ok=True)
+    (pictures_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    args.doc.write_text(report.render(results, pictures, pictures_dir.name, baseline))
+    say(f"wrote {args.doc} and {len(pictures)} plots under {pictures_dir}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    sys.exit(main())

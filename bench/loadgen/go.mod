@@ -1,0 +1,3 @@
+module archfit.dev/bench/loadgen
+
+go 1.22

@@ -1,0 +1,142 @@
+// Command loadgen POSTs one fixed body to one URL at a fixed concurrency for a fixed time,
+// over keep-alive connections, and prints what it saw as one JSON object.
+//
+// A Python client cannot drive a few thousand requests a second from one core; this
+// can, so the benchmark measures archfit rather than its load generator
+// (docs/benchmarks.md).
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+type result struct {
+	Requests    int     `json:"requests"`
+	Seconds     float64 `json:"seconds"`
+	RequestsPS  float64 `json:"req_per_s"`
+	P50Ms       float64 `json:"p50_ms"`
+	P90Ms       float64 `json:"p90_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	Non200      int     `json:"non_200"`
+	Errors      int     `json:"errors"`
+	Concurrency int     `json:"concurrency"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+func main() {
+	url := flag.String("url", "", "where to POST")
+	bodyPath := flag.String("body", "", "file holding the request body")
+	concurrency := flag.Int("c", 1, "requests in flight at once, one connection each")
+	duration := flag.Duration("d", 5*time.Second, "how long to send")
+	flag.Parse()
+	if *url == "" || *bodyPath == "" || *concurrency < 1 {
+		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s]")
+		os.Exit(2)
+	}
+	body, err := os.ReadFile(*bodyPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        *concurrency,
+			MaxIdleConnsPerHost: *concurrency,
+			DisableCompression:  true,
+		},
+	}
+
+	var (
+		mu         sync.Mutex
+		latencies  []time.Duration
+		non200     int
+		errors     int
+		firstError string
+		wg         sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(*duration)
+	for w := 0; w < *concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			bad, failed := 0, 0
+			problem := ""
+			for time.Now().Before(stop) {
+				sent := time.Now()
+				request, _ := http.NewRequest(http.MethodPost, *url, bytes.NewReader(body))
+				request.Header.Set("Content-Type", "application/json")
+				response, err := client.Do(request)
+				if err != nil {
+					failed++
+					if problem == "" {
+						problem = err.Error()
+					}
+					continue
+				}
+				// Read the whole answer so the connection is reused.
+				_, _ = io.Copy(io.Discard, response.Body)
+				response.Body.Close()
+				mine = append(mine, time.Since(sent))
+				if response.StatusCode != http.StatusOK {
+					bad++
+				}
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			non200 += bad
+			errors += failed
+			if firstError == "" {
+				firstError = problem
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	out := result{
+		Requests:    len(latencies),
+		Seconds:     elapsed,
+		RequestsPS:  float64(len(latencies)) / elapsed,
+		P50Ms:       quantile(latencies, 0.50),
+		P90Ms:       quantile(latencies, 0.90),
+		P99Ms:       quantile(latencies, 0.99),
+		MaxMs:       quantile(latencies, 1),
+		Non200:      non200,
+		Errors:      errors,
+		Concurrency: *concurrency,
+		FirstError:  firstError,
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		os.Exit(1)
+	}
+}
+
+// quantile is the nearest-rank q-quantile of sorted latencies, in milliseconds.
+func quantile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(q*float64(len(sorted))+0.999999) - 1
+	if rank < 0 {
+		rank = 0
+	}
+	if rank >= len(sorted) {
+		rank = len(sorted) - 1
+	}
+	return float64(sorted[rank].Microseconds()) / 1000
+}

@@ -1,0 +1,341 @@
+"""docs/benchmarks.md from the results of one `python -m bench` run: tables and PNG plots.
+
+The results are a JSON-able mapping: `meta` (machine, commits, command) and one entry per
+benchmark holding its rows. A second run's results (`baseline`) add a before column to
+the goals table, so before and after come from the same machine and the same scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.harness import format_cell
+
+Results = Mapping[str, Any]
+
+# Issue 12's goals: (goal, target text, how to read the figure, whether lower is better, bound).
+GOALS: tuple[tuple[str, str, str, bool, float], ...] = (
+    ("1. scheduler throughput, archfit / do-nothing extender", "≥ 0.9", "throughput", False, 0.9),
+    ("2. CPU per request, 500 names, worst NodeNames case (ms)", "≤ 0.3", "cpu_names", True, 0.3),
+    ("2. p99 at concurrency 1, 500 names, worst case (ms)", "≤ 1", "p99_names", True, 1.0),
+    ("2. req/s on one core, 500 names, worst case", "≥ 3,000", "rps_names", False, 3000),
+    ("3. full-Node filter CPU per request, 500 nodes (ms)", "≤ 2.5", "cpu_full", True, 2.5),
+    ("4. RSS, 5000 nodes + 10,000 images (MB)", "≤ 110", "rss", True, 110),
+    ("4. peak RSS (MB)", "≤ 130", "peak", True, 130),
+    ("4. node index, bytes per node", "≤ 1,024", "per_node", True, 1024),
+    ("4. images the default cache holds, of those resolved", "all", "held", False, 1.0),
+    ("5. start to ready, median (ms)", "≤ 300", "startup", True, 300),
+    ("5. kubernetes imported with mode off", "no", "kubernetes", True, 0),
+    ("6. req/s with uvloop / asyncio, 500 names", "> 1", "uvloop", False, 1.0),
+)
+
+
+def goal_figures(results: Results) -> dict[str, float | None]:
+    """The figure each goal is judged by, or None when that benchmark did not run."""
+    figures: dict[str, float | None] = dict.fromkeys((g[2] for g in GOALS), None)
+    cost = results.get("request_cost")
+    if cost:
+        names = [r for r in cost["cases"] if "full Nodes" not in r["case"]]
+        full = [r for r in cost["cases"] if r["case"] == "filter multi-arch, full Nodes"]
+        figures["cpu_names"] = max(r["cpu_ms"] for r in names)
+        figures["p99_names"] = max(r["p99_ms_c1"] for r in names)
+        figures["rps_names"] = min(r["req_per_s"] for r in names)
+        figures["cpu_full"] = full[0]["cpu_ms"] if full else None
+        loops = {r["event_loop"]: r.get("req_per_s") for r in cost["event_loop"]}
+        if loops.get("asyncio") and loops.get("uvloop"):
+            figures["uvloop"] = loops["uvloop"] / loops["asyncio"]
+    memory = results.get("memory")
+    if memory:
+        summary = memory["summary"][0]
+        figures["rss"], figures["peak"] = summary["rss_mb"], summary["peak_mb"]
+        figures["per_node"] = summary["bytes_per_node"]
+        # The share still cached: "all" is met at any size (quick runs resolve fewer).
+        figures["held"] = summary["cache_holds_images"] / max(1, summary["images"])
+    startup = results.get("startup")
+    if startup:
+        figures["startup"] = startup["startup"][0]["median_ms"]
+        figures["kubernetes"] = float(startup["startup"][0]["kubernetes_imported"])
+    throughput = results.get("scheduler_throughput")
+    if throughput:
+        ours = [
+            r
+            for r in throughput
+            if "archfit" in str(r.get("variant", "")) and "full" not in str(r.get("variant"))
+        ]
+        ratios = [r["ratio_noop"] for r in ours if r.get("ratio_noop") is not None]
+        figures["throughput"] = max(ratios) if ratios else None
+    return figures
+
+
+def _figure(key: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if key == "kubernetes":
+        return "yes" if value else "no"
+    if key == "held":
+        return f"{value:.0%}"
+    return format_cell(float(value))
+
+
+def _met(value: float | None, lower: bool, bound: float) -> str:
+    if value is None:
+        return "-"
+    return "yes" if (value <= bound if lower else value >= bound) else "no"
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Rows as a Markdown table; dict cells (CPU per process) become `name ms, …`."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column)
+            if isinstance(value, Mapping):
+                value = ", ".join(f"{k} {format_cell(float(v))}" for k, v in value.items())
+            cells.append(format_cell(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plots(results: Results, directory: Path) -> list[tuple[str, str]]:
+    """Draw the PNGs into `directory`; (title, file name) of each drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    drawn = []
+
+    def save(figure: Any, name: str, title: str) -> None:
+        figure.tight_layout()
+        figure.savefig(directory / name, dpi=110)
+        plt.close(figure)
+        drawn.append((title, name))
+
+    cost = results.get("request_cost")
+    if cost and cost["sweep"]:
+        by_case: dict[str, list[Mapping[str, Any]]] = {}
+        for row in cost["sweep"]:
+            by_case.setdefault(row["case"], []).append(row)
+        figure, axis = plt.subplots(figsize=(7, 4.2))
+        for case, rows in by_case.items():
+            xs = [r["nodes"] for r in rows]
+            (line,) = axis.plot(xs, [r["p50_ms"] for r in rows], marker="o", label=f"{case} p50")
+            axis.plot(
+                xs,
+                [r["p99_ms"] for r in rows],
+                marker="x",
+                linestyle="--",
+                color=line.get_color(),
+                label=f"{case} p99",
+            )
+        counts = sorted({r["nodes"] for r in cost["sweep"]})
+        _node_axes(axis, "latency at concurrency 1 (ms)", counts)
+        save(figure, "latency-vs-nodes.png", "Latency against node count")
+        figure, axis = plt.subplots(figsize=(7, 4.2))
+        for case, rows in by_case.items():
+            axis.plot(
+                [r["nodes"] for r in rows], [r["cpu_ms"] for r in rows], marker="o", label=case
+            )
+        _node_axes(axis, "archfit CPU per request (ms)", counts)
+        save(figure, "cpu-vs-nodes.png", "CPU per request against node count")
+    memory = results.get("memory")
+    if memory:
+        for key, name, title in (
+            ("nodes", "rss-vs-nodes.png", "RSS against nodes indexed"),
+            ("images", "rss-vs-images.png", "RSS against images resolved (with the most nodes)"),
+        ):
+            rows = memory[key]
+            figure, axis = plt.subplots(figsize=(7, 4.2))
+            xs = [r[key] for r in rows]
+            axis.plot(xs, [r["rss_mb"] for r in rows], marker="o", label="RSS")
+            axis.plot(
+                xs, [r["peak_mb"] for r in rows], marker="x", linestyle="--", label="peak (VmHWM)"
+            )
+            most = memory["summary"][0]["nodes"]
+            axis.set_xlabel(
+                "nodes indexed" if key == "nodes" else f"images resolved ({most} nodes)"
+            )
+            axis.axhline(110, color="grey", linestyle=":", label="goal: RSS ≤ 110 MB")
+            axis.axhline(130, color="grey", linestyle="-.", label="goal: peak ≤ 130 MB")
+            axis.set_ylabel("MB")
+            axis.set_ylim(0, max(140, *(r["peak_mb"] * 1.1 for r in rows)))
+            axis.grid(True, alpha=0.3)
+            axis.legend()
+            save(figure, name, title)
+    return drawn
+
+
+def _node_axes(axis: Any, ylabel: str, counts: Sequence[int]) -> None:
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xticks(list(counts), [str(c) for c in counts])
+    axis.minorticks_off()
+    axis.set_xlabel("nodes in the request")
+    axis.set_ylabel(ylabel)
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize="small")
+
+
+def render(
+    results: Results,
+    pictures: Sequence[tuple[str, str]],
+    picture_dir: str,
+    baseline: Results | None = None,
+) -> str:
+    """The whole Markdown document."""
+    meta = results["meta"]
+    out = [
+        "# Benchmarks",
+        "",
+        "Written by `python -m bench` (bench/__main__.py); do not edit by hand. What each "
+        "benchmark starts and measures is in its script's docstring; the parts are real "
+        "(docs/architecture.md): etcd and kube-apiserver, a docker-registry, `archfit "
+        "serve` in its own process, and a Go load generator (bench/loadgen).",
+        "",
+        "## How to reproduce",
+        "",
+        "```sh",
+        "python3 -m venv .venv && .venv/bin/pip install --require-hashes -r requirements-test.lock",
+        ".venv/bin/pip install --no-deps -e .",
+        "# Go >= 1.26 on PATH builds the control plane and the load generator once",
+        f".venv/bin/python -m bench {meta['arguments']}".rstrip(),
+        "# another checkout, measured by these scripts, then compared:",
+        ".venv/bin/python -m bench --source ../baseline --doc /tmp/base/benchmarks.md",
+        ".venv/bin/python -m bench --baseline /tmp/base/benchmarks/results.json",
+        "```",
+        "",
+        "Each benchmark also runs alone: `.venv/bin/python -m bench.request_cost --help` "
+        "(and `memory`, `startup`, `scheduler_throughput`).",
+        "",
+        "## This run",
+        "",
+        table(
+            [meta["machine"] | {"archfit": meta["archfit"], "bench": meta["bench"]}],
+            ["cores", "cpu", "kernel", "python", "load", "date", "archfit", "bench"],
+        ),
+        "",
+        "`archfit` is the checkout measured (`--source`), `bench` the one whose scripts ran; "
+        "`load` is the 1, 5 and 15 minute load average when the run began.",
+    ]
+    if baseline is not None:
+        out += [
+            "",
+            f"The before column is archfit {baseline['meta']['archfit']}, measured by "
+            f"the same scripts on {baseline['meta']['machine']['date']}.",
+        ]
+    out += ["", "## Goals (issue 12)", ""]
+    if meta.get("quick"):
+        out += [
+            "**A `--quick` run**: fewer nodes and images and shorter loads than the goals "
+            "name, on whatever else the machine was doing. It proves the pipeline; its "
+            "figures are not the ones to quote.",
+            "",
+        ]
+    now, before = goal_figures(results), goal_figures(baseline) if baseline else None
+    columns = ["goal", "target", *(["before"] if before else []), "this run", "met"]
+    rows = []
+    for goal, target, key, lower, bound in GOALS:
+        row = {"goal": goal, "target": target, "this run": _figure(key, now[key])}
+        if before:
+            row["before"] = _figure(key, before[key])
+        row["met"] = _met(now[key], lower, bound)
+        rows.append(row)
+    out.append(table(rows, columns))
+    out += _sections(results, pictures, picture_dir)
+    for problem in meta.get("problems", []):
+        out += ["", f"> {problem}"]
+    return "\n".join(out) + "\n"
+
+
+def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir: str) -> list[str]:
+    from bench import memory, request_cost, startup
+
+    out: list[str] = []
+    pictured = {name: title for title, name in pictures}
+
+    def picture(name: str) -> list[str]:
+        return [f"![{pictured[name]}]({picture_dir}/{name})", ""] if name in pictured else []
+
+    throughput = results.get("scheduler_throughput")
+    if throughput:
+        out += [
+            "",
+            "## Scheduler throughput (goal 1)",
+            "",
+            "bench/scheduler_throughput.py: a real kube-scheduler binding pods to nodes; "
+            "binds timed from its log.",
+            "",
+        ]
+        columns = [
+            "variant",
+            "qps",
+            "pods_per_s",
+            "span_s",
+            "cpu_ms_per_pod",
+            "ratio_noop",
+            "ratio_none",
+        ]
+        out.append(table(throughput, columns))
+    cost = results.get("request_cost")
+    if cost:
+        out += [
+            "",
+            "## Cost per request (goals 2, 3, 6)",
+            "",
+            "bench/request_cost.py: archfit pinned to one core, the Go load generator on "
+            "the other. `req_per_s`, `p50_ms`, `p99_ms`, `cpu_ms` (archfit's CPU time per "
+            f"request) at concurrency {request_cost.CONCURRENCY}; `_c1` columns at "
+            "concurrency 1, without queueing.",
+            "",
+        ]
+        out.append(table(cost["cases"], request_cost.CASE_COLUMNS))
+        out += ["", "### Against the node count (concurrency 1)", ""]
+        out.append(table(cost["sweep"], request_cost.SWEEP_COLUMNS))
+        out.append("")
+        out += picture("latency-vs-nodes.png") + picture("cpu-vs-nodes.png")
+        out += ["### Event loop (`server.eventLoop`), filter multi-arch", ""]
+        out.append(table(cost["event_loop"], request_cost.LOOP_COLUMNS))
+    mem = results.get("memory")
+    if mem:
+        out += [
+            "",
+            "## Memory (goal 4)",
+            "",
+            "bench/memory.py: archfit with default settings; nodes indexed from the "
+            "apiserver, images resolved from the registry through filter requests. "
+            "`bytes_per_node` is the RSS difference between the most nodes and none, per "
+            "node; `cache_holds_images` counts the images answered again without asking "
+            "the registry.",
+            "",
+        ]
+        out.append(table(mem["summary"], memory.SUMMARY_COLUMNS))
+        out += ["", table(mem["nodes"], ("nodes", "rss_mb", "peak_mb")), ""]
+        out += picture("rss-vs-nodes.png")
+        out += [table(mem["images"], ("images", "rss_mb", "peak_mb")), ""]
+        out += picture("rss-vs-images.png")
+    start = results.get("startup")
+    if start:
+        out += [
+            "",
+            "## Start to ready (goal 5)",
+            "",
+            "bench/startup.py: exec to the first 200 from /readyz, kubernetes.mode off; "
+            "`kubernetes_import_ms` from `python -X importtime`.",
+            "",
+        ]
+        out.append(table(start["startup"], startup.COLUMNS))
+    others = results.get("others")
+    if others:
+        out += [
+            "",
+            "## Other benchmarks",
+            "",
+            "Run from the measured checkout's own bench/ scripts, their output verbatim.",
+        ]
+        for name, text in others.items():
+            out += ["", f"### {name}", "", "```", text.rstrip(), "```"]
+    return out

@@ -1,0 +1,284 @@
+"""What one extender request costs archfit, alone on one core (goals 2, 3 and 6 of issue 12).
+
+Starts a real etcd + kube-apiserver with `--nodes` nodes (half amd64, half arm64, as a
+kubelet reports them), a real registry with a multi-arch, an amd64-only and an arm64-only
+image, and `archfit serve` (kubernetes.mode kubeconfig, node index on, JSON logs at info
+to a file) pinned to core 1. The Go load generator (bench/loadgen) sends one fixed body
+from core 0, over keep-alive connections. Every case is first checked: archfit must
+answer 200 and keep the expected number of nodes, or the run fails.
+
+- cases at `--names` nodes: filter of each image kind by NodeNames, prioritize, and
+  filter with full v1.Node objects (nodeCacheCapable: false); req/s, p50 and p99 at
+  concurrency 16, p99 at concurrency 1, and archfit's CPU per request (its CPU time over
+  the run / requests);
+- sweep: p50, p99 (concurrency 1) and CPU per request against the node count;
+- event loop: the multi-arch filter with `server.eventLoop` asyncio and uvloop (a row
+  says so when the archfit under test does not know the setting).
+
+    .venv/bin/python -m bench.request_cost [--source DIR] [--quick] [--output json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import harness
+from tests.e2e.archfit import merge
+from tests.e2e.processes import ProcessFailed
+from tests.support.registry import RegistryProcess
+
+CONCURRENCY = 16
+SWEEP = (100, 500, 1000, 5000)
+QUICK_SWEEP = (100, 500, 1000)
+#: How long a case may take to give the expected answer (its images resolve meanwhile).
+WARM_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request shape: a verb, a pod's image, how nodes are sent, what must come back."""
+
+    name: str
+    verb: str
+    image: str
+    full_nodes: bool = False
+
+    def body(self, images: harness.Images, count: int) -> bytes:
+        """The request body for `count` nodes."""
+        image = getattr(images, self.image)
+        if self.full_nodes:
+            return harness.nodes_args([image], [harness.node_object(i) for i in range(count)])
+        return harness.names_args([image], [harness.node_name(i) for i in range(count)])
+
+    def expected(self, count: int) -> int | None:
+        """Nodes a filter keeps (None: prioritize, any list will do)."""
+        if self.verb != "filter":
+            return None
+        return (
+            count
+            if self.image == "multi"
+            else len([i for i in range(count) if harness.node_arch(i) == self.image])
+        )
+
+
+CASES = (
+    Case("filter multi-arch", "filter", "multi"),
+    Case("filter amd64-only", "filter", "amd64"),
+    Case("filter arm64-only", "filter", "arm64"),
+    Case("prioritize multi-arch", "prioritize", "multi"),
+    Case("filter multi-arch, full Nodes", "filter", "multi", full_nodes=True),
+    Case("filter amd64-only, full Nodes", "filter", "amd64", full_nodes=True),
+)
+SWEEP_CASES = (CASES[0], CASES[1], CASES[4])
+
+
+def settings(plane: harness.Plane, registry: RegistryProcess) -> dict[str, Any]:
+    """archfit as deployed: enforce, the node index from the apiserver, JSON logs at info."""
+    return {
+        "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
+        "kubernetes": {
+            "mode": "kubeconfig",
+            "kubeconfig": str(plane.kubeconfig),
+            "nodeIndex": True,
+            "pullSecrets": False,
+        },
+        "registry": {
+            "hosts": {registry.host: {"plainHttp": True}},
+            "allowedNetworks": ["127.0.0.1/32"],
+        },
+        "logging": {"level": "info", "format": "json"},
+    }
+
+
+def check(server: harness.ArchfitServer, case: Case, body: bytes, count: int) -> None:
+    """Ask until archfit keeps the expected nodes (the image resolves), or fail loudly."""
+    client = harness.Client(server)
+    deadline = time.monotonic() + WARM_SECONDS
+    try:
+        while True:
+            status, answer = client.post(case.verb, body)
+            if status != 200:
+                raise harness.BenchError(f"{case.name}: archfit answered {status}: {answer}")
+            want = case.expected(count)
+            if want is None and isinstance(answer, list):
+                return
+            if want is not None and not answer.get("Error") and harness.kept(answer) == want:
+                # A few more, so the first timed request is not the first warm one.
+                for _ in range(20):
+                    client.post(case.verb, body)
+                return
+            if time.monotonic() > deadline:
+                got = answer if want is None else harness.kept(answer)
+                raise harness.BenchError(
+                    f"{case.name} at {count} nodes: expected {want} nodes kept, got {got}"
+                )
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def measure_case(
+    server: harness.ArchfitServer,
+    images: harness.Images,
+    case: Case,
+    count: int,
+    seconds: float,
+    concurrencies: Sequence[int],
+) -> dict[str, Any]:
+    """Check, then load the case at each concurrency; one row."""
+    body = case.body(images, count)
+    check(server, case, body, count)
+    row: dict[str, Any] = {"case": case.name, "nodes": count, "body_kb": len(body) / 1024}
+    for concurrency in concurrencies:
+        result = harness.measured_load(server, case.verb, body, concurrency, seconds)
+        suffix = "" if concurrency == concurrencies[0] else f"_c{concurrency}"
+        row[f"req_per_s{suffix}"] = result["req_per_s"]
+        row[f"p50_ms{suffix}"] = result["p50_ms"]
+        row[f"p99_ms{suffix}"] = result["p99_ms"]
+        row[f"cpu_ms{suffix}"] = result["cpu_ms_per_request"]
+    return row
+
+
+def event_loop_rows(
+    workdir: Path,
+    base: dict[str, Any],
+    images: harness.Images,
+    names: int,
+    seconds: float,
+    source: Path | None,
+) -> list[dict[str, Any]]:
+    """The multi-arch filter under each `server.eventLoop`; a note where it is unknown."""
+    rows = []
+    for loop in ("asyncio", "uvloop"):
+        row: dict[str, Any] = {"event_loop": loop}
+        server = harness.ArchfitServer(
+            workdir / f"loop-{loop}",
+            merge(base, {"server": {"eventLoop": loop}}),
+            source=source,
+            name=f"archfit-{loop}",
+        )
+        try:
+            server.start(timeout=60)
+        except ProcessFailed as error:
+            row["note"] = f"not measured: {_refusal(error)}"
+            rows.append(row)
+            continue
+        try:
+            row["uvloop_loaded"] = server.loads("uvloop")
+            row.update(measure_case(server, images, CASES[0], names, seconds, (CONCURRENCY,)))
+        finally:
+            server.stop()
+        rows.append(row)
+    return rows
+
+
+def _refusal(error: BaseException) -> str:
+    """Why archfit would not start, in a table cell."""
+    if "eventLoop: unknown setting" in str(error):
+        return "this archfit does not know server.eventLoop"
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1][:100] if lines else type(error).__name__
+
+
+def run(
+    *,
+    source: Path | None = None,
+    names: int = 500,
+    sweep: Sequence[int] = SWEEP,
+    seconds: float = 10.0,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Run every part; rows per part: `cases`, `sweep`, `event_loop`."""
+    harness.loadgen_binary()  # build before anything runs, so a failure costs nothing
+    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
+        root = workdir or Path(tmp)
+        plane = harness.Plane(root)
+        registry: RegistryProcess | None = None
+        try:
+            plane.start()
+            most = max(names, *sweep)
+            took = plane.grow_to(most)
+            progress(f"{most} nodes created in {took:.1f}s")
+            registry = RegistryProcess.start(root / "registry")
+            images = harness.push_kinds(registry)
+            base = settings(plane, registry)
+            server = harness.ArchfitServer(root / "archfit", base, source=source)
+            with harness.running(server):
+                cases = []
+                for case in CASES:
+                    row = measure_case(server, images, case, names, seconds, (CONCURRENCY, 1))
+                    progress(f"{case.name}: {row['req_per_s']:.0f} req/s")
+                    cases.append(row)
+                swept = []
+                for count in sweep:
+                    for case in SWEEP_CASES:
+                        swept.append(measure_case(server, images, case, count, seconds, (1,)))
+                    progress(f"sweep at {count} nodes done")
+            loops = event_loop_rows(root, base, images, names, seconds, source)
+        finally:
+            if registry is not None:
+                registry.stop()
+            plane.stop()
+    return {"cases": cases, "sweep": swept, "event_loop": loops}
+
+
+CASE_COLUMNS = (
+    "case",
+    "nodes",
+    "body_kb",
+    "req_per_s",
+    "p50_ms",
+    "p99_ms",
+    "cpu_ms",
+    "p50_ms_c1",
+    "p99_ms_c1",
+    "cpu_ms_c1",
+)
+SWEEP_COLUMNS = ("case", "nodes", "p50_ms", "p99_ms", "cpu_ms")
+LOOP_COLUMNS = ("event_loop", "uvloop_loaded", "req_per_s", "p50_ms", "p99_ms", "cpu_ms", "note")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, help="checkout whose extender/ to run")
+    parser.add_argument("--names", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=10.0, help="load per measurement")
+    parser.add_argument("--sweep", type=int, nargs="*", default=list(SWEEP))
+    parser.add_argument("--quick", action="store_true", help="small sweep, 2 s per measurement")
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sweep, args.seconds = list(QUICK_SWEEP), 2.0
+    result = run(
+        source=args.source,
+        names=args.names,
+        sweep=args.sweep,
+        seconds=args.seconds,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    if args.output == "json":
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"archfit from {harness.imported_from(args.source)}, pinned to one core")
+    harness.print_table(result["cases"], CASE_COLUMNS)
+    print()
+    harness.print_table(result["sweep"], SWEEP_COLUMNS)
+    print()
+    harness.print_table(result["event_loop"], LOOP_COLUMNS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
