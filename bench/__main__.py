@@ -28,8 +28,8 @@ from bench import harness, memory, report, request_cost, startup
 DOC = harness.ROOT / "docs" / "benchmarks.md"
 NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
 #: The older scripts that still measure something the new ones do not, with their
-#: arguments (full, quick). bench/filter_latency.py and bench/node_index_memory.py were
-#: folded into request_cost and memory.
+#: arguments (full, quick). bench/filter_latency.py, bench/node_index_memory.py and
+#: bench/start_to_ready.py were folded into request_cost, memory and startup.
 OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),

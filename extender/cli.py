@@ -219,7 +219,7 @@ def tune_gc() -> None:
     A full Node list allocates hundreds of thousands of acyclic objects, which
     refcounting frees anyway; with the default thresholds they set off collections
     that scan every live object mid-request (p99 of a 100-node filter: ~35 ms
-    against ~4 ms with this; bench/filter_latency.py). Freezing moves start-up
+    against ~4 ms with this; bench/request_cost.py measures today's). Freezing moves start-up
     objects out of the collector's way for good.
     """
     gc.set_threshold(10_000, 50, 1_000)

@@ -40,7 +40,7 @@ _PAGE = 100
 """Nodes per list request. The allocator keeps about one page body's worth of memory after
 the list (one realistic Node is ~7 KB of JSON), so smaller pages leave less behind: with
 5000 nodes, ~0.25 KB of RSS per node at 100 against ~0.9 KB at 500, for 50 requests
-instead of 10 (bench/node_index_memory.py)."""
+instead of 10 (measured against a real kube-apiserver; bench/memory.py measures the process)."""
 # A server-side watch timeout bounds how long the thread can block in a read, even if
 # stop() could not cut the connection.
 _WATCH_SECONDS = 30
