@@ -38,7 +38,8 @@ if str(ROOT) not in sys.path:
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import merge  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.processes import Process, free_port, http_ok  # noqa: E402
+from tests.e2e.processes import Process, http_ok  # noqa: E402
+from tests.support.process import free_port  # noqa: E402
 from tests.objects import node as full_node  # noqa: E402
 from tests.objects import pod as full_pod  # noqa: E402
 from tests.support.images import OCI_INDEX, Image, Pusher  # noqa: E402
