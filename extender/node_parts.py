@@ -49,26 +49,25 @@ _Key = tuple[_Labels | None, _NodeInfo | None]
 
 
 class NodeParts(msgspec.Struct, frozen=True):
-    """metadata.name, resourceVersion, the three labels and nodeInfo's three strings."""
+    """metadata.name, resourceVersion, the three labels and nodeInfo's three strings.
 
-    metadata: _Metadata | None = None
-    status: _Status | None = None
+    `metadata` and `status` are never None (a JSON null there fails the typed decode and
+    takes decode_node's loose path), so the hot path reads them without checks."""
+
+    metadata: _Metadata = _Metadata()
+    status: _Status = _Status()
 
     @property
     def name(self) -> str:
-        return self.metadata.name if self.metadata is not None else ""
+        return self.metadata.name
 
     @property
     def resource_version(self) -> str:
-        return self.metadata.resourceVersion if self.metadata is not None else ""
+        return self.metadata.resourceVersion
 
     def key(self) -> _Key:
         """What the facts depend on, hashable: equal keys give equal facts."""
-        meta, status = self.metadata, self.status
-        return (
-            meta.labels if meta is not None else None,
-            status.nodeInfo if status is not None else None,
-        )
+        return (self.metadata.labels, self.status.nodeInfo)
 
 
 class _LooseNode(msgspec.Struct):
@@ -149,7 +148,7 @@ class FactsOf:
         self._limit = limit
 
     def __call__(self, node: NodeParts) -> NodeFacts:
-        key = node.key()
+        key = (node.metadata.labels, node.status.nodeInfo)  # node.key(), inlined: per node
         facts = self._known.get(key)
         if facts is None:
             labels, info = key

@@ -20,7 +20,7 @@ import msgspec
 import orjson
 
 from extender import wire_json
-from extender.node_parts import FactsOf, NodeDecodeError, decode_node
+from extender.node_parts import FactsOf, NodeDecodeError, NodeParts, decode_node
 from extender.runtimes import NodeFacts
 
 MAX_PRIORITY = 10
@@ -36,22 +36,31 @@ class WireError(ValueError):
 # The request, as kube-scheduler encodes it (extender/v1 types.go ExtenderArgs).
 
 
+class _ExtenderArgs(msgspec.Struct):
+    Pod: msgspec.Raw = msgspec.Raw(b"null")
+    """Kept raw until its size is checked (wire_json.check_containers)."""
+    Nodes: msgspec.Raw = msgspec.Raw(b"null")
+    """Kept raw: when every node passes, these very bytes are the answer's Nodes."""
+    NodeNames: list[str] | None = None
+
+
 class _NodeList(msgspec.Struct):
-    """v1.NodeList: `items` kept as raw bytes, `metadata` echoed back as it came."""
+    """v1.NodeList, each item decoded to the parts archfit reads (extender.node_parts)."""
+
+    items: list[NodeParts] | None = None
+
+
+class _RawNodeList(msgspec.Struct):
+    """v1.NodeList with each item kept as its bytes: for an answer that keeps only some."""
 
     items: list[msgspec.Raw] | None = None
     metadata: msgspec.Raw = msgspec.Raw(b"{}")
 
 
-class _ExtenderArgs(msgspec.Struct):
-    Pod: msgspec.Raw = msgspec.Raw(b"null")
-    """Kept raw until its size is checked (wire_json.check_containers)."""
-    Nodes: _NodeList | None = None
-    NodeNames: list[str] | None = None
-
-
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
+_nodes_decoder = msgspec.json.Decoder(_NodeList | None)
+_raw_nodes_decoder = msgspec.json.Decoder(_RawNodeList)
 
 
 # The answers (types.go ExtenderFilterResult and HostPriorityList).
@@ -77,9 +86,15 @@ class HostPriority(msgspec.Struct):
 class FullNodes:
     """The Nodes of a nodeCacheCapable: false request, as they came."""
 
-    items: list[msgspec.Raw]
-    """Each v1.Node's original bytes, returned unmodified when kept."""
-    metadata: msgspec.Raw
+    raw: msgspec.Raw
+    """The NodeList's original bytes: returned as they are when every node is kept."""
+
+    def kept(self, names: Sequence[str], passed: Sequence[str]) -> dict[str, Any]:
+        """The NodeList holding only the `passed` nodes, each as its original bytes."""
+        listed = _raw_nodes_decoder.decode(self.raw)
+        keep = set(passed)
+        items = [raw for name, raw in zip(names, listed.items or (), strict=True) if name in keep]
+        return {"metadata": listed.metadata, "items": items}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +139,41 @@ def parse_args(body: bytes, facts_of: FactsOf | None = None) -> ExtenderArgs:
     if args.NodeNames is not None:
         _check_count("NodeNames", len(args.NodeNames))
         return ExtenderArgs(pod, args.NodeNames, None)
-    if args.Nodes is None:
+    try:
+        listed = _nodes_decoder.decode(args.Nodes)
+    except RecursionError as error:
+        raise WireError("Nodes is nested too deeply") from error
+    except msgspec.ValidationError:
+        # A field archfit reads has the wrong type somewhere: node by node, leniently.
+        return _parse_nodes_one_by_one(pod, args.Nodes, facts_of or FactsOf())
+    if listed is None:
         raise WireError("both Nodes and NodeNames are null; one of them must list the candidates")
-    items = args.Nodes.items or []
+    nodes = listed.items or []
+    _check_count("Nodes.items", len(nodes))
+    names = [node.metadata.name for node in nodes]
+    if not all(names):
+        index = names.index("")
+        raise WireError(f"Nodes.items[{index}].metadata.name is missing")
+    facts = list(map(facts_of or FactsOf(), nodes))
+    return ExtenderArgs(pod, names, facts, FullNodes(args.Nodes))
+
+
+def _parse_nodes_one_by_one(
+    pod: Mapping[str, Any], raw: msgspec.Raw, facts_of: FactsOf
+) -> ExtenderArgs:
+    """The slow path, for Nodes whose typed decoding failed: each item on its own, so that
+    a wrongly typed label leaves its node's platform unknown, and a node that is not an
+    object at all is named in the error."""
+    try:
+        items = _raw_nodes_decoder.decode(raw).items or []
+    except msgspec.DecodeError as error:
+        raise WireError(f"body is not an ExtenderArgs: {_within_nodes(error)}") from error
     _check_count("Nodes.items", len(items))
-    facts_of = facts_of or FactsOf()
     names: list[str] = []
     facts: list[NodeFacts] = []
-    for index, raw in enumerate(items):
+    for index, item in enumerate(items):
         try:
-            node = decode_node(raw)
+            node = decode_node(item)
         except NodeDecodeError as error:
             raise WireError(f"Nodes.items[{index}] is not a v1.Node: {error}") from error
         except RecursionError as error:
@@ -142,7 +182,15 @@ def parse_args(body: bytes, facts_of: FactsOf | None = None) -> ExtenderArgs:
             raise WireError(f"Nodes.items[{index}].metadata.name is missing")
         names.append(node.name)
         facts.append(facts_of(node))
-    return ExtenderArgs(pod, names, facts, FullNodes(items, args.Nodes.metadata))
+    return ExtenderArgs(pod, names, facts, FullNodes(raw))
+
+
+def _within_nodes(error: msgspec.DecodeError) -> str:
+    """msgspec's message for a decode of the Nodes value, with its path from the body."""
+    text = str(error)
+    if " - at `$" in text:
+        return text.replace(" - at `$", " - at `$.Nodes", 1)
+    return f"{text} - at `$.Nodes`"
 
 
 def _check_count(where: str, count: int) -> None:
@@ -168,11 +216,10 @@ def render_filter(
     if args.full is None:
         result["NodeNames"] = list(passed)
         return orjson.dumps(result)
-    items = args.full.items
-    if len(passed) != len(items):
-        keep = set(passed)
-        items = [raw for name, raw in zip(args.names, items, strict=True) if name in keep]
-    result["Nodes"] = {"metadata": args.full.metadata, "items": items}
+    if len(passed) == len(args.names):
+        result["Nodes"] = args.full.raw  # every node kept: the NodeList as it came
+    else:
+        result["Nodes"] = args.full.kept(args.names, passed)
     # msgspec writes Raw values verbatim: the kept Nodes go back as the bytes that came.
     return _encoder.encode(result)
 

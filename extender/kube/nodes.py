@@ -30,7 +30,7 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.node_parts import FactsOf, NodeParts
+from extender.node_parts import FactsOf, NodeParts, decode_node
 from extender.platforms import Platform
 from extender.runtimes import NodeFacts
 
@@ -47,9 +47,8 @@ _WATCH_SECONDS = 30
 _BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 
-class _Object(NodeParts, frozen=True):
-    """A Node as archfit reads it (extender.node_parts), or the Status of a watch ERROR
-    event (code, message)."""
+class _Failure(msgspec.Struct, frozen=True):
+    """The Status object of a watch ERROR event."""
 
     code: int = 0
     message: str = ""
@@ -62,16 +61,19 @@ class _ListMeta(msgspec.Struct, rename="camel", frozen=True):
 
 class _NodeList(msgspec.Struct, frozen=True):
     metadata: _ListMeta = _ListMeta()
-    items: list[_Object] | None = None
+    items: list[NodeParts] | None = None
 
 
 class _Event(msgspec.Struct, frozen=True):
     type: str
-    object: _Object = _Object()
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+    """A Node, or for ERROR a Status: decoded by type, since a Status's `status` is a
+    string where a Node's is an object."""
 
 
 _decode_page = msgspec.json.Decoder(_NodeList).decode
 _decode_event = msgspec.json.Decoder(_Event).decode
+_decode_failure = msgspec.json.Decoder(_Failure).decode
 
 
 class NodeIndex:
@@ -220,13 +222,13 @@ class NodeIndex:
         return version
 
     def _apply(self, event: _Event, version: str) -> str:
-        kind, obj = event.type, event.object
+        kind = event.type
         if kind == "ERROR":
-            if obj.code == 410:
+            failure = _decode_failure(event.object)
+            if failure.code == 410:
                 raise _Expired
-            raise RuntimeError(f"watch error {obj.code}: {obj.message}")
-        if obj.metadata is None:
-            return version
+            raise RuntimeError(f"watch error {failure.code}: {failure.message}")
+        obj = decode_node(event.object)
         new_version = obj.resource_version or version
         name = obj.name
         if kind == "BOOKMARK" or not name:
