@@ -9,10 +9,10 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import random
 import ssl
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from extender.metrics import Metrics, tally_request_lookups
 from extender.node_parts import FactsOf
 from extender.once import OncePerCause
 from extender.placement import (
+    Candidates,
     FilterDecision,
     Policy,
     Resolved,
@@ -48,6 +49,7 @@ from extender.resolution import PlatformResolver
 from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
+    NameLists,
     WireError,
     parse_args,
     render_error,
@@ -56,6 +58,7 @@ from extender.scheduler_api import (
 )
 from extender.services import NodeSource, Services, open_services
 from extender.tls import ReloadingCertificate
+from extender.ttlmap import TTLMap
 
 log = structlog.get_logger("archfit")
 
@@ -70,6 +73,10 @@ POLICY = web.AppKey("policy", Policy)
 FACTS = web.AppKey("node_facts", FactsOf)
 """Shares NodeFacts between full-Node requests, so their nodes compare by identity."""
 DEBUG = web.AppKey("debug", bool)
+NAME_LISTS = web.AppKey("name_lists", NameLists)
+CANDIDATES = web.AppKey("candidates", TTLMap[tuple[int, int], tuple[object, object, Candidates]])
+_CANDIDATES_SECONDS = 60.0
+"""How long an unused Candidates is kept; a snapshot change makes it unreachable anyway."""
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
 
@@ -90,6 +97,8 @@ def create_app(
     app[SETTINGS] = settings
     app[POLICY] = policy_of(settings)
     app[FACTS] = FactsOf()
+    app[NAME_LISTS] = NameLists()
+    app[CANDIDATES] = TTLMap(64)
     app[DEBUG] = settings.logging.level == "debug"
     app[METRICS] = Metrics()
     app[WARNINGS] = OncePerCause()
@@ -137,8 +146,8 @@ class _Call:
     pod: PodFacts
     skip: str | None
     """Why the pod is not examined (annotation, excluded_namespace, no_images), or None."""
-    facts: Sequence[NodeFacts]
-    """facts[i] is what archfit knows of args.names[i]; empty when the pod is skipped."""
+    candidates: Candidates
+    """The offered nodes and what archfit knows of each; no facts when the pod is skipped."""
     started: float
     """`time.perf_counter()` when the request arrived."""
     deadline: float
@@ -148,7 +157,8 @@ class _Call:
     """Whether per-node debug lines are wanted (explain)."""
 
     @property
-    def candidates(self) -> int:
+    def count(self) -> int:
+        """How many nodes the scheduler offered."""
         return len(self.args.names)
 
     def remaining(self) -> float:
@@ -170,25 +180,49 @@ async def _decode(request: web.Request, verb: str) -> _Call:
     deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(
-        request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb=verb
+        request_id=request.headers.get("X-Request-Id") or _request_id(), verb=verb
     )
-    args = parse_args(await read_body(request, settings.server.body_timeout_seconds), app[FACTS])
+    body = await read_body(request, settings.server.body_timeout_seconds)
+    args = parse_args(body, app[FACTS], app[NAME_LISTS])
     pod = facts(args.pod)
     structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
     skip = skip_reason(pod, settings.policy.excluded_namespaces)
-    node_facts: Sequence[NodeFacts] = ()
+    candidates = _UNEXAMINED
     if args.facts is not None:
-        node_facts = args.facts
+        candidates = Candidates.of(args.names, args.facts)
     elif skip is None:  # a skipped pod's names are echoed unexamined: no facts needed
         nodes = app[SERVICES].nodes
         if nodes is None:
             raise _NoNodeIndex
         if not nodes.synced:
             await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
-        known = nodes.snapshot()
-        node_facts = list(map(known.get, args.names, repeat(UNKNOWN_NODE)))
+        candidates = _candidates(app[CANDIDATES], args.names, nodes.snapshot())
     dry_run = settings.policy.mode == "dry-run"
-    return _Call(args, pod, skip, node_facts, started, deadline, dry_run, app[DEBUG])
+    return _Call(args, pod, skip, candidates, started, deadline, dry_run, app[DEBUG])
+
+
+_UNEXAMINED = Candidates.of((), ())
+
+
+def _candidates(
+    memo: TTLMap[tuple[int, int], tuple[object, object, Candidates]],
+    names: list[str],
+    known: Mapping[str, NodeFacts],
+) -> Candidates:
+    """The Candidates of `names` under the node index snapshot `known`, built once per pair.
+
+    kube-scheduler offers pod after pod the same feasible nodes, and NameLists hands out
+    the same list object for the same bytes; a new snapshot (a node came or changed) is a
+    new object. So the pair's identities are the key, and the entry holds both objects,
+    which keeps their ids from being reused while it lives.
+    """
+    key = (id(names), id(known))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is names and hit[1] is known:
+        return hit[2]
+    candidates = Candidates.of(names, list(map(known.get, names, repeat(UNKNOWN_NODE))))
+    memo.put(key, (names, known, candidates), _CANDIDATES_SECONDS)
+    return candidates
 
 
 class _Verb(Protocol):
@@ -229,7 +263,7 @@ class _Filter:
     def decide(
         self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
     ) -> FilterDecision:
-        return decide_filter(call.pod.images, resolved, call.args.names, call.facts, policy)
+        return decide_filter(call.pod.images, resolved, call.candidates, policy)
 
     def explain(
         self,
@@ -274,9 +308,7 @@ class _Prioritize:
         self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
     ) -> ScoreDecision:
         pod = call.pod
-        return decide_scores(
-            pod.images, resolved, call.args.names, call.facts, policy, pod.prefer_arch
-        )
+        return decide_scores(pod.images, resolved, call.candidates, policy, pod.prefer_arch)
 
     def explain(
         self,
@@ -327,7 +359,7 @@ async def _serve(request: web.Request, verb: _Verb) -> web.Response:
         )
         decision = verb.decide(call, resolved, policy)
     except Exception:
-        log.exception(f"{verb.name}_internal_error", candidates=call.candidates)
+        log.exception(f"{verb.name}_internal_error", candidates=call.count)
         metrics.extender_call(verb.name, "internal_error")
         return _json(verb.neutral(call))
     verb.explain(call, decision, resolved, policy, lookups)
@@ -521,6 +553,12 @@ def policy_of(settings: Settings) -> Policy:
         matching=settings.policy.matching,
         arch_preference=settings.policy.arch_preference,
     )
+
+
+def _request_id() -> str:
+    """16 hex digits to find one request's lines: unique enough, and cheaper than uuid4's
+    system randomness on every call."""
+    return f"{random.getrandbits(64):016x}"
 
 
 def _json(body: bytes) -> web.Response:

@@ -71,8 +71,8 @@ def filtered(
     failed = len(decision.failed)
     log.info(
         "filter_done",
-        candidates=verb.candidates,
-        passed=verb.candidates if dry_run else len(decision.passed),
+        candidates=verb.count,
+        passed=verb.count if dry_run else len(decision.passed),
         rejected=decision.rejected,
         failed_unknown=failed,
         would_reject=decision.rejected + failed if dry_run else None,
@@ -90,7 +90,7 @@ def scored(verb: Verb, pod: PodFacts, decision: ScoreDecision) -> None:
     top = max(decision.scores.values(), default=0)
     log.info(
         "prioritize_done",
-        candidates=verb.candidates,
+        candidates=verb.count,
         multi_arch=decision.multi_arch,
         architectures=list(decision.architectures),
         prefer_arch=list(pod.prefer_arch) or None,
@@ -104,7 +104,7 @@ class Verb(Protocol):
     """What every explanation of an extender call needs from the call."""
 
     @property
-    def candidates(self) -> int: ...
+    def count(self) -> int: ...
 
     @property
     def dry_run(self) -> bool: ...
@@ -151,7 +151,7 @@ def unknown_images(resolved: Mapping[str, Resolved]) -> dict[str, str]:
 
 
 def skipped(name: str, verb: Verb, why: str) -> None:
-    log.info(f"{name}_done", skipped=why, candidates=verb.candidates, duration_ms=verb.elapsed_ms())
+    log.info(f"{name}_done", skipped=why, candidates=verb.count, duration_ms=verb.elapsed_ms())
 
 
 def _ms(started: float) -> float:

@@ -32,6 +32,10 @@ class BodyTimeout(Exception):
 
 async def read_body(request: web.Request, seconds: float) -> bytes:
     """The whole request body, or BodyTimeout if it takes longer than `seconds`."""
+    if request.content.is_eof():
+        # The whole body came with the headers (most extender calls): reading it cannot
+        # wait, so it needs no timer.
+        return await request.read()
     try:
         async with asyncio.timeout(seconds):
             return await request.read()

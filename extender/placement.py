@@ -6,8 +6,10 @@ the facts to explain them. No I/O, no logging; the caller logs and answers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import compress
 from typing import Literal
 
 from extender.platforms import Platform, Rule, any_accepts
@@ -98,6 +100,48 @@ class FilterDecision:
         return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The nodes the scheduler offers: names[i] with facts[i], grouped by facts object.
+
+    Nodes of one platform and runtime share one NodeFacts object (the node index and
+    node_parts.FactsOf hand out the same one), so grouping is by identity: it spares hashing
+    a Platform per node. Built once per distinct (names, node index snapshot) by the app,
+    since kube-scheduler offers pod after pod the same nodes.
+    """
+
+    names: Sequence[str]
+    facts: Sequence[NodeFacts]
+    keys: list[int]
+    """id(facts[i]): the group of names[i]."""
+    distinct: dict[int, NodeFacts]
+    """One facts object per group."""
+
+    @classmethod
+    def of(cls, names: Sequence[str], facts: Sequence[NodeFacts]) -> Candidates:
+        if len(names) != len(facts):
+            raise ValueError(f"{len(names)} names but {len(facts)} facts")
+        keys = list(map(id, facts))
+        return cls(names, facts, keys, dict(zip(keys, facts, strict=True)))
+
+    def names_in(self, groups: Collection[int]) -> list[str]:
+        """The names of the nodes in `groups`, in the scheduler's order: a new list."""
+        if len(groups) == 1:
+            (group,) = groups
+            return list(self._by_group[group])
+        if len(groups) == len(self.distinct):
+            return list(self.names)
+        return list(compress(self.names, map(set(groups).__contains__, self.keys)))
+
+    @cached_property
+    def _by_group(self) -> dict[int, list[str]]:
+        """Each group's names, built on first need; the app keeps Candidates for reuse."""
+        by_group: dict[int, list[str]] = {key: [] for key in self.distinct}
+        for name, key in zip(self.names, self.keys, strict=True):
+            by_group[key].append(name)
+        return by_group
+
+
 def mismatch_reason(image: str, node_platform: Platform) -> str:
     """The same text for every node of a platform, so the scheduler groups them."""
     return f"{MISMATCH_PREFIX}: {short_image(image)} has no {node_platform}"
@@ -113,11 +157,10 @@ UNKNOWN_NODE_REASON = f"{UNKNOWN_PREFIX}: node has no kubernetes.io/arch label"
 def decide_filter(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
-    names: Sequence[str],
-    facts: Sequence[NodeFacts],
+    candidates: Candidates,
     policy: Policy,
 ) -> FilterDecision:
-    """Split the candidates `names` (with `facts[i]` for `names[i]`) by verdict.
+    """Split the candidates by verdict.
 
     A node passes only if every image has an entry it accepts. A known mismatch
     outranks an unknown: one image that surely cannot run is enough to reject.
@@ -125,15 +168,11 @@ def decide_filter(
 
     Clusters have a handful of platforms and runtimes and many nodes: each distinct
     NodeFacts is judged once, and names are split in one pass with no per-node objects.
-    Facts are compared by identity (the node index and the Node decoder share one tuple
-    per distinct value), which also spares hashing a Platform per node.
     """
-    ids = list(map(id, facts))
-    verdicts = _verdicts(images, resolved, ids, facts, policy)
+    verdicts = _verdicts(images, resolved, candidates.distinct, policy)
     if all(v.outcome == "pass" for v in verdicts.values()):
-        return FilterDecision(list(names), {}, {}, [])
-    kept = {key for key, v in verdicts.items() if v.kept}
-    passed = [name for name, key in zip(names, ids, strict=True) if key in kept]
+        return FilterDecision(list(candidates.names), {}, {}, [])
+    passed = candidates.names_in([key for key, v in verdicts.items() if v.kept])
     keys_of: dict[Verdict, set[int]] = {}
     for key, verdict in verdicts.items():
         if verdict.outcome != "pass":
@@ -142,7 +181,7 @@ def decide_filter(
     unresolvable: dict[str, str] = {}
     failed: dict[str, str] = {}
     for verdict, keys in keys_of.items():
-        nodes = [name for name, key in zip(names, ids, strict=True) if key in keys]
+        nodes = candidates.names_in(keys)
         groups.append((verdict, nodes))
         # Every node of a verdict has its reason: dict.fromkeys builds the map in C.
         if verdict.outcome == "reject":
@@ -155,8 +194,7 @@ def decide_filter(
 def _verdicts(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
-    ids: Sequence[int],
-    facts: Sequence[NodeFacts],
+    distinct: Mapping[int, NodeFacts],
     policy: Policy,
 ) -> dict[int, Verdict]:
     """One verdict per distinct facts object, keyed by its id."""
@@ -166,7 +204,7 @@ def _verdicts(
     fail_open = policy.failure_policy == "fail-open"
     by_value: dict[NodeFacts, Verdict] = {}
     verdicts: dict[int, Verdict] = {}
-    for key, node in dict(zip(ids, facts, strict=True)).items():
+    for key, node in distinct.items():
         # Equal facts that are distinct objects (an index rebuilt mid-request) share one.
         verdict = by_value.get(node)
         if verdict is None:
@@ -212,8 +250,7 @@ class ScoreDecision:
 def decide_scores(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
-    names: Sequence[str],
-    facts: Sequence[NodeFacts],
+    candidates: Candidates,
     policy: Policy,
     prefer_arch: Sequence[str] = (),
 ) -> ScoreDecision:
@@ -225,10 +262,9 @@ def decide_scores(
     known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
     if not images or len(known) != len(images):
         return ScoreDecision({}, False, ())
-    ids = list(map(id, facts))
     runnable: dict[int, str] = {}
     """id(facts) → architecture, for the facts the pod runs on."""
-    for key, (platform, runtime_rule) in dict(zip(ids, facts, strict=True)).items():
+    for key, (platform, runtime_rule) in candidates.distinct.items():
         rule = policy.rule_for(runtime_rule)
         if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
             runnable[key] = platform.architecture
@@ -237,8 +273,10 @@ def decide_scores(
         return ScoreDecision({}, False, arches)
     preference = annotation_preference(prefer_arch) if prefer_arch else policy.arch_preference
     score_of = {key: min(MAX_SCORE, max(0, preference.get(a, 0))) for key, a in runnable.items()}
-    scored = {key for key, score in score_of.items() if score}
-    scores = {name: score_of[key] for name, key in zip(names, ids, strict=True) if key in scored}
+    scores: dict[str, int] = {}
+    for key, score in score_of.items():
+        if score:  # hosts of a group share its score: dict.fromkeys builds them in C
+            scores.update(dict.fromkeys(candidates.names_in([key]), score))
     return ScoreDecision(scores, True, arches)
 
 

@@ -41,7 +41,8 @@ class _ExtenderArgs(msgspec.Struct):
     """Kept raw until its size is checked (wire_json.check_containers)."""
     Nodes: msgspec.Raw = msgspec.Raw(b"null")
     """Kept raw: when every node passes, these very bytes are the answer's Nodes."""
-    NodeNames: list[str] | None = None
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+    """Kept raw: pod after pod brings the same list, decoded once (NameLists)."""
 
 
 class _NodeList(msgspec.Struct):
@@ -59,6 +60,7 @@ class _RawNodeList(msgspec.Struct):
 
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
+_names_decoder = msgspec.json.Decoder(list[str] | None)
 _nodes_decoder = msgspec.json.Decoder(_NodeList | None)
 _raw_nodes_decoder = msgspec.json.Decoder(_RawNodeList)
 
@@ -110,10 +112,35 @@ class ExtenderArgs:
     """The Nodes to echo back (nodeCacheCapable: false); None for NodeNames."""
 
 
-def parse_args(body: bytes, facts_of: FactsOf | None = None) -> ExtenderArgs:
+class NameLists:
+    """Decoded NodeNames lists by their bytes: kube-scheduler offers pod after pod the same
+    feasible nodes, so a list is decoded once and the same list object handed out again,
+    which also lets the app reuse what it built from it (app._candidates). Lists handed
+    out are shared: nobody may change them. At most `size` lists are kept."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._lists: dict[bytes, list[str] | None] = {}
+        self._size = size
+
+    def decode(self, raw: msgspec.Raw) -> list[str] | None:
+        """The list `raw` holds (None for null). Raises msgspec errors as decode does."""
+        key = memoryview(raw).tobytes()
+        if key in self._lists:
+            return self._lists[key]
+        names: list[str] | None = _names_decoder.decode(raw)
+        if len(self._lists) >= self._size:
+            del self._lists[next(iter(self._lists))]  # the oldest
+        self._lists[key] = names
+        return names
+
+
+def parse_args(
+    body: bytes, facts_of: FactsOf | None = None, name_lists: NameLists | None = None
+) -> ExtenderArgs:
     """Decode and check an ExtenderArgs body. Raises WireError naming the problem.
 
-    `facts_of` shares NodeFacts between requests (app-wide); a fresh one otherwise.
+    `facts_of` shares NodeFacts between requests and `name_lists` NodeNames lists (both
+    app-wide); fresh ones otherwise.
     """
     # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only six
     # strings of each are decoded), so only the pod's bytes need the bound on containers.
@@ -136,9 +163,13 @@ def parse_args(body: bytes, facts_of: FactsOf | None = None) -> ExtenderArgs:
         raise WireError(f"Pod is not a v1.Pod: {error}") from error
     if pod is None:
         raise WireError("Pod is missing")
-    if args.NodeNames is not None:
-        _check_count("NodeNames", len(args.NodeNames))
-        return ExtenderArgs(pod, args.NodeNames, None)
+    try:
+        names = (name_lists or NameLists()).decode(args.NodeNames)
+    except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
+        raise WireError(f"body is not an ExtenderArgs: {_within('NodeNames', error)}") from error
+    if names is not None:
+        _check_count("NodeNames", len(names))
+        return ExtenderArgs(pod, names, None)
     try:
         listed = _nodes_decoder.decode(args.Nodes)
     except RecursionError as error:
@@ -167,7 +198,7 @@ def _parse_nodes_one_by_one(
     try:
         items = _raw_nodes_decoder.decode(raw).items or []
     except msgspec.DecodeError as error:
-        raise WireError(f"body is not an ExtenderArgs: {_within_nodes(error)}") from error
+        raise WireError(f"body is not an ExtenderArgs: {_within('Nodes', error)}") from error
     _check_count("Nodes.items", len(items))
     names: list[str] = []
     facts: list[NodeFacts] = []
@@ -185,12 +216,12 @@ def _parse_nodes_one_by_one(
     return ExtenderArgs(pod, names, facts, FullNodes(raw))
 
 
-def _within_nodes(error: msgspec.DecodeError) -> str:
-    """msgspec's message for a decode of the Nodes value, with its path from the body."""
+def _within(field: str, error: msgspec.DecodeError) -> str:
+    """msgspec's message for a decode of one field's value, with its path from the body."""
     text = str(error)
     if " - at `$" in text:
-        return text.replace(" - at `$", " - at `$.Nodes", 1)
-    return f"{text} - at `$.Nodes`"
+        return text.replace(" - at `$", f" - at `$.{field}", 1)
+    return f"{text} - at `$.{field}`"
 
 
 def _check_count(where: str, count: int) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 from aiohttp import web
 
-from extender.placement import Policy, Unknown, decide_filter
+from extender.placement import Candidates, Policy, Unknown, decide_filter
 from extender.platforms import Rule, normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
@@ -190,12 +190,13 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     )
     names = [f"node-{i}" for i in range(100)]
     facts = [arm if i % 2 else amd for i in range(100)]
-    decide_filter([image], {image: await resolver.platforms(image, POD)}, names, facts, Policy())
+    nodes = Candidates.of(names, facts)
+    decide_filter([image], {image: await resolver.platforms(image, POD)}, nodes, Policy())
     took, lines = [], 0  # above: the first filter indexes the set, once
     for _ in range(21):
         started = time.perf_counter()
         platforms = await resolver.platforms(image, POD)
-        decision = decide_filter([image], {image: platforms}, names, facts, Policy())
+        decision = decide_filter([image], {image: platforms}, nodes, Policy())
         summaries = [summarise_platforms(v.image_platforms) for v, _ in decision.groups]
         took.append(time.perf_counter() - started)
         lines = max(len(str(summary)) for summary in summaries)

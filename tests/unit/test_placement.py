@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.placement import Policy, Unknown, mismatch_reason
+from extender.placement import Candidates, Policy, Unknown, mismatch_reason
 from extender.placement import decide_filter as decide_filter_on_names
 from extender.placement import decide_scores as decide_scores_on_names
 from extender.platforms import Rule, parse
@@ -12,17 +12,17 @@ def Candidate(name, platform, rule=Rule.STRICT):
     return name, (platform, rule)
 
 
+def candidates(nodes):
+    return Candidates.of([n for n, _ in nodes], [f for _, f in nodes])
+
+
 def decide_filter(images, resolved, nodes, policy):
-    """decide_filter over (name, facts) rows, as the app passes names and facts."""
-    return decide_filter_on_names(
-        images, resolved, [n for n, _ in nodes], [f for _, f in nodes], policy
-    )
+    """decide_filter over (name, facts) rows."""
+    return decide_filter_on_names(images, resolved, candidates(nodes), policy)
 
 
 def decide_scores(images, resolved, nodes, policy, prefer=()):
-    return decide_scores_on_names(
-        images, resolved, [n for n, _ in nodes], [f for _, f in nodes], policy, prefer
-    )
+    return decide_scores_on_names(images, resolved, candidates(nodes), policy, prefer)
 
 
 def doubted(decision):
