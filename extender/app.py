@@ -76,6 +76,7 @@ DEBUG = web.AppKey("debug", bool)
 NAME_LISTS = web.AppKey("name_lists", NameLists)
 CANDIDATES = web.AppKey("candidates", TTLMap[tuple[int, int], tuple[object, object, Candidates]])
 _CANDIDATES_SECONDS = 60.0
+DECISIONS = web.AppKey("decisions", TTLMap[tuple[Any, ...], tuple[Any, ...]])
 """How long an unused Candidates is kept; a snapshot change makes it unreachable anyway."""
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
@@ -99,6 +100,7 @@ def create_app(
     app[FACTS] = FactsOf()
     app[NAME_LISTS] = NameLists()
     app[CANDIDATES] = TTLMap(64)
+    app[DECISIONS] = TTLMap(256)
     app[DEBUG] = settings.logging.level == "debug"
     app[METRICS] = Metrics()
     app[WARNINGS] = OncePerCause()
@@ -357,14 +359,54 @@ async def _serve(request: web.Request, verb: _Verb) -> web.Response:
         resolved = await app[SERVICES].resolution.resolve(
             call.pod.images, call.pod.pull, call.remaining()
         )
-        decision = verb.decide(call, resolved, policy)
+        decision, answer = _decided(app[DECISIONS], verb, call, resolved, policy)
     except Exception:
         log.exception(f"{verb.name}_internal_error", candidates=call.count)
         metrics.extender_call(verb.name, "internal_error")
         return _json(verb.neutral(call))
     verb.explain(call, decision, resolved, policy, lookups)
     verb.count(metrics, call, decision, resolved, policy)
-    return _json(verb.neutral(call) if call.dry_run else verb.render(call, decision))
+    return _json(verb.neutral(call) if call.dry_run else answer)
+
+
+_Decided = tuple[Candidates, tuple[Resolved, ...], Any, bytes]
+"""What `_decided` keeps: the inputs it was decided from (held, so their ids stay theirs),
+the decision and the rendered answer."""
+_DECISIONS_SECONDS = 60.0
+
+
+def _decided(
+    memo: TTLMap[tuple[Any, ...], _Decided],
+    verb: _Verb,
+    call: _Call,
+    resolved: Mapping[str, Resolved],
+    policy: Policy,
+) -> tuple[Any, bytes]:
+    """The verb's decision and rendered answer, reused for the same nodes and images.
+
+    A Deployment's pods come one after another with the same images, and the scheduler
+    offers them the same nodes: Candidates (app._candidates) and resolved platforms (the
+    resolution's recent answers and the cache share one object per answer) are then the
+    very same objects, so identity is the key, and deciding and rendering 500 nodes is
+    done once per distinct question. Unknown images and full Node lists are decided anew.
+    """
+    values = tuple(resolved[image] for image in call.pod.images)
+    key = None
+    if call.args.full is None and all(type(v) is frozenset for v in values):
+        key = (verb.name, id(call.candidates), call.pod.images, *map(id, values))
+        key += call.pod.prefer_arch
+        hit = memo.get(key)
+        if (
+            hit is not None
+            and hit[0] is call.candidates
+            and all(a is b for a, b in zip(hit[1], values, strict=True))
+        ):
+            return hit[2], hit[3]
+    decision = verb.decide(call, resolved, policy)
+    answer = verb.render(call, decision)
+    if key is not None:
+        memo.put(key, (call.candidates, values, decision, answer), _DECISIONS_SECONDS)
+    return decision, answer
 
 
 async def filter_handler(request: web.Request) -> web.Response:

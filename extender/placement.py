@@ -183,12 +183,20 @@ def decide_filter(
     for verdict, keys in keys_of.items():
         nodes = candidates.names_in(keys)
         groups.append((verdict, nodes))
-        # Every node of a verdict has its reason: dict.fromkeys builds the map in C.
+        # Every node of a verdict has its reason: dict.fromkeys builds the map in C, and
+        # the first group's map is taken as it is (most calls have one group).
         if verdict.outcome == "reject":
-            unresolvable.update(dict.fromkeys(nodes, verdict.reason))
+            unresolvable = _joined(unresolvable, dict.fromkeys(nodes, verdict.reason))
         elif not verdict.kept:
-            failed.update(dict.fromkeys(nodes, verdict.reason))
+            failed = _joined(failed, dict.fromkeys(nodes, verdict.reason))
     return FilterDecision(passed, unresolvable, failed, groups)
+
+
+def _joined(into: dict[str, str], more: dict[str, str]) -> dict[str, str]:
+    if not into:
+        return more
+    into.update(more)
+    return into
 
 
 def _verdicts(

@@ -203,3 +203,20 @@ async def test_a_rejection_line_shows_a_huge_images_platforms_as_a_sample_and_a_
     shown = [e["image_platforms"] for e in logs if e["event"] == "nodes_rejected"]
     assert 2 == len(shown)  # one line per node platform
     assert (9, "+4992 more") == (len(shown[0]), shown[0][-1])
+
+
+async def test_a_repeated_question_is_answered_again_after_the_node_index_changes(make_client):
+    """Pods with the same images and nodes reuse one decision, until the index publishes a
+    new snapshot: a node relabelled from arm64 to amd64 then passes the amd64-only pod."""
+    nodes = StaticNodes(*ALL)
+    client = await make_client(nodes=nodes)
+    first = await post(client, "filter", args_names(pod("acme/amd:1", name="a"), *NAMES))
+    again = await post(client, "filter", args_names(pod("acme/amd:1", name="b"), *NAMES))
+    relabelled = StaticNodes(AMD1, AMD2, node(ARM1["metadata"]["name"], "amd64"), ARM2)
+    nodes._nodes = relabelled.snapshot()  # what NodeIndex._publish does: a new snapshot
+    after = await post(client, "filter", args_names(pod("acme/amd:1", name="c"), *NAMES))
+    assert (NAMES[:2], NAMES[:2], NAMES[:3]) == (
+        first["NodeNames"],
+        again["NodeNames"],
+        after["NodeNames"],
+    )
