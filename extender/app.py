@@ -296,7 +296,14 @@ class _Filter:
         )
 
     def render(self, call: _Call, decision: FilterDecision) -> bytes:
-        return render_filter(call.args, decision.passed, decision.failed, decision.unresolvable)
+        # kube-scheduler gives every node an extender drops without naming the status
+        # UnschedulableAndUnresolvable (framework NewDefaultNodeToStatus), the very status
+        # it gives FailedAndUnresolvableNodes (schedule_one.go findNodesThatPassExtenders).
+        # The reasons only reach the pod's FailedScheduling event when no node is left; while
+        # some pass, naming the rest would only cost both sides encoding and decoding them.
+        # The logs name every rejected node either way (explain.filtered).
+        unresolvable = decision.unresolvable if not decision.passed else {}
+        return render_filter(call.args, decision.passed, decision.failed, unresolvable)
 
     def neutral(self, call: _Call) -> bytes:
         # Archfit's own failure must never reject a node: pass everything.

@@ -21,9 +21,31 @@ async def test_full_nodes_mode_returns_the_kept_node_objects_unmodified(make_cli
         "Nodes": {"metadata": {}, "items": [AMD1, AMD2]},
         "NodeNames": None,
         "FailedNodes": {},
-        "FailedAndUnresolvableNodes": {"ip-10-0-2-17": ARM_REASON, "ip-10-0-2-18": ARM_REASON},
+        "FailedAndUnresolvableNodes": {},  # nodes passed: the rejected need no reasons
         "Error": "",
     } == body
+
+
+async def test_rejected_nodes_are_named_with_their_reasons_when_none_is_left(make_client):
+    """The reasons reach the pod's FailedScheduling event, so they go out when no node
+    passes; while some pass, kube-scheduler treats the dropped ones just the same
+    (UnschedulableAndUnresolvable) without them."""
+    client = await make_client()
+    amd_only = [AMD1, AMD2]
+    none_left = await post(client, "filter", args_full(pod("acme/arm:1"), *amd_only))
+    some_left = await post(client, "filter", args_full(pod("acme/amd:1"), *ALL))
+    reason = "node(s) didn't match image platform: acme/arm:1 has no linux/amd64"
+    assert (
+        {"ip-10-0-1-17": reason, "ip-10-0-1-18": reason},
+        [],
+        {},
+        2,
+    ) == (
+        none_left["FailedAndUnresolvableNodes"],
+        none_left["Nodes"]["items"],
+        some_left["FailedAndUnresolvableNodes"],
+        len(some_left["Nodes"]["items"]),
+    )
 
 
 async def test_node_names_mode_uses_the_node_index_for_platforms(make_client):
@@ -31,7 +53,7 @@ async def test_node_names_mode_uses_the_node_index_for_platforms(make_client):
     client = await make_client(nodes=StaticNodes(*ALL))
     body = await post(client, "filter", args_names(pod("acme/arm:1"), *NAMES))
     assert (["ip-10-0-2-17", "ip-10-0-2-18"], None) == (body["NodeNames"], body["Nodes"])
-    assert ["ip-10-0-1-17", "ip-10-0-1-18"] == sorted(body["FailedAndUnresolvableNodes"])
+    assert {} == body["FailedAndUnresolvableNodes"]
 
 
 async def test_node_names_without_a_node_index_is_a_clear_extender_error(make_client):
