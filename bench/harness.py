@@ -39,11 +39,11 @@ from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import merge  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
 from tests.e2e.processes import Process, http_ok  # noqa: E402
-from tests.support.process import free_port  # noqa: E402
 from tests.objects import node as full_node  # noqa: E402
 from tests.objects import pod as full_pod  # noqa: E402
 from tests.support.images import OCI_INDEX, Image, Pusher  # noqa: E402
 from tests.support.prerequisites import last_line, run_build  # noqa: E402
+from tests.support.process import free_port  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
 LOADGEN_BUILD = Path(__file__).resolve().parent / "loadgen" / "build.sh"
@@ -426,16 +426,24 @@ def loadgen_binary() -> Path:
     return Path(last_line(done.stdout))
 
 
-def load(url: str, body: bytes, concurrency: int, seconds: float) -> dict[str, Any]:
-    """POST `body` to `url` at `concurrency` for `seconds` from the client core.
+Bodies = bytes | Sequence[bytes]
+"""One request body, or several sent in turn."""
+
+
+def load(url: str, bodies: Bodies, concurrency: int, seconds: float) -> dict[str, Any]:
+    """POST `bodies` (in turn) to `url` at `concurrency` for `seconds` from the client core.
 
     Returns the load generator's JSON: requests, req_per_s, p50/p90/p99/max_ms, non_200.
     """
-    with tempfile.NamedTemporaryFile(prefix="archfit-body-", suffix=".json") as file:
-        file.write(body)
-        file.flush()
+    with tempfile.TemporaryDirectory(prefix="archfit-bodies-") as tmp:
+        paths = []
+        for index, body in enumerate([bodies] if isinstance(bodies, bytes) else bodies):
+            path = Path(tmp) / f"{index}.json"
+            path.write_bytes(body)
+            paths.append(str(path))
         argv = ["taskset", "-c", str(CLIENT_CORE), str(loadgen_binary())]
-        argv += ["-url", url, "-body", file.name, "-c", str(concurrency), "-d", f"{seconds}s"]
+        argv += ["-url", url, "-body", ",".join(paths), "-c", str(concurrency)]
+        argv += ["-d", f"{seconds}s"]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BenchError(f"loadgen exited {done.returncode}: {done.stderr[-2000:]}")
@@ -446,7 +454,7 @@ def load(url: str, body: bytes, concurrency: int, seconds: float) -> dict[str, A
 
 
 def measured_load(
-    server: ArchfitServer, verb: str, body: bytes, concurrency: int, seconds: float
+    server: ArchfitServer, verb: str, body: Bodies, concurrency: int, seconds: float
 ) -> dict[str, Any]:
     """load() plus archfit's CPU per request over the same window, in ms."""
     before = server.cpu_seconds()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import time
@@ -53,6 +54,21 @@ class Case:
     verb: str
     image: str
     full_nodes: bool = False
+    shuffled: bool = False
+    """Each request lists the nodes in another order, as kube-scheduler's parallel filters
+    do: archfit cannot reuse what it built for the last list (app._candidates)."""
+
+    def bodies(self, images: harness.Images, count: int) -> list[bytes]:
+        """The bodies to send in turn: one, or SHUFFLES orders of the same nodes."""
+        if not self.shuffled:
+            return [self.body(images, count)]
+        image = getattr(images, self.image)
+        names = [harness.node_name(i) for i in range(count)]
+        bodies = []
+        for seed in range(SHUFFLES):
+            random.Random(seed).shuffle(names)
+            bodies.append(harness.names_args([image], names))
+        return bodies
 
     def body(self, images: harness.Images, count: int) -> bytes:
         """The request body for `count` nodes."""
@@ -79,8 +95,12 @@ CASES = (
     Case("prioritize multi-arch", "prioritize", "multi"),
     Case("filter multi-arch, full Nodes", "filter", "multi", full_nodes=True),
     Case("filter amd64-only, full Nodes", "filter", "amd64", full_nodes=True),
+    Case("filter multi-arch, new node order each call", "filter", "multi", shuffled=True),
+    Case("filter amd64-only, new node order each call", "filter", "amd64", shuffled=True),
+    Case("prioritize multi-arch, new node order each call", "prioritize", "multi", shuffled=True),
 )
 SWEEP_CASES = (CASES[0], CASES[1], CASES[4])
+SHUFFLES = 64
 
 
 def settings(plane: harness.Plane, registry: RegistryProcess) -> dict[str, Any]:
@@ -137,11 +157,11 @@ def measure_case(
     concurrencies: Sequence[int],
 ) -> dict[str, Any]:
     """Check, then load the case at each concurrency; one row."""
-    body = case.body(images, count)
-    check(server, case, body, count)
-    row: dict[str, Any] = {"case": case.name, "nodes": count, "body_kb": len(body) / 1024}
+    bodies = case.bodies(images, count)
+    check(server, case, bodies[0], count)
+    row: dict[str, Any] = {"case": case.name, "nodes": count, "body_kb": len(bodies[0]) / 1024}
     for concurrency in concurrencies:
-        result = harness.measured_load(server, case.verb, body, concurrency, seconds)
+        result = harness.measured_load(server, case.verb, bodies, concurrency, seconds)
         suffix = "" if concurrency == concurrencies[0] else f"_c{concurrency}"
         row[f"req_per_s{suffix}"] = result["req_per_s"]
         row[f"p50_ms{suffix}"] = result["p50_ms"]

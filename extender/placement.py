@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import compress
 from typing import Literal
 
@@ -100,7 +99,7 @@ class FilterDecision:
         return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidates:
     """The nodes the scheduler offers: names[i] with facts[i], grouped by facts object.
 
@@ -125,21 +124,14 @@ class Candidates:
         return cls(names, facts, keys, dict(zip(keys, facts, strict=True)))
 
     def names_in(self, groups: Collection[int]) -> list[str]:
-        """The names of the nodes in `groups`, in the scheduler's order: a new list."""
-        if len(groups) == 1:
-            (group,) = groups
-            return list(self._by_group[group])
+        """The names of the nodes in `groups`, in the scheduler's order: a new list, picked
+        in C (compress over a map of the keys), with no Python step per node."""
         if len(groups) == len(self.distinct):
             return list(self.names)
+        if len(groups) == 1:
+            (group,) = groups
+            return list(compress(self.names, map(group.__eq__, self.keys)))
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
-
-    @cached_property
-    def _by_group(self) -> dict[int, list[str]]:
-        """Each group's names, built on first need; the app keeps Candidates for reuse."""
-        by_group: dict[int, list[str]] = {key: [] for key in self.distinct}
-        for name, key in zip(self.names, self.keys, strict=True):
-            by_group[key].append(name)
-        return by_group
 
 
 def mismatch_reason(image: str, node_platform: Platform) -> str:

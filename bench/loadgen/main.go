@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,7 +36,7 @@ type result struct {
 
 func main() {
 	url := flag.String("url", "", "where to POST")
-	bodyPath := flag.String("body", "", "file holding the request body")
+	bodyPath := flag.String("body", "", "file holding the request body; several, comma-separated, are sent in turn")
 	concurrency := flag.Int("c", 1, "requests in flight at once, one connection each")
 	duration := flag.Duration("d", 5*time.Second, "how long to send")
 	flag.Parse()
@@ -43,10 +44,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s]")
 		os.Exit(2)
 	}
-	body, err := os.ReadFile(*bodyPath)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+	var bodies [][]byte
+	for _, path := range strings.Split(*bodyPath, ",") {
+		body, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		bodies = append(bodies, body)
 	}
 	client := &http.Client{
 		Timeout: 30 * time.Second,
@@ -69,6 +74,7 @@ func main() {
 	stop := start.Add(*duration)
 	for w := 0; w < *concurrency; w++ {
 		wg.Add(1)
+		next := w // each worker starts at its own body, then takes them in turn
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
@@ -76,6 +82,8 @@ func main() {
 			problem := ""
 			for time.Now().Before(stop) {
 				sent := time.Now()
+				body := bodies[next%len(bodies)]
+				next++
 				request, _ := http.NewRequest(http.MethodPost, *url, bytes.NewReader(body))
 				request.Header.Set("Content-Type", "application/json")
 				response, err := client.Do(request)
