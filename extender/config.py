@@ -44,9 +44,10 @@ class ServerSettings:
     """Open client connections per listener; more are closed at once (the webhook has its own)."""
     gc_interval_seconds: float = 60.0
     """How often a full garbage collection runs between requests; 0 leaves it to thresholds."""
-    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
-    """The event loop: `auto` is uvloop when it is installed (the image has it), else asyncio's
-    own; `uvloop` refuses to start without it. Measured in docs/benchmarks.md."""
+    event_loop: Literal["asyncio", "uvloop", "auto"] = "asyncio"
+    """The event loop: asyncio's own; `uvloop` (pip install 'archfit[uvloop]') refuses to start
+    without it; `auto` takes uvloop when installed. uvloop served 500-name filters only ~2%
+    faster on the 2-core bench machine (docs/benchmarks.md), so it is not the default."""
     shutdown_grace_seconds: float = 10.0
     """On SIGTERM, how long in-flight requests may take to finish."""
     cert_file: str = ""

@@ -1,7 +1,8 @@
-"""Which asyncio event loop `archfit serve` runs on: uvloop when installed, or asyncio's own.
+"""Which event loop `archfit serve` runs on (server.eventLoop): asyncio's own, or uvloop.
 
-uvloop (libuv) makes the per-request cost of aiohttp, the floor under every extender call,
-smaller; docs/benchmarks.md has the figures.
+uvloop (libuv) was measured against asyncio's loop on the bench machine: 2% more 500-name
+filters per second, within its noise (docs/benchmarks.md), so asyncio's is the default and
+uvloop an extra (`archfit[uvloop]`) for those who measure otherwise.
 """
 
 from __future__ import annotations
