@@ -42,11 +42,10 @@ from tests.e2e.processes import Process, http_ok  # noqa: E402
 from tests.objects import node as full_node  # noqa: E402
 from tests.objects import pod as full_pod  # noqa: E402
 from tests.support.images import OCI_INDEX, Image, Pusher  # noqa: E402
-from tests.support.prerequisites import last_line, run_build  # noqa: E402
 from tests.support.process import free_port  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
-LOADGEN_BUILD = Path(__file__).resolve().parent / "loadgen" / "build.sh"
+GO_BUILD = Path(__file__).resolve().parent / "build-go.sh"
 #: archfit runs on this core, the load generator on the other.
 ARCHFIT_CORE = 1
 CLIENT_CORE = 0
@@ -422,8 +421,7 @@ def unique_pod_name() -> str:
 
 def loadgen_binary() -> Path:
     """Build bench/loadgen (a no-op when cached) and return the executable."""
-    done = run_build(["bash", LOADGEN_BUILD], 600, lambda _: None)
-    return Path(last_line(done.stdout))
+    return binaries.run_build_script(GO_BUILD, ("loadgen",), ("loadgen",)) / "loadgen"
 
 
 Bodies = bytes | Sequence[bytes]

@@ -17,7 +17,7 @@ include their background work, which grows with the window.
 Variants:
 - no-extender: the shipped config without `extenders`;
 - noop-extender: bench/noop-extender, Go, built like the control plane
-  (bench/build-noop-extender.sh): filter echoes NodeNames, prioritize answers `[]`;
+  (bench/build-go.sh): filter echoes NodeNames, prioritize answers `[]`;
   nodeCacheCapable true. The honest reference, since two HTTP calls per pod cost the
   scheduler itself;
 - archfit: nodeCacheCapable true, as shipped, with its node index; warm image cache;
@@ -74,7 +74,7 @@ from tests.support.process import free_port  # noqa: E402
 from tests.support.registry import RegistryProcess  # noqa: E402
 
 KUBERNETES = "v1.36.3"
-NOOP_BUILD_SCRIPT = Path(__file__).resolve().parent / "build-noop-extender.sh"
+GO_BUILD_SCRIPT = Path(__file__).resolve().parent / "build-go.sh"
 #: Client qps and burst of the headline round: high enough that the limiter never waits.
 UNTHROTTLED_QPS = 1000
 #: What the shipped config gets by leaving clientConnection.qps unset (burst 100).
@@ -313,7 +313,7 @@ class Bench:
         self.pod_count, self.node_count = pods, nodes
         self.archfit_env = archfit_env(source)
         self.binaries = Binaries(binaries.build())
-        noop = binaries.run_build_script(NOOP_BUILD_SCRIPT, ("noop-extender",))
+        noop = binaries.run_build_script(GO_BUILD_SCRIPT, ("noop-extender",), ("noop-extender",))
         self.noop_executable = noop / "noop-extender"
         self.plane = ControlPlane(self.binaries, workdir / "controlplane")
         self.registry: RegistryProcess | None = None

@@ -34,7 +34,9 @@ def build_karpenter() -> Path:
     return run_build_script(KARPENTER_BUILD_SCRIPT, ("karpenter-kwok",))
 
 
-def run_build_script(script: Path, executables: Iterable[str]) -> Path:
+def run_build_script(
+    script: Path, executables: Iterable[str], arguments: Iterable[str] = ()
+) -> Path:
     """Run one of the build scripts and return the directory it printed last, after
     checking that the executables it promises are there."""
 
@@ -46,7 +48,7 @@ def run_build_script(script: Path, executables: Iterable[str]) -> Path:
             f"(the cache it fills is cold); install Go from https://go.dev/dl/ and re-run"
         )
 
-    done = run_build(["bash", script], BUILD_TIMEOUT_SECONDS, missing)
+    done = run_build(["bash", script, *arguments], BUILD_TIMEOUT_SECONDS, missing)
     directory = Path(last_line(done.stdout))
     for name in executables:
         if not os.access(directory / name, os.X_OK):

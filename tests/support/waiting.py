@@ -20,36 +20,42 @@ def wait_for(
     An exception from `condition` counts as not yet; after `seconds`, TimeoutError names
     `what` and the last exception.
     """
-    deadline = time.monotonic() + seconds
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-        except Exception as error:
-            last_error, result = error, None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(_timed_out(what, seconds, last_error))
+    poll = _Poll(condition, what, seconds)
+    while not poll.done():
         time.sleep(interval)
+    return poll.result
 
 
 async def wait_for_async(
     condition: Callable[[], object], what: str, seconds: float = 10.0, interval: float = 0.01
 ) -> object:
     """`wait_for` inside the event loop: other tasks run while it polls."""
-    deadline = time.monotonic() + seconds
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-        except Exception as error:
-            last_error, result = error, None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(_timed_out(what, seconds, last_error))
+    poll = _Poll(condition, what, seconds)
+    while not poll.done():  # noqa: ASYNC110 — nothing signals the condition: poll it
         await asyncio.sleep(interval)
+    return poll.result
+
+
+class _Poll:
+    """One bounded poll of `condition`, shared by the sync and async waits."""
+
+    def __init__(self, condition: Callable[[], object], what: str, seconds: float) -> None:
+        self.condition, self.what, self.seconds = condition, what, seconds
+        self.deadline = time.monotonic() + seconds
+        self.last_error: BaseException | None = None
+        self.result: object = None
+
+    def done(self) -> bool:
+        """True once `condition` is truthy; TimeoutError past the deadline."""
+        try:
+            self.result = self.condition()
+        except Exception as error:
+            self.last_error, self.result = error, None
+        if self.result:
+            return True
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(_timed_out(self.what, self.seconds, self.last_error))
+        return False
 
 
 async def settle(rounds: int = 50) -> None:
