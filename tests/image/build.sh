@@ -73,7 +73,9 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]] || ! bah inspect --type i
     echo "build.sh: base image $base in $((SECONDS - start))s" >&2
 fi
 
-version="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$repo/pyproject.toml")"
+# The version is written once, in extender/__init__.py (pyproject.toml reads it from there).
+version="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/extender/__init__.py")"
+[[ -n "$version" ]] || { echo "build.sh: no __version__ in extender/__init__.py" >&2; exit 1; }
 revision="$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)"
 image="localhost/archfit:$version-$arch"
 # Skip buildah altogether when nothing that goes into the image changed.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import extender
 from tests.deploy.render import REPO
 from tests.image import buildah, runc
 from tests.image.conftest import Served, Unpacked, serving
@@ -133,7 +134,7 @@ def test_the_image_exits_cleanly_within_its_grace_period_on_sigterm(
 def test_the_image_carries_oci_labels_naming_this_version_revision_and_source(
     image: buildah.Built, store: buildah.Buildah
 ) -> None:
-    """org.opencontainers.image.* labels: title, licence, pyproject's version, git HEAD."""
+    """org.opencontainers.image.* labels: title, licence, archfit's version, git HEAD."""
     labels = store.inspect(image.name)["OCIv1"]["config"]["Labels"]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     head = subprocess.run(
@@ -143,7 +144,7 @@ def test_the_image_carries_oci_labels_naming_this_version_revision_and_source(
         "org.opencontainers.image.title": "archfit",
         "org.opencontainers.image.description": project["description"],
         "org.opencontainers.image.licenses": "Apache-2.0",
-        "org.opencontainers.image.version": project["version"],
+        "org.opencontainers.image.version": extender.__version__,
         "org.opencontainers.image.revision": head,
         "org.opencontainers.image.source": "https://github.com/archfit/archfit",
     } == labels
