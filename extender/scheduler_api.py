@@ -115,7 +115,7 @@ class ExtenderArgs:
 class NameLists:
     """Decoded NodeNames lists by their bytes: kube-scheduler offers pod after pod the same
     feasible nodes, so a list is decoded once and the same list object handed out again,
-    which also lets the app reuse what it built from it (app._candidates). Lists handed
+    which also lets the verbs reuse what they built from it (Verbs._candidates_of). Lists handed
     out are shared: nobody may change them. At most `size` lists are kept."""
 
     def __init__(self, size: int = 32) -> None:
