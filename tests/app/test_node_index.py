@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 
 import orjson
@@ -15,6 +16,7 @@ from extender.runtimes import node_facts
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 from tests.support.function_resolver import FunctionResolver
+from tests.support.waiting import wait_for_async
 
 
 class FakeApiServer:
@@ -99,29 +101,32 @@ class FakeApiServer:
         return response
 
 
-async def wait_for(predicate, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")
+@contextlib.asynccontextmanager
+async def running_index(aiohttp_server, fake: FakeApiServer, page_size: int):
+    """A NodeIndex list-watching `fake` through the real kubernetes client, started."""
+    server = await aiohttp_server(fake.app())
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    api = client.ApiClient(configuration)
+    index = NodeIndex(api, page_size=page_size)
+    assert not index.synced
+    index.start()
+    try:
+        yield index
+    finally:
+        await index.stop()
+        api.close()
 
 
 async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp_server):
     """ADDED, MODIFIED and DELETED update platforms and rules; an expired watch lists again."""
     fake = FakeApiServer()
-    server = await aiohttp_server(fake.app())
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    api = client.ApiClient(configuration)
-    index = NodeIndex(api, page_size=1)
-    assert not index.synced
-    index.start()
-    try:
+    async with running_index(aiohttp_server, fake, page_size=1) as index:
         assert await index.wait_synced(10)
         # The second watch starts just after the relist publishes; wait for it too.
-        await wait_for(
-            lambda: index.relists == 2 and "n4" in index.snapshot() and len(fake.watches) >= 2
+        await wait_for_async(
+            lambda: index.relists == 2 and "n4" in index.snapshot() and len(fake.watches) >= 2,
+            "the relist and the second watch",
         )
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
@@ -136,9 +141,6 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
         # One node a page: two pages for the first list (n1, n2), three for the relist.
         assert [1, 1, 1, 1, 1] == fake.pages
         assert 5 == index.pages
-    finally:
-        await index.stop()
-        api.close()
 
 
 def shapes() -> list[dict]:
@@ -162,13 +164,7 @@ async def test_the_index_reads_the_same_facts_as_node_facts_on_the_full_node(aio
     fake = FakeApiServer()
     fake.script = False
     fake.nodes = {n["metadata"]["name"]: n for n in shapes()}
-    server = await aiohttp_server(fake.app())
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    api = client.ApiClient(configuration)
-    index = NodeIndex(api, page_size=3)
-    index.start()
-    try:
+    async with running_index(aiohttp_server, fake, page_size=3) as index:
         assert await index.wait_synced(10)
         expected = {
             n["metadata"]["name"]: node_facts(n["metadata"]["labels"], n["status"]["nodeInfo"])
@@ -177,9 +173,6 @@ async def test_the_index_reads_the_same_facts_as_node_facts_on_the_full_node(aio
         assert expected == dict(index.snapshot())
         # Each shape differs: the table would hide a field the decoder dropped otherwise.
         assert len(shapes()) == len(set(expected.values()))
-    finally:
-        await index.stop()
-        api.close()
 
 
 async def test_a_continue_token_that_expired_mid_list_starts_the_list_over(aiohttp_server):
@@ -197,20 +190,11 @@ async def test_a_continue_token_that_expired_mid_list_starts_the_list_over(aioht
         return plain_page(request)
 
     fake.page = page_expiring_once  # type: ignore[method-assign]
-    server = await aiohttp_server(fake.app())
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    api = client.ApiClient(configuration)
-    index = NodeIndex(api, page_size=1)
-    index.start()
-    try:
+    async with running_index(aiohttp_server, fake, page_size=1) as index:
         assert await index.wait_synced(10)
         assert {"n1", "n2"} == set(index.snapshot())
         # Page one, the expired page two, then pages one and two again: one list published.
         assert (["1"], [1, 1, 1], 1) == (expired, fake.pages, index.relists)
-    finally:
-        await index.stop()
-        api.close()
 
 
 async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
@@ -241,12 +225,12 @@ async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
     )
     assert 503 == (await client.get("/readyz")).status
     release.set()
-    await wait_for_async(lambda: client.get("/readyz"), 200)
+    await wait_for_status(lambda: client.get("/readyz"), 200)
     body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1", "n2"))
     assert (["n1"], []) == (body["NodeNames"], list(body["FailedAndUnresolvableNodes"]))
 
 
-async def wait_for_async(request, status: int, seconds: float = 10.0) -> None:
+async def wait_for_status(request, status: int, seconds: float = 10.0) -> None:
     for _ in range(int(seconds / 0.05)):
         if (await request()).status == status:
             return
