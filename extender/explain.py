@@ -22,7 +22,7 @@ log = structlog.get_logger("archfit")
 
 
 def filtered(
-    verb: Verb,
+    call: Call,
     decision: FilterDecision,
     resolved: Mapping[str, Resolved],
     policy: Policy,
@@ -33,8 +33,8 @@ def filtered(
     Nodes of one platform share a verdict, so 250 rejected nodes of one platform make one
     `nodes_rejected` line, not 250; `node_rejected` per node is there at debug.
     """
-    dry_run = verb.dry_run
-    per_node = verb.debug
+    dry_run = call.dry_run
+    per_node = call.debug
     for verdict, nodes in decision.groups:
         if verdict.outcome == "reject":
             fields = {
@@ -71,8 +71,8 @@ def filtered(
     failed = len(decision.failed)
     log.info(
         "filter_done",
-        candidates=verb.count,
-        passed=verb.count if dry_run else len(decision.passed),
+        candidates=call.count,
+        passed=call.count if dry_run else len(decision.passed),
         rejected=decision.rejected,
         failed_unknown=failed,
         would_reject=decision.rejected + failed if dry_run else None,
@@ -81,26 +81,26 @@ def filtered(
         cache_hits=cache.get("hit", 0),
         cache_misses=cache.get("miss", 0),
         dry_run=dry_run,
-        duration_ms=verb.elapsed_ms(),
+        duration_ms=call.elapsed_ms(),
     )
 
 
-def scored(verb: Verb, pod: PodFacts, decision: ScoreDecision) -> None:
+def scored(call: Call, pod: PodFacts, decision: ScoreDecision) -> None:
     """The summary line of one prioritize call."""
     top = max(decision.scores.values(), default=0)
     log.info(
         "prioritize_done",
-        candidates=verb.count,
+        candidates=call.count,
         multi_arch=decision.multi_arch,
         architectures=list(decision.architectures),
         prefer_arch=list(pod.prefer_arch) or None,
         preferred_nodes=sum(1 for s in decision.scores.values() if s == top) if top else 0,
-        dry_run=verb.dry_run,
-        duration_ms=verb.elapsed_ms(),
+        dry_run=call.dry_run,
+        duration_ms=call.elapsed_ms(),
     )
 
 
-class Verb(Protocol):
+class Call(Protocol):
     """What every explanation of an extender call needs from the call."""
 
     @property
@@ -150,8 +150,8 @@ def unknown_images(resolved: Mapping[str, Resolved]) -> dict[str, str]:
     return {image: r.reason for image, r in resolved.items() if isinstance(r, Unknown)}
 
 
-def skipped(name: str, verb: Verb, why: str) -> None:
-    log.info(f"{name}_done", skipped=why, candidates=verb.count, duration_ms=verb.elapsed_ms())
+def skipped(name: str, call: Call, why: str) -> None:
+    log.info(f"{name}_done", skipped=why, candidates=call.count, duration_ms=call.elapsed_ms())
 
 
 def _ms(started: float) -> float:
