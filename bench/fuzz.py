@@ -8,6 +8,10 @@ loopback, then:
   AdmissionReviews to /mutate over TLS, broken HTTP, bodies cut off mid-way, deep
   nesting, integers above 64 bits and absurd counts. Meanwhile one connection sends a
   good request every 10 ms and records its latency.
+- loosening: `--loosening` random realistic pods (empty terms, matchFields, nodeSelectors,
+  every operator) through the webhook's decision, each patch applied as the apiserver
+  applies it; a pod is loosened when the patched pod admits a node the original did not
+  (tests/support/affinity.py reads node affinity as kube-scheduler does). Target: 0.
 - soak: `--rate` valid filter calls a second for `--soak-seconds`, each naming a new tag
   on a refused registry (a failing lookup each, the case where RSS used to creep), with
   archfit's RSS sampled every second.
@@ -16,6 +20,7 @@ It prints requests sent, answers by status, 5xx, hung requests, whether the proc
 survived, the good request's worst latency and the RSS slope over the soak.
 
     .venv/bin/python bench/fuzz.py [--requests 100000] [--rate 200] [--soak-seconds 120]
+                                   [--loosening 20000]
 """
 
 from __future__ import annotations
@@ -34,9 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import jsonpatch  # noqa: E402
 import orjson  # noqa: E402
 
+from extender.mutation import MutationRules, decide_mutation  # noqa: E402
+from extender.platforms import Rule  # noqa: E402
 from tests.objects import args_full, args_names, node, pod  # noqa: E402
+from tests.support import affinity  # noqa: E402
 from tests.support.archfit_process import Archfit, post, running  # noqa: E402
 
 _TIMEOUT = 15.0
@@ -286,7 +295,35 @@ def _slope_mb_per_minute(samples: list[tuple[float, int]]) -> float:
     return cov / var * 60 / 1e6 if var else 0.0
 
 
+def loosening(count: int, seed: int) -> tuple[int, int]:
+    """(pods loosened, pods patched) of `count` random pods through the webhook's decision."""
+    rng = random.Random(seed)
+    nodes = affinity.nodes()
+    names = [n.name for n in nodes]
+    loosened = patched_pods = 0
+    for _ in range(count):
+        images = affinity.random_images(rng)
+        obj = affinity.random_pod(rng, tuple(images), names)
+        rules = MutationRules(
+            platforms=frozenset(rng.sample(affinity.PLATFORMS, rng.randint(1, 4))),
+            arch_preference={"arm64": 10, "amd64": 0},
+            rule=rng.choice(list(Rule)),
+        )
+        operations = decide_mutation(obj, tuple(images), dict(images), rules).operations(False)
+        patched_pods += bool(operations)
+        patched = jsonpatch.apply_patch(obj, operations)
+        loosened += any(affinity.admits(patched, n) and not affinity.admits(obj, n) for n in nodes)
+    return loosened, patched_pods
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.loosening > 0:
+        started = time.perf_counter()
+        loosened, patched = loosening(args.loosening, args.seed)
+        print(
+            f"loosening: {loosened} of {args.loosening} random pods loosened (target 0); "
+            f"{patched} patched; {time.perf_counter() - started:.1f} s"
+        )
     server = {"gcIntervalSeconds": args.gc_interval}
     with tempfile.TemporaryDirectory() as tmp, running(Path(tmp), server, webhook=True) as archfit:
         if args.requests > 0:
@@ -343,6 +380,9 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=int, default=200, help="soak requests a second")
     parser.add_argument("--soak-seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--loosening", type=int, default=20_000, help="random pods for the loosening check"
+    )
     parser.add_argument(
         "--gc-interval", type=float, default=60.0, help="server.gcIntervalSeconds (0: off)"
     )

@@ -25,6 +25,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # The API documents about 120 characters as what a warning should stay under.
 _MAX_WARNING = 120
 _MAX_ANNOTATED_PLATFORMS = 16
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,8 @@ def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> f
     return frozenset(
         p
         for p in platforms
-        if _selector_admits(selector, p) and (not terms or any(_term_admits(t, p) for t in terms))
+        if _selector_admits(selector, p)
+        and (terms is None or any(_term_admits(t, p) for t in terms))
     )
 
 
@@ -146,7 +148,12 @@ def _selector_admits(selector: Mapping[str, Any], platform: Platform) -> bool:
 
 
 def _term_admits(term: Mapping[str, Any], platform: Platform) -> bool:
-    """Whether a nodeSelectorTerm's arch/os expressions admit a node of this platform."""
+    """Whether a nodeSelectorTerm's arch/os expressions admit a node of this platform.
+
+    An empty term admits no node at all, as kube-scheduler reads it.
+    """
+    if _is_empty_term(term):
+        return False
     values = {ARCH_LABEL: platform.architecture, OS_LABEL: platform.os}
     for index, expression in enumerate(_list(term.get("matchExpressions"), "matchExpressions")):
         expression = _mapping(expression, f"matchExpressions[{index}]")
@@ -190,14 +197,18 @@ def _require(
         # Only variants or os/arch pairs tell them apart, which labels cannot say;
         # the extender still judges each node. Never add an empty term: it matches nothing.
         return False
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.get("nodeSelectorTerms") or []
-    required["nodeSelectorTerms"] = terms
-    if not terms:
-        terms.append({})
+    required = node_affinity.get(_REQUIRED)
+    if required is None:
+        node_affinity[_REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        mutation.changes.append("required_affinity")
+        return True
     changed = False
-    for term in terms:
-        present = term.setdefault("matchExpressions", [])
+    for term in required.get("nodeSelectorTerms") or ():
+        if _is_empty_term(term):
+            # It matches no node; an expression ANDed into it would make it match some.
+            continue
+        present = term.get("matchExpressions") or []
+        term["matchExpressions"] = present
         for expression in expressions:
             # Idempotent: the webhook may be called again for the same pod.
             if expression not in present:
@@ -206,6 +217,12 @@ def _require(
     if changed:
         mutation.changes.append("required_affinity")
     return changed
+
+
+def _is_empty_term(term: Mapping[str, Any]) -> bool:
+    """A term with no expressions and no fields, which kube-scheduler reads as matching no
+    node (component-helpers nodeaffinity: `nodeSelectorTerm.isEmpty`)."""
+    return not term.get("matchExpressions") and not term.get("matchFields")
 
 
 # --- preferred node affinity ----------------------------------------------------------
@@ -274,16 +291,21 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = _mapping(
-        copied.get("requiredDuringSchedulingIgnoredDuringExecution"), "requiredDuringScheduling"
-    )
+    required = _mapping(copied.get(_REQUIRED), "requiredDuringScheduling")
     for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
         _mapping(term, f"nodeSelectorTerms[{index}]")
     return copied
 
 
-def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The required terms, or None when the pod requires nothing.
+
+    A required node selector with no terms admits no node (the apiserver refuses it as
+    `nodeSelectorTerms: Required value`); it is an empty list, not None.
+    """
+    required = node_affinity.get(_REQUIRED)
+    if required is None:
+        return None
     return list(required.get("nodeSelectorTerms") or [])
 
 
@@ -407,13 +429,21 @@ def _none_fits(
 def _pod_requires_other(
     known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], rule: Rule
 ) -> str:
+    if not allowed:
+        return _OWN_CONSTRAINTS_ADMIT_NONE
     required = sorted(allowed)
-    arches = ",".join(sorted({p.architecture for p in required})) or "no known platform"
+    arches = ",".join(sorted({p.architecture for p in required}))
     for platform in required:
         for image, image_platforms in known:
             if not any_accepts(platform, image_platforms, rule=rule):
                 return _warning(image, f"has no {platform}, but this pod requires {arches}")
     return _warning(known[0][0], f"does not fit this pod's required {arches}")
+
+
+_OWN_CONSTRAINTS_ADMIT_NONE = (
+    "archfit: this pod's own nodeSelector or required node affinity admits none of "
+    "this cluster's platforms"
+)
 
 
 def _warning(image: str, text: str) -> str:

@@ -7,6 +7,7 @@ tests check the pod that results, not only the operations.
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
 
 import jsonpatch
@@ -22,6 +23,7 @@ from extender.mutation import (
 from extender.placement import Resolved, Unknown
 from extender.platforms import Platform, Rule, parse
 from tests.objects import pod
+from tests.support import affinity
 
 AMD = frozenset({parse("linux/amd64")})
 ARM = frozenset({parse("linux/arm64")})
@@ -30,6 +32,7 @@ CLUSTER = frozenset({parse("linux/amd64"), parse("linux/arm64")})
 GKE_TAINT = TaintRule("arm64", "kubernetes.io/arch", "arm64", "NoSchedule")
 ARCH_IN_AMD = {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
 ARCH_IN_ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+AMD_ONLY: dict[str, Resolved] = {"acme/amd:1": AMD}
 
 
 def rules(**overrides: Any) -> MutationRules:
@@ -307,3 +310,76 @@ def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes():
         pod("acme/v7:1"), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
     )
     assert ("conflict", []) == (strict.outcome, strict.patch)
+
+
+# --- empty terms: never loosen (kube-scheduler reads an empty term as matching no node) ---
+
+ZONE_A = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}
+PINNED = {"key": "metadata.name", "operator": "In", "values": ["pinned"]}
+
+
+def test_an_empty_term_stays_empty_and_only_the_other_term_gets_the_arch() -> None:
+    """`[{}, zone-a]` admits zone-a only; an arch ANDed into {} would admit every amd64 node."""
+    patched, _ = admit(with_terms(pod("acme/amd:1"), {}, {"matchExpressions": [ZONE_A]}), AMD_ONLY)
+    assert [{}, {"matchExpressions": [ZONE_A, ARCH_IN_AMD]}] == required_terms(patched)
+
+
+def test_empty_match_expressions_stay_empty_beside_a_match_fields_term() -> None:
+    """`matchExpressions: []` is an empty term too; the name-pinned term is narrowed."""
+    obj = with_terms(pod("acme/amd:1"), {"matchExpressions": []}, {"matchFields": [PINNED]})
+    patched, _ = admit(obj, AMD_ONLY)
+    assert [
+        {"matchExpressions": []},
+        {"matchFields": [PINNED], "matchExpressions": [ARCH_IN_AMD]},
+    ] == required_terms(patched)
+
+
+@pytest.mark.parametrize(
+    "required",
+    [{"nodeSelectorTerms": [{}]}, {"nodeSelectorTerms": []}, {"nodeSelectorTerms": None}, {}],
+    ids=["only-an-empty-term", "no-terms", "null-terms", "no-terms-key"],
+)
+def test_a_pod_whose_required_affinity_admits_no_node_is_left_as_it_is(
+    required: dict[str, Any],
+) -> None:
+    """It stays unschedulable (or refused by the apiserver), with a warning, never a term."""
+    obj = pod("acme/amd:1")
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+    }
+    patched, mutation = admit(obj, AMD_ONLY)
+    assert ("conflict", required) == (
+        mutation.outcome,
+        node_affinity(patched)["requiredDuringSchedulingIgnoredDuringExecution"],
+    )
+    assert [
+        "archfit: this pod's own nodeSelector or required node affinity admits none of "
+        "this cluster's platforms"
+    ] == mutation.warnings
+
+
+def test_a_null_match_expressions_beside_match_fields_gets_the_arch() -> None:
+    """`matchExpressions: null` in a name-pinned term is read as absent, not a crash."""
+    obj = with_terms(pod("acme/amd:1"), {"matchExpressions": None, "matchFields": [PINNED]})
+    patched, _ = admit(obj, AMD_ONLY)
+    assert [{"matchExpressions": [ARCH_IN_AMD], "matchFields": [PINNED]}] == required_terms(patched)
+
+
+def test_the_patch_never_admits_a_node_the_pod_did_not_admit_for_random_pods() -> None:
+    """Property, 5,000 seeded random pods on 64 nodes: patched-admitted ⊆ originally-admitted."""
+    rng = random.Random(23)
+    all_nodes = affinity.nodes()
+    names = [n.name for n in all_nodes]
+    loosened = []
+    for _ in range(5_000):
+        images = affinity.random_images(rng)
+        obj = affinity.random_pod(rng, tuple(images), names)
+        cluster = frozenset(rng.sample(affinity.PLATFORMS, rng.randint(1, 4)))
+        resolved: dict[str, Resolved] = dict(images)
+        patched, _ = admit(obj, resolved, rules(platforms=cluster, rule=rng.choice(list(Rule))))
+        extra = [
+            n.name for n in all_nodes if affinity.admits(patched, n) and not affinity.admits(obj, n)
+        ]
+        if extra:
+            loosened.append((obj, extra))
+    assert [] == loosened[:3]
