@@ -174,6 +174,39 @@ class WebhookCertificateSettings:
 
 
 @dataclass(frozen=True)
+class WebhookGateSettings:
+    max_wait_seconds: float = 120.0
+    """Longest a pod is held by archfit's scheduling gate; then it is released with `fallback`."""
+    fallback: str = "known"
+    """How a pod is released at the cap: `known` (the constraint of the images that did
+    resolve: never excludes a node that could run the pod), `admit` (unconstrained), or an
+    architecture (`amd64`: required `kubernetes.io/arch In [amd64]`)."""
+    releases_per_second: float = 50.0
+    """Pod updates the releaser sends per second at most (a cold rollout of many replicas)."""
+    retry_seconds: float = 1.0
+    """First wait before a held pod's lookup is tried again; it doubles up to 10 s."""
+    lease_name: str = "archfit-releaser"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one releaser."""
+
+    def __post_init__(self) -> None:
+        if not 5 <= self.max_wait_seconds <= 3600:
+            raise ValueError("maxWaitSeconds: must be in 5..3600")
+        if self.releases_per_second <= 0:
+            raise ValueError("releasesPerSecond: must be above 0")
+        if not 0.05 <= self.retry_seconds <= 60:
+            raise ValueError("retrySeconds: must be in 0.05..60")
+        if self.fallback not in ("known", "admit"):
+            arch = normalize("linux", self.fallback).architecture
+            if not arch or "/" in arch:
+                raise ValueError(
+                    f"fallback: {self.fallback!r} is not `known`, `admit` or an architecture"
+                )
+            object.__setattr__(self, "fallback", arch)
+        if not self.lease_name:
+            raise ValueError("leaseName: must not be empty")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     enabled: bool = False
     """Serve the mutating admission webhook (POST <path>, HTTPS only) on its own listener."""
@@ -201,6 +234,12 @@ class WebhookSettings:
     scheduler that calls archfit)."""
     certificate: WebhookCertificateSettings = field(default_factory=WebhookCertificateSettings)
     """Where the serving certificate comes from when archfit manages it itself."""
+    unknown_images: Literal["gate", "admit"] = "gate"
+    """A pod with an image whose platforms are still unknown at the deadline: `gate` holds it
+    with a scheduling gate until the lookup answers (then constrains and releases it), `admit`
+    lets it through constrained only by the images that did resolve (docs/webhook.md)."""
+    gate: WebhookGateSettings = field(default_factory=WebhookGateSettings)
+    """How held pods are released."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
