@@ -27,6 +27,15 @@ RELEASED_ANNOTATION = "archfit.io/released"
 
 GATED_SELECTOR = f"{GATED_LABEL}=true"
 
+
+class PodChanged(Exception):
+    """The pod changed since it was read (409, or the gate moved): read it again."""
+
+
+class ReleaseRefused(Exception):
+    """The apiserver refused the release patch (422): the constraints break its rules."""
+
+
 _MAX_REASON = 512
 
 

@@ -87,18 +87,25 @@ def decide_mutation(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     rules: MutationRules,
+    *,
+    known_only: bool = False,
 ) -> Mutation:
     """The JSONPatch that pins `pod` to the platforms its images run on.
 
-    Unknown images fail open: no constraint and no toleration, only routing. A pod
-    whose own constraints exclude every platform its images run on is left alone,
-    with a warning, because adding a constraint could only make it unschedulable.
+    Unknown images fail open: no toleration, no preference, only routing, and with
+    `known_only` the required constraint of the images that did resolve. A pod needs every
+    image, so what the known ones run on bounds where the pod can run: that constraint never
+    excludes a node that could run the whole pod. A pod whose own constraints exclude every
+    platform its images run on is left alone, with a warning, because adding a constraint
+    could only make it unschedulable.
     """
     spec = _mapping(pod.get("spec"), "spec")
     mutation = Mutation()
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
         mutation.unknown, mutation.outcome = unknown, "unknown"
+        if known_only:
+            _require_known(spec, images, resolved, rules, mutation)
         _route(spec, rules, mutation)
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
@@ -125,6 +132,27 @@ def decide_mutation(
     if mutation.changes and mutation.outcome == "unchanged":
         mutation.outcome = "mutated"
     return mutation
+
+
+def _require_known(
+    spec: Mapping[str, Any],
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    rules: MutationRules,
+    mutation: Mutation,
+) -> None:
+    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
+    if not known:
+        return
+    supported = frozenset(
+        p for p in rules.platforms if all(any_accepts(p, ps, rule=rules.rule) for ps in known)
+    )
+    allowed = _allowed_by_pod(spec, rules.platforms)
+    if not supported & allowed:
+        return  # a conflict: no constraint could help, and the unknown image may explain it
+    node_affinity = _node_affinity(spec)
+    if _require(node_affinity, supported, allowed, mutation):
+        _set_node_affinity(spec, node_affinity, mutation)
 
 
 # --- what the pod already says -------------------------------------------------------

@@ -212,7 +212,7 @@ class NodeIndex:
             raise
         self._response = response
         try:
-            for line in _lines(response):
+            for line in watch_lines(response):
                 version = self._apply(_decode_event(line), version)
                 if self._stop.is_set():
                     break
@@ -254,7 +254,7 @@ class NodeIndex:
             self._on_change(len(nodes))
 
 
-def _lines(response: Any) -> Iterator[bytes]:
+def watch_lines(response: Any) -> Iterator[bytes]:
     """The non-empty lines of a streamed watch body: one JSON event each."""
     pending = b""
     for chunk in response.stream(decode_content=True):
