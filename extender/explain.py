@@ -124,8 +124,9 @@ def admitted(
     started: float,
 ) -> None:
     """The one line per pod CREATE the webhook examined: what it found and what it wrote."""
+    policy = "gate" if mutation.outcome == "gated" else "fail-open"
     for image, why in unknown_images(resolved).items():
-        log.warning("image_platforms_unknown", image=image, error=why, failure_policy="fail-open")
+        log.warning("image_platforms_unknown", image=image, error=why, failure_policy=policy)
     log.info(
         "pod_admitted",
         outcome=mutation.outcome,

@@ -37,9 +37,9 @@ a relist tells every pod again as ADDED, and those gone as DELETED."""
 class GatedPods:
     """List-watch of held pods, and the writes that release them."""
 
-    def __init__(self, api: client.ApiClient, on_change: OnChange) -> None:
+    def __init__(self, api: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api)
-        self._on_change = on_change
+        self._on_change: OnChange | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -47,7 +47,9 @@ class GatedPods:
         self._known: dict[str, Pod] = {}
         """uid → pod, as the thread last saw it (for DELETED on a relist)."""
 
-    def start(self) -> None:
+    def start(self, on_change: OnChange) -> None:
+        """List-watch held pods in a thread, telling `on_change` in this event loop."""
+        self._on_change = on_change
         self._loop = asyncio.get_running_loop()
         self._thread = threading.Thread(target=self._run, name="archfit-gated-pods", daemon=True)
         self._thread.start()
@@ -228,8 +230,9 @@ class GatedPods:
         return version
 
     def _tell(self, kind: str, pod: Pod) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._on_change, kind, pod)
+        loop, on_change = self._loop, self._on_change
+        if loop is not None and on_change is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(on_change, kind, pod)
 
 
 class _Expired(Exception):
