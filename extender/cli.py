@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if command == "audit":
         return _audit(settings, args)
+    if command == "release":
+        return _release(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -213,6 +215,27 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     return run_audit(settings, options, sys.stdout, sys.stderr)
 
 
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.gated_pods import release_all
+
+    try:
+        api = build_api_client(settings.kubernetes, required=True)
+    except KubeConfigError as error:
+        print(f"archfit: {error}", file=sys.stderr)
+        return 2
+    assert api is not None  # required=True: a client or KubeConfigError
+    with api:
+        released = asyncio.run(
+            release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
+        )
+    for namespace, name in released:
+        print(f"released {namespace}/{name}")
+    where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
+    print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
+    return 0
+
+
 def tune_gc() -> None:
     """Make garbage collection rare and cheap for a server that parses big JSON bodies.
 
@@ -271,6 +294,18 @@ def _parser() -> argparse.ArgumentParser:
         help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
     )
     _audit_parser(commands, common)
+    release = commands.add_parser(
+        "release",
+        parents=[common],
+        help="remove archfit's scheduling gate from held pods (when uninstalling)",
+        description="Remove archfit's scheduling gate (archfit.io/platforms-unknown) from "
+        "every pod it holds, without constraints, and write an Event on each. For "
+        "uninstalling archfit, or when it is down for long: see deploy/README.md.",
+    )
+    release.add_argument(
+        "--all", action="store_true", required=True, help="every held pod (required)"
+    )
+    release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")

@@ -19,7 +19,13 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.gates import GATED_SELECTOR, PodChanged, ReleaseRefused
+from extender.gates import (
+    GATED_SELECTOR,
+    PodChanged,
+    ReleaseRefused,
+    is_gated,
+    release_operations,
+)
 from extender.kube.nodes import watch_lines
 
 log = structlog.get_logger("archfit.gates")
@@ -233,6 +239,47 @@ class GatedPods:
         loop, on_change = self._loop, self._on_change
         if loop is not None and on_change is not None and not loop.is_closed():
             loop.call_soon_threadsafe(on_change, kind, pod)
+
+
+async def release_all(
+    api: client.ApiClient, namespace: str | None, released: str
+) -> list[tuple[str, str]]:
+    """Remove archfit's gate from every held pod (in `namespace`, or all), unconstrained.
+
+    For uninstalling, or when no archfit runs: each pod gets an Event that says so.
+    Returns the (namespace, name) of each pod released.
+    """
+    pods = GatedPods(api)
+    core = pods._core
+
+    def listed() -> list[Pod]:
+        response: Any = (
+            core.list_namespaced_pod(
+                namespace, label_selector=GATED_SELECTOR, _preload_content=False
+            )
+            if namespace
+            else core.list_pod_for_all_namespaces(
+                label_selector=GATED_SELECTOR, _preload_content=False
+            )
+        )
+        try:
+            return list(orjson.loads(response.data).get("items") or ())
+        finally:
+            response.release_conn()
+
+    done = []
+    for pod in await asyncio.to_thread(listed):
+        current: Pod | None = pod
+        while current is not None and is_gated(current):
+            try:
+                if await pods.patch(current, release_operations(current, [], released)):
+                    await pods.event(current, "ArchfitReleasedByCommand", f"archfit: {released}")
+                    done.append((current["metadata"]["namespace"], current["metadata"]["name"]))
+                break
+            except PodChanged:
+                meta = current["metadata"]
+                current = await pods.read(meta["namespace"], meta["name"])
+    return done
 
 
 class _Expired(Exception):
