@@ -167,13 +167,8 @@ class DelayingProxy:
                 faults.relayed[(request.method, kind)] += 1
                 if kind == "manifest" and upstream.status == 200:
                     faults.answered_at.append(time.time())
-            if request.method == "HEAD":
-                response = web.Response(status=upstream.status, headers=out)
-                length = upstream.headers.get("Content-Length")
-                if length is not None:
-                    response.content_length = int(length)
-                return response
-            return web.Response(status=upstream.status, headers=out, body=payload)
+            # A HEAD answer carries no body; aiohttp sets Content-Length itself.
+            return web.Response(status=upstream.status, headers=out, body=payload or None)
 
 
 def _kind(path: str) -> str:
