@@ -42,6 +42,9 @@ Kind = Literal["tag", "known", "digest", "failure"]
 """What a memory tier holds: a tag's digest, the tag's last good digest (kept
 `staleIfErrorSeconds` longer), a digest's facts, a lookup's recent failure."""
 _KINDS: tuple[Kind, ...] = ("tag", "known", "digest", "failure")
+_REDIS_SUFFIX: dict[Kind, str] = {"tag": "", "known": ":known", "digest": "", "failure": ":failed"}
+"""What sets a kind's Redis keys apart. In memory each kind has its own map, so a tag's
+digest, its last good digest and its failure share one key string there."""
 _MAX_SHAPES = 1_024
 """Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
 
@@ -96,7 +99,7 @@ class Store:
         self, redis: RedisTier, kind: Kind, key: str, decode: Callable[[str], T], ttl: float
     ) -> tuple[T, float] | None:
         """The value under `key` in Redis and its seconds left, now also kept in memory."""
-        found = await redis.get(key)
+        found = await redis.get(key + _REDIS_SUFFIX[kind])
         if found is None:
             return None
         text, remaining = found
@@ -115,7 +118,7 @@ class Store:
         """Keep `value` for `ttl` seconds, in memory and in Redis."""
         self._local[kind].put(key, value, ttl)
         if self._redis is not None:
-            await self._redis.set(key, encode(value), ttl)
+            await self._redis.set(key + _REDIS_SUFFIX[kind], encode(value), ttl)
 
     async def load(
         self,
@@ -143,7 +146,7 @@ class Store:
         """Forget `key` everywhere."""
         self._local[kind].pop(key)
         if self._redis is not None:
-            await self._redis.delete(key)
+            await self._redis.delete(key + _REDIS_SUFFIX[kind])
 
     async def aclose(self) -> None:
         """Cancel loads still running and close Redis connections."""
@@ -177,7 +180,7 @@ class CachedSource:
         async def fetch() -> str:
             digest = await self._inner.digest(ref, creds)
             if self._settings.stale_if_error_seconds:
-                await self._store.set("known", f"{key}:known", digest, str, self._known_ttl)
+                await self._store.set("known", key, digest, str, self._known_ttl)
             return digest
 
         return await self._cached("tag", key, self._settings.tag_ttl_seconds, fetch, str, str)
@@ -191,7 +194,7 @@ class CachedSource:
         """
         if not self._settings.stale_if_error_seconds:
             return None
-        key = f"{self._tag_key(ref, creds)}:known"
+        key = self._tag_key(ref, creds)
         found = await self._store.get_with_ttl("known", key, str, self._known_ttl)
         if found is None:
             return None
@@ -214,7 +217,7 @@ class CachedSource:
         """Drop what the tag was said to point at (its digest's body failed verification)."""
         key = self._tag_key(ref, creds)
         await self._store.delete("tag", key)
-        await self._store.delete("known", f"{key}:known")
+        await self._store.delete("known", key)
 
     def _tag_key(self, ref: Reference, creds: CredentialChain) -> str:
         return self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
@@ -246,9 +249,7 @@ class CachedSource:
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
         if not skip_remembered_failures.get():
-            failure = await self._store.get(
-                "failure", f"{key}:failed", _decode_failure, failure_ttl
-            )
+            failure = await self._store.get("failure", key, _decode_failure, failure_ttl)
             if failure is not None:
                 self._count(kind, "failure")
                 raise failure.error()
@@ -263,7 +264,7 @@ class CachedSource:
         except errors.RegistryError as error:
             failure_ttl = self._settings.failure_ttl_seconds
             record = Failure.of(error)
-            await self._store.set("failure", f"{key}:failed", record, _encode_failure, failure_ttl)
+            await self._store.set("failure", key, record, _encode_failure, failure_ttl)
             raise
 
     def _count(self, kind: str, result: str) -> None:
