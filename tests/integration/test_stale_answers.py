@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 from structlog.testing import capture_logs
@@ -18,7 +19,7 @@ from extender.inspect import run_inspect
 from extender.metrics import Metrics
 from extender.placement import Unknown
 from extender.registry.errors import NotFound, Unauthorized, UnexpectedStatus
-from extender.registry.resolver import ImageResolution
+from extender.registry.resolver import ImageResolution, RegistryResolver
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.resolution import Resolution
 from tests.integration.conftest import POD, ResolverFactory, local_settings
@@ -53,6 +54,38 @@ def through(relay: Relay, image: Image) -> str:
     return relay.host + image.reference[image.reference.index("/") :]
 
 
+@dataclass
+class Outage:
+    """A resolver that learned an image through the relay, now failing past the tag's TTL."""
+
+    resolver: RegistryResolver
+    clock: FakeClock
+    metrics: Metrics
+    reference: str
+
+    async def resolve(self) -> ImageResolution:
+        """Look the image up again."""
+        return await self.resolver.resolve(self.reference, POD)
+
+
+async def outage_past_ttl(
+    make_resolver: ResolverFactory,
+    relay: Relay,
+    image: Image,
+    failure: Failure,
+    past: float = 1,
+    cache: CacheSettings = CACHE,
+) -> Outage:
+    """Resolve `image` through the relay, then fail with `failure` `past` s after its tag's TTL."""
+    clock, metrics = FakeClock(), Metrics()
+    resolver = await make_resolver(settings(relay), cache, metrics, clock=clock)
+    outage = Outage(resolver, clock, metrics, through(relay, image))
+    await outage.resolve()
+    relay.failure = failure
+    clock.advance(cache.tag_ttl_seconds + past)
+    return outage
+
+
 def stale_answers(metrics: Metrics) -> float:
     """archfit_cache_stale_answers_total, summed over its error label."""
     return sum(
@@ -78,13 +111,9 @@ async def test_a_tag_past_its_ttl_answers_from_its_last_good_digest_while_the_re
 ) -> None:
     """503, 429, a hang or a reset after the tag's TTL: the last digest answers, counted, twice."""
     image = public_registry.catalog.manifest_list
-    clock, metrics = FakeClock(), Metrics()
-    resolver = await make_resolver(settings(relay), CACHE, metrics, clock=clock)
-    await resolver.resolve(through(relay, image), POD)
-    relay.failure = failure
-    clock.advance(TAG_TTL + 1)
-    first = await resolver.resolve(through(relay, image), POD)
-    again = await resolver.resolve(through(relay, image), POD)  # the failure is remembered
+    outage = await outage_past_ttl(make_resolver, relay, image, failure)
+    first = await outage.resolve()
+    again = await outage.resolve()  # the failure is remembered
     assert (
         ({"linux/amd64", "linux/arm64"}, image.digest, kind, TAG_TTL + 1),
         (again.digest, again.stale is not None),
@@ -92,7 +121,7 @@ async def test_a_tag_past_its_ttl_answers_from_its_last_good_digest_while_the_re
     ) == (
         summary(first),
         (image.digest, True),
-        stale_answers(metrics),
+        stale_answers(outage.metrics),
     )
 
 
@@ -113,15 +142,12 @@ async def test_a_definite_refusal_is_never_answered_from_the_last_good_digest(
     error: type[Exception],
 ) -> None:
     """401 or 404 after the tag's TTL: the lookup fails as the registry says; nothing stale."""
-    image = public_registry.catalog.manifest_list
-    clock, metrics = FakeClock(), Metrics()
-    resolver = await make_resolver(settings(relay), CACHE, metrics, clock=clock)
-    await resolver.resolve(through(relay, image), POD)
-    relay.failure = failure
-    clock.advance(TAG_TTL + 1)
+    outage = await outage_past_ttl(
+        make_resolver, relay, public_registry.catalog.manifest_list, failure
+    )
     with pytest.raises(error):
-        await resolver.resolve(through(relay, image), POD)
-    assert (True, 0.0) == (relay.failed > 0, stale_answers(metrics))
+        await outage.resolve()
+    assert (True, 0.0) == (relay.failed > 0, stale_answers(outage.metrics))
 
 
 async def test_past_stale_if_error_seconds_a_failing_registry_leaves_the_image_unknown(
@@ -129,18 +155,14 @@ async def test_past_stale_if_error_seconds_a_failing_registry_leaves_the_image_u
 ) -> None:
     """The last good digest answers until staleIfErrorSeconds after the TTL, and not after."""
     image = public_registry.catalog.manifest_list
-    clock = FakeClock()
     cache = CacheSettings(
         tag_ttl_seconds=TAG_TTL, failure_ttl_seconds=1, stale_if_error_seconds=600
     )
-    resolver = await make_resolver(settings(relay), cache, clock=clock)
-    await resolver.resolve(through(relay, image), POD)
-    relay.failure = 503
-    clock.advance(TAG_TTL + 599)
-    last = await resolver.resolve(through(relay, image), POD)
-    clock.advance(2)
+    outage = await outage_past_ttl(make_resolver, relay, image, 503, past=599, cache=cache)
+    last = await outage.resolve()
+    outage.clock.advance(2)
     with pytest.raises(UnexpectedStatus):
-        await resolver.resolve(through(relay, image), POD)
+        await outage.resolve()
     assert (image.digest, TAG_TTL + 599) == summary(last)[1::2]
 
 
@@ -149,13 +171,9 @@ async def test_a_stale_answer_logs_one_warning_naming_the_image_its_age_and_the_
 ) -> None:
     """One image_answered_stale warning: image, digest, age in seconds, the registry's error."""
     image = public_registry.catalog.single
-    clock = FakeClock()
-    resolver = await make_resolver(settings(relay), CACHE, clock=clock)
-    await resolver.resolve(through(relay, image), POD)
-    relay.failure = 503
-    clock.advance(TAG_TTL + 120)
+    outage = await outage_past_ttl(make_resolver, relay, image, 503, past=120)
     with capture_logs() as logs:
-        await resolver.resolve(through(relay, image), POD)
+        await outage.resolve()
     stale = [entry for entry in logs if entry["event"] == "image_answered_stale"]
     assert [("warning", through(relay, image), image.digest, TAG_TTL + 120, True)] == [
         (e["log_level"], e["image"], e["digest"], e["age_seconds"], "503" in e["error"])
