@@ -15,6 +15,7 @@ four.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
-from extender.resolution import skip_remembered_failures
+from extender.resolution import request_seconds_left, skip_remembered_failures
 from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
@@ -45,6 +46,9 @@ _KINDS: tuple[Kind, ...] = ("tag", "known", "digest", "failure")
 _REDIS_SUFFIX: dict[Kind, str] = {"tag": "", "known": ":known", "digest": "", "failure": ":failed"}
 """What sets a kind's Redis keys apart. In memory each kind has its own map, so a tag's
 digest, its last good digest and its failure share one key string there."""
+_TAG_SHARE = 0.8
+"""Of the time a request has left, the share a tag's fetch may take when the tag's last good
+digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
 _MAX_SHAPES = 1_024
 """Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
 
@@ -183,7 +187,9 @@ class CachedSource:
                 await self._store.set("known", key, digest, str, self._known_ttl)
             return digest
 
-        return await self._cached("tag", key, self._settings.tag_ttl_seconds, fetch, str, str)
+        ttl = self._settings.tag_ttl_seconds
+        until = lambda load: self._until_deadline(ref, key, load)  # noqa: E731
+        return await self._cached("tag", key, ttl, fetch, str, str, until)
 
     async def last_digest(self, ref: Reference, creds: CredentialChain) -> KnownDigest | None:
         """The digest the registry last gave for the tag, up to `staleIfErrorSeconds` after
@@ -242,7 +248,10 @@ class CachedSource:
         fetch: Callable[[], Awaitable[T]],
         encode: Callable[[T], str],
         decode: Callable[[str], T],
+        wait: Callable[[Awaitable[T]], Awaitable[T]] | None = None,
     ) -> T:
+        """The value from the store, else a remembered failure raised, else a shared fetch,
+        awaited through `wait` if given."""
         hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
             self._count(kind, "hit")
@@ -254,9 +263,26 @@ class CachedSource:
                 self._count(kind, "failure")
                 raise failure.error()
         self._count(kind, "miss")
-        return await self._store.load(
-            kind, key, lambda: self._remember_failure(key, fetch), encode, ttl
-        )
+        load = self._store.load(kind, key, lambda: self._remember_failure(key, fetch), encode, ttl)
+        return await (load if wait is None else wait(load))
+
+    async def _until_deadline(self, ref: Reference, key: str, load: Awaitable[str]) -> str:
+        """The tag's fetch; but if the tag has a last good digest to answer with instead, a
+        Timeout when most of the request's time is gone (the fetch goes on, to fill the cache).
+
+        A registry slower than the request's deadline is, for that request, one that failed.
+        """
+        left = request_seconds_left()
+        if left is None or not self._settings.stale_if_error_seconds:
+            return await load
+        if await self._store.get("known", key, str, self._known_ttl) is None:
+            return await load
+        task = asyncio.ensure_future(load)
+        done, _ = await asyncio.wait({task}, timeout=max(left * _TAG_SHARE, 0.0))
+        if task in done:
+            return task.result()
+        task.add_done_callback(_retrieve)
+        raise errors.Timeout(f"{ref.domain}: no answer for the tag within the request's deadline")
 
     async def _remember_failure(self, key: str, fetch: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -292,6 +318,12 @@ class Failure:
         if isinstance(kind, type) and issubclass(kind, errors.RegistryError):
             return kind(self.message)
         return errors.RegistryError(self.message)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a fetch nobody waits for any more as seen, so asyncio does not log its error."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _encode_facts(facts: ImageFacts) -> str:

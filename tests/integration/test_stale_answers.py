@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -249,4 +250,25 @@ async def test_a_fresh_lookup_sees_the_registry_recover_while_a_normal_one_repea
         type(normal[reference]),
         "503" in getattr(normal[reference], "reason", ""),
         {str(p) for p in fresh[reference]},  # type: ignore[union-attr]
+    )
+
+
+async def test_a_registry_slower_than_the_request_answers_from_the_last_good_digest_in_time(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory, relay: Relay
+) -> None:
+    """A hung registry past the tag's TTL, a 1 s deadline: the last digest answers within it."""
+    image = public_registry.catalog.manifest_list
+    clock = FakeClock()
+    resolver = await make_resolver(local_settings(relay.host), CACHE, clock=clock)
+    resolution = Resolution(resolver, clock=clock)  # its 5 s of recent answers pass too
+    reference = through(relay, image)
+    await resolution.resolve([reference], POD, 5.0)
+    relay.failure = "hang"  # each request waits out requestTimeoutSeconds (5 s), past the deadline
+    clock.advance(TAG_TTL + 1)
+    started = time.perf_counter()
+    answer = await resolution.resolve([reference], POD, 1.0)
+    took = time.perf_counter() - started
+    assert ({"linux/amd64", "linux/arm64"}, True) == (
+        {str(p) for p in answer[reference]},  # type: ignore[union-attr]
+        took < 1.0,
     )

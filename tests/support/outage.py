@@ -36,6 +36,7 @@ class Relay:
     failed: int = 0
     """Requests met with a failure so far."""
     _session: aiohttp.ClientSession = field(init=False, repr=False)
+    _closing: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         failure = self.failure
@@ -43,7 +44,8 @@ class Relay:
             return await self._relay(request)
         self.failed += 1
         if failure == "hang":
-            await asyncio.Event().wait()  # cancelled when the client or the server goes
+            await self._closing.wait()  # until the relay stops; then a 503
+            failure = 503
         if failure == "reset":
             if request.transport is not None:
                 request.transport.abort()  # RST: no status line at all
@@ -82,4 +84,5 @@ async def serve_relay(upstream: str) -> AsyncIterator[Relay]:
         try:
             yield relay
         finally:
+            relay._closing.set()  # hung requests end, so the server need not wait for them
             await server.close()
