@@ -86,6 +86,13 @@ class Metrics:
         self.cache_lookups = Counter(
             "archfit_cache_lookups", "Resolver cache lookups.", ["kind", "result"], registry=r
         )
+        self.cache_stale_answers = Counter(
+            "archfit_cache_stale_answers",
+            "Tags answered from their last good digest (cache.staleIfErrorSeconds) because the "
+            "registry failed, by the failure: Timeout, Unreachable, UnexpectedStatus.",
+            ["error"],
+            registry=r,
+        )
         self.registry_ratelimit_remaining = Gauge(
             "archfit_registry_ratelimit_remaining",
             "Pulls left, as reported by a registry's ratelimit-remaining header.",
@@ -212,6 +219,10 @@ class Metrics:
         tally = _request_tally.get()
         if tally is not None:
             tally[result] += 1
+
+    def stale_answer(self, error: str) -> None:
+        """Count one tag answered from its last good digest."""
+        self._child(self.cache_stale_answers, error).inc()
 
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""

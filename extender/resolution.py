@@ -23,6 +23,14 @@ request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 """The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
 None outside a request (inspect, audit). The registry layer bounds its requests by it."""
 
+skip_remembered_failures: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "skip_remembered_failures", default=False
+)
+"""True for a lookup that must not be answered by a remembered failure (`cache.failureTtlSeconds`):
+a held pod's retry, so it sees a registry's recovery at once. It still shares an in-flight
+fetch and still answers from remembered successes. Set by `Resolution.resolve(...,
+fresh_failures=True)`, or around a direct `PlatformResolver` call."""
+
 
 def request_seconds_left() -> float | None:
     """Seconds until the current lookup's request stops waiting (negative: past), or None."""
@@ -76,12 +84,19 @@ class Resolution:
         """Told how many images a request answered from the recent map (a metric)."""
 
     async def resolve(
-        self, images: Iterable[str], pull: PullSecretsRef, deadline: float
+        self,
+        images: Iterable[str],
+        pull: PullSecretsRef,
+        deadline: float,
+        *,
+        fresh_failures: bool = False,
     ) -> dict[str, Resolved]:
         """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
 
         The lookups carry the deadline (`request_deadline`), so registry requests can be
-        bounded by it rather than by a timeout the request never waits for.
+        bounded by it rather than by a timeout the request never waits for. With
+        `fresh_failures` they ask the registry again rather than repeat a failure the cache
+        remembers (`skip_remembered_failures`).
         """
         images = tuple(images)
         recent = self._recent
@@ -96,12 +111,14 @@ class Resolution:
                 self._on_recent(len(answered))
             return answered
         token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
+        fresh = skip_remembered_failures.set(fresh_failures)
         try:  # tasks copy the context as it is now, the deadline included
             tasks = {
                 image: asyncio.ensure_future(self.resolver.platforms(image, pull))
                 for image in images
             }
         finally:
+            skip_remembered_failures.reset(fresh)
             request_deadline.reset(token)
         if not tasks:
             return {}

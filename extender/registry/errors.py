@@ -15,7 +15,8 @@
         └── Schema1Unsupported  a Docker schema 1 manifest (containerd 2.x refuses them)
 
 Messages never carry credentials: every message passes `redact` (a registry's error body
-may echo the request's headers), and bodies are cut with `snippet`.
+may echo the request's headers), and bodies are cut with `snippet`. `transient` tells a
+failure that may pass on its own (no answer, 5xx, 429) from a definite answer (401, 404 ...).
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class RegistryError(Exception):
         # Redacted here, once, so no subclass or caller can forget it.
         super().__init__(redact(message))
 
+    @property
+    def transient(self) -> bool:
+        """True when asking again later may succeed: the registry did not really answer."""
+        return False
+
 
 class InvalidReference(RegistryError, ValueError):
     """The image name does not parse as a distribution reference."""
@@ -71,6 +77,10 @@ class AddressForbidden(RegistryError):
 
 class Unreachable(RegistryError):
     """The registry gave no HTTP answer (DNS, connection or TLS failure)."""
+
+    @property
+    def transient(self) -> bool:
+        return True
 
 
 class Timeout(Unreachable):
@@ -95,6 +105,11 @@ class UnexpectedStatus(RegistryError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """A server error or a rate limit; not a redirect loop or another 4xx."""
+        return self.status >= 500 or self.status == 429
 
 
 class TooLarge(RegistryError):

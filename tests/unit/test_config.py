@@ -169,6 +169,7 @@ def test_a_list_setting_from_the_env_takes_commas_or_yaml(raw, expected):
         ("ARCHFIT_KUBERNETES__NODE_INDEX", "TRUE", True),
         ("ARCHFIT_SERVER__PORT", " 9000 ", 9000),
         ("ARCHFIT_POLICY__RESOLVE_DEADLINE_SECONDS", "2", 2.0),
+        ("ARCHFIT_CACHE__STALE_IF_ERROR_SECONDS", "0", 0),
     ],
 )
 def test_env_overrides_are_read_as_the_settings_own_type(variable, raw, expected):
@@ -183,6 +184,12 @@ def test_a_bad_env_value_names_the_variable_and_the_key():
     """An integer setting given words says which variable and which key."""
     with pytest.raises(ConfigError, match=r"server\.port \(from ARCHFIT_SERVER__PORT='many'\)"):
         load(None, {"ARCHFIT_SERVER__PORT": "many"})
+
+
+def test_a_negative_stale_if_error_time_is_refused_naming_the_key():
+    """staleIfErrorSeconds may be 0 (never answer stale) but not less."""
+    with pytest.raises(ConfigError, match=r"staleIfErrorSeconds must be 0 or more"):
+        from_mapping({"cache": {"staleIfErrorSeconds": -1}})
 
 
 def test_a_list_setting_written_as_a_scalar_in_the_file_says_how_to_write_a_list():
