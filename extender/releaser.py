@@ -152,8 +152,12 @@ class Releaser:
             if left <= 0:
                 await self._release(uid, held.resolved, at_cap=True)
                 return
-            # A lookup still running is awaited up to the cap; a failure answers at once.
-            held.resolved = await self._resolution.resolve(pod_facts.images, pod_facts.pull, left)
+            # A lookup still running is awaited up to the cap; a failure answers at once, and
+            # is asked again rather than answered from the failure cache, so a pod goes within
+            # seconds of the registry's recovery.
+            held.resolved = await self._resolution.resolve(
+                pod_facts.images, pod_facts.pull, left, fresh_failures=True
+            )
             if not any(isinstance(r, Unknown) for r in held.resolved.values()):
                 await self._release(uid, held.resolved, at_cap=False)
                 return
