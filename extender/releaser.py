@@ -32,6 +32,8 @@ log = structlog.get_logger("archfit.releaser")
 
 _MAX_BACKOFF_SECONDS = 10.0
 _GAUGE_SECONDS = 1.0
+_LAST_LOOK_SECONDS = 1.0
+"""How long a pod already past the cap still waits for its lookups before the fallback."""
 
 Pod = dict[str, Any]
 
@@ -149,19 +151,21 @@ class Releaser:
                 await self._release(uid, {}, at_cap=True, why=str(error))
                 return
             left = self._settings.max_wait_seconds - self._age(held.pod)
-            if left <= 0:
-                await self._release(uid, held.resolved, at_cap=True)
-                return
-            # A lookup still running is awaited up to the cap; a failure answers at once, and
-            # is asked again rather than answered from the failure cache, so a pod goes within
-            # seconds of the registry's recovery.
+            # A lookup still running is awaited up to the cap (and a moment past it, so a pod
+            # found late, after an outage of archfit, still gets what the cache knows); a
+            # failure answers at once, and is asked again rather than answered from the
+            # failure cache, so a pod goes within seconds of the registry's recovery.
             held.resolved = await self._resolution.resolve(
-                pod_facts.images, pod_facts.pull, left, fresh_failures=True
+                pod_facts.images, pod_facts.pull, max(left, _LAST_LOOK_SECONDS), fresh_failures=True
             )
             if not any(isinstance(r, Unknown) for r in held.resolved.values()):
                 await self._release(uid, held.resolved, at_cap=False)
                 return
-            await asyncio.sleep(min(backoff, max(left - 0.0, 0.0)))
+            left = self._settings.max_wait_seconds - self._age(held.pod)
+            if left <= 0:
+                await self._release(uid, held.resolved, at_cap=True)
+                return
+            await asyncio.sleep(min(backoff, left))
             backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
 
     async def _release(

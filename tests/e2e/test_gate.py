@@ -28,16 +28,15 @@ from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
+from tests.e2e.gating import fresh_amd64_image, run_case
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
-from tests.support.images import Pusher
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 GATE = "archfit.io/platforms-unknown"
 GATED_LABEL = "archfit.io/gated"
-RELEASED = "archfit.io/released"
 #: The webhook's deadline (webhook.resolveDeadlineSeconds, default 2 s).
 DEADLINE_SECONDS = 2.0
 
@@ -53,14 +52,7 @@ def proxy(images: Images) -> Iterator[DelayingProxy]:
 def fresh(proxy: DelayingProxy, images: Images) -> Iterator[Any]:
     """A function that pushes a new amd64-only image and names it through the proxy."""
     proxy.reset()
-    pusher = Pusher(images.public.url)
-
-    def push(platform: str = "linux/amd64") -> str:
-        tag = uuid.uuid4().hex[:10]
-        pusher.single(f"e2e/gate-{tag}", tag, platform)
-        return f"{proxy.host}/e2e/gate-{tag}:{tag}"
-
-    yield push
+    yield lambda: fresh_amd64_image(images.public.url, proxy)
     proxy.reset()
 
 
@@ -167,27 +159,13 @@ def test_a_slow_or_failing_registry_never_launches_or_binds_the_wrong_architectu
 ) -> None:
     """Held until the lookup answers, then constrained: Karpenter launches amd64 only."""
     autoscaled.start_scheduler(gating.url_prefix if layout == "extender" else None)
-    reference = fresh()
-    {"first": proxy.delay_first, "each": proxy.delay_each, "503": proxy.fail_for}[fault](seconds)
-    started = time.monotonic()
-    name = cluster.create_pod(
-        autoscaled.core, autoscaled_namespace, cluster.pod_manifest("slow", [reference])
-    )
-    created_in = time.monotonic() - started
-    node = autoscaled.wait_scheduled(autoscaled_namespace, name)
-    bound_in = time.monotonic() - started
-    pod = pod_of(autoscaled, autoscaled_namespace, name)
-    held = RELEASED in (pod.metadata.annotations or {})
-    print(
-        f"{fault} {seconds:g}s, {layout}: CREATE {created_in:.2f}s, held {held}, "
-        f"bound after {bound_in:.1f}s, launches {launched(autoscaled)}"
-    )
-    assert [("amd64", "general")] == launched(autoscaled)
-    assert node in {launch.name for launch in autoscaled.launches()}
+    result = run_case(autoscaled, autoscaled_namespace, proxy, fresh(), fault, seconds)
+    print(f"{fault} {seconds:g}s, {layout}: {result}")
+    assert ([("amd64", "general")], "amd64") == (result.launches, result.node_arch)
     # A lookup that misses the deadline is held; one within it is constrained at once.
     slow = (fault == "first" and seconds > DEADLINE_SECONDS) or fault in ("each", "503")
-    assert slow == held, pod.metadata.annotations
-    assert created_in < DEADLINE_SECONDS + 1.0
+    assert slow == result.held
+    assert result.created_s < DEADLINE_SECONDS + 1.0
 
 
 def test_control_run_with_admit_the_trap_reappears(
@@ -252,6 +230,51 @@ def test_pods_created_during_a_registry_outage_are_held_then_released_with_the_c
         ]
         assert [("kubernetes.io/arch", ["amd64"])] == expressions
     assert [("amd64", "general")] == launched(autoscaled)
+
+
+# --- 4. stale-if-error: a tag known before the outage ----------------------------------------
+
+
+def test_a_tag_known_before_an_outage_is_answered_from_the_last_good_lookup_without_a_gate(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    fresh: Any,
+    tmp_path: Path,
+) -> None:
+    """Tag TTL 1 s, then 503: the last good digest answers, so the pod is constrained at once."""
+    settings = merge(gate_settings(autoscaled_settings, proxy), {"cache": {"tagTtlSeconds": 1}})
+    hook = start_hook(autoscaled, settings, tmp_path, autoscaled_namespace, images)
+    try:
+        autoscaled.start_scheduler(None)
+        reference = fresh()
+        first = cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest("before", [reference])
+        )
+        # Past the tag's TTL and the 5 s in which a known answer is reused without asking.
+        time.sleep(7.0)
+        proxy.fail_for(60.0)
+        started = time.monotonic()
+        second = cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest("during", [reference])
+        )
+        created_in = time.monotonic() - started
+        pod = pod_of(autoscaled, autoscaled_namespace, second)
+        terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        assert ([], [("kubernetes.io/arch", ["amd64"])]) == (
+            [g.name for g in pod.spec.scheduling_gates or []],
+            [(e.key, e.values) for t in terms.node_selector_terms for e in t.match_expressions],
+        )
+        assert created_in < DEADLINE_SECONDS
+        assert 1 <= len(log_lines(hook, "image_answered_stale"))
+        for name in (first, second):
+            autoscaled.wait_scheduled(autoscaled_namespace, name)
+        assert [("amd64", "general")] == launched(autoscaled)
+    finally:
+        proxy.reset()
+        hook.stop()
 
 
 # --- 5. a crash, and `archfit release --all` ---------------------------------------------------

@@ -111,6 +111,11 @@ class DelayingProxy:
         with self._lock:
             return sum(n for (_, k), n in self.faults.relayed.items() if k == kind)
 
+    def first_answer(self) -> float | None:
+        """When the first manifest answer went out (time.time()), or None."""
+        with self._lock:
+            return self.faults.answered_at[0] if self.faults.answered_at else None
+
     def last_answer(self) -> float | None:
         """When the last manifest answer went out (time.time()), or None."""
         with self._lock:
