@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,12 +26,13 @@ from extender.gates import PodChanged, ReleaseRefused, is_gated, release_operati
 from extender.metrics import Metrics
 from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutation
 from extender.placement import Resolved, Unknown
-from extender.pods import PodError, facts
+from extender.pods import PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
 
 log = structlog.get_logger("archfit.releaser")
 
-_MAX_BACKOFF_SECONDS = 10.0
+_MAX_BACKOFF_SECONDS = 4.0
+"""A held pod looks again at least this often, so it goes within seconds of an answer."""
 _GAUGE_SECONDS = 1.0
 _LAST_LOOK_SECONDS = 1.0
 """How long a pod already past the cap still waits for its lookups before the fallback."""
@@ -71,6 +73,9 @@ class _Held:
     pod: Pod
     task: asyncio.Task[None] | None = None
     resolved: dict[str, Resolved] = field(default_factory=dict)
+    releasing: bool = False
+    """The release patch is under way: the watch may report its effect (the label gone)
+    before the task has written its Event and line, and must not cancel it."""
 
 
 class Releaser:
@@ -93,6 +98,10 @@ class Releaser:
         self._pods = pods
         self._wall = wall_clock
         self._held: dict[str, _Held] = {}
+        self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
+        """When each set of images was last asked of the registry past the failure cache:
+        once per `retrySeconds`, however many pods share it (a rollout's hundreds of
+        replicas must not hammer a failing registry)."""
         self._limit = RateLimit(settings.releases_per_second)
         self._events: set[asyncio.Task[None]] = set()
         """Event writes under way, held so they are not garbage-collected mid-flight."""
@@ -108,7 +117,9 @@ class Releaser:
             if held is None:
                 return
             del self._held[uid]
-            if held.task is not None and not held.task.done():
+            if not self._held:
+                self._probed.clear()
+            if held.task is not None and not held.task.done() and not held.releasing:
                 held.task.cancel()
                 if kind != "DELETED":
                     # The gate went, and not by archfit's hand (its task was still running).
@@ -155,8 +166,16 @@ class Releaser:
             # found late, after an outage of archfit, still gets what the cache knows); a
             # failure answers at once, and is asked again rather than answered from the
             # failure cache, so a pod goes within seconds of the registry's recovery.
+            key = (pod_facts.images, pod_facts.pull)
+            now = time.monotonic()
+            fresh = now - self._probed.get(key, -math.inf) >= self._settings.retry_seconds
+            if fresh:
+                self._probed[key] = now
             held.resolved = await self._resolution.resolve(
-                pod_facts.images, pod_facts.pull, max(left, _LAST_LOOK_SECONDS), fresh_failures=True
+                pod_facts.images,
+                pod_facts.pull,
+                max(left, _LAST_LOOK_SECONDS),
+                fresh_failures=fresh,
             )
             if not any(isinstance(r, Unknown) for r in held.resolved.values()):
                 await self._release(uid, held.resolved, at_cap=False)
@@ -176,6 +195,7 @@ class Releaser:
         held = self._held.get(uid)
         if held is None:
             return
+        held.releasing = True
         pod, refused, backoff = held.pod, False, self._settings.retry_seconds
         while True:
             constrain = not (refused and self._age(pod) >= self._settings.max_wait_seconds)

@@ -108,6 +108,9 @@ class GatedPods:
                     _preload_content=False,
                     _request_timeout=_REQUEST_TIMEOUT,
                 )
+                # Read the answer before the connection goes back to the pool: unread bytes
+                # would be taken for the next request's answer.
+                response.drain_conn()
                 response.release_conn()
             except ApiException as error:
                 if error.status == 404:

@@ -496,18 +496,20 @@ def test_a_held_pod_with_its_own_constraints_is_released_without_the_apiserver_r
         pod_of(autoscaled, autoscaled_namespace, name)
     )
     original = manifest["spec"].get("affinity", {}).get("nodeAffinity", {})
-    now = released["spec"]["affinity"]["nodeAffinity"]
-    for before, after in zip(
-        original.get("requiredDuringSchedulingIgnoredDuringExecution", {}).get(
-            "nodeSelectorTerms", []
-        ),
-        now["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
-        strict=True,
-    ):
-        assert (
-            before["matchExpressions"]
-            == after["matchExpressions"][: len(before["matchExpressions"])]
-        )
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    before = original.get(required, {}).get("nodeSelectorTerms", [])
+    after = released["spec"]["affinity"]["nodeAffinity"][required]["nodeSelectorTerms"]
+    # Each of the pod's own terms is kept as a prefix of what it became; none added.
+    assert [t["matchExpressions"] for t in before] == [
+        t["matchExpressions"][: len(b["matchExpressions"])]
+        for t, b in zip(after, before, strict=False)
+    ]
+    assert len(before or [None]) == len(after)
+    for kept in ("preferredDuringSchedulingIgnoredDuringExecution",):
+        for term in original.get(kept, []):
+            assert term in released["spec"]["affinity"]["nodeAffinity"][kept]
+    if shape == "tolerations":
+        assert {"key": "example.com/batch", "operator": "Exists"} in released["spec"]["tolerations"]
 
 
 # --- helpers -----------------------------------------------------------------------------------
