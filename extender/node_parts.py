@@ -82,7 +82,7 @@ _loose_decoder = msgspec.json.Decoder(_LooseNode)
 
 
 class NodeDecodeError(ValueError):
-    """The bytes are not a JSON object; the message says what they are."""
+    """The bytes are not a JSON object (or not UTF-8); the message says what they are."""
 
 
 def decode_node(raw: bytes | memoryview | msgspec.Raw) -> NodeParts:
@@ -93,11 +93,12 @@ def decode_node(raw: bytes | memoryview | msgspec.Raw) -> NodeParts:
         return _decoder.decode(raw)
     except msgspec.ValidationError:
         pass
-    except msgspec.DecodeError as error:
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:
+        # msgspec raises UnicodeDecodeError for invalid bytes in a string it reads.
         raise NodeDecodeError(str(error)) from error
     try:
         loose = _loose_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as error:
         raise NodeDecodeError(str(error)) from error
     return _from_loose(loose)
 

@@ -334,3 +334,30 @@ async def test_the_webhook_admits_deeply_nested_pods_unchanged_without_an_error(
     assert [True, True] == [a["allowed"] for a in answers]
     assert [False, False] == ["patch" in a for a in answers]
     assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
+
+
+_BIG = b'"g":123456789012345678901234,'  # takes the standard library's parser
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (orjson.dumps(review(pod("acme/amd:1", name="MARK"))), "body is not UTF-8"),
+        (orjson.dumps(review(pod("MARK"))).replace(b"{", b"{" + _BIG, 1), "body is not UTF-8"),
+        (
+            orjson.dumps(review(pod("acme/amd:1", name="MARK"))).replace(b"{", b"{" + _BIG, 1),
+            "not a Unicode character",
+        ),
+    ],
+    ids=["invalid bytes", "invalid bytes beside a big integer", "a lone surrogate escape"],
+)
+async def test_a_review_that_is_not_utf8_gets_a_400_and_a_warning(
+    start: Start, body: bytes, problem: str
+) -> None:
+    """Bytes that are not UTF-8, or an escape of half a character, are the client's mistake."""
+    body = body.replace(b"MARK", b"web-\xff\xfe" if "UTF-8" in problem else b"web-\\ud800", 1)
+    hook = await start()
+    with capture_logs() as logs:
+        answer = await hook.call(body, status=400)
+    assert problem in answer["error"]
+    assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
