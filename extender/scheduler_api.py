@@ -142,7 +142,7 @@ def parse_args(
     `facts_of` shares NodeFacts between requests and `name_lists` NodeNames lists (both
     app-wide); fresh ones otherwise.
     """
-    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only six
+    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only seven
     # strings of each are decoded), so only the pod's bytes need the bound on containers.
     try:
         # Before any decoding: msgspec skips what it does not read without checking it,

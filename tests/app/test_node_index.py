@@ -131,9 +131,9 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
         assert {
-            "n1": (parse("linux/arm64"), Rule.LOOSE),
-            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
-            "n4": (parse("linux/amd64"), Rule.STRICT),
+            "n1": (parse("linux/arm64"), Rule.LOOSE, False),
+            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE, False),
+            "n4": (parse("linux/amd64"), Rule.STRICT, False),
         } == dict(index.snapshot())
         assert {parse("linux/arm64"), parse("linux/amd64")} == index.known_platforms()
         assert ["10", "23"] == fake.watches[:2]

@@ -88,7 +88,7 @@ def test_full_nodes_share_one_facts_object_per_platform_and_runtime():
     nodes = [node(f"n{i}", "arm64" if i % 2 else "amd64") for i in range(40)]
     args = parse_args(orjson.dumps(args_full(pod("a"), *nodes)))
     assert 2 == len({id(f) for f in args.facts})
-    assert {"linux/amd64", "linux/arm64"} == {str(p) for p, _ in args.facts}
+    assert {"linux/amd64", "linux/arm64"} == {str(p) for p, _, _ in args.facts}
 
 
 @pytest.mark.parametrize(
