@@ -16,6 +16,8 @@ from extender.audit.workloads import KINDS, Workload, WorkloadKey
 from extender.placement import Resolved, Unknown
 from extender.platforms import any_accepts, normalize
 from extender.pods import PullSecretsRef
+from extender.registry.errors import RegistryError
+from extender.registry.reference import parse as parse_reference
 
 TARGETS = ("arm64", "amd64")
 """The architectures a workload is judged against; arm64 is the one moved to."""
@@ -237,24 +239,47 @@ def _rank_blockers(reports: Sequence[WorkloadReport]) -> tuple[RankedBlocker, ..
     counts: Counter[str] = Counter()
     cpu: Counter[str] = Counter()
     platforms: dict[str, tuple[str, ...]] = {}
+    spellings: dict[str, Counter[str]] = {}
     for report in reports:
         for blocker in report.blockers["arm64"]:
-            counts[blocker.image] += 1
-            cpu[blocker.image] += report.cpu_millis
-            platforms[blocker.image] = blocker.platforms
-    ranked = sorted(counts, key=lambda image: (-counts[image], -cpu[image], image))
-    return tuple(RankedBlocker(i, platforms[i], counts[i], cpu[i]) for i in ranked)
+            key = same_image(blocker.image)
+            counts[key] += 1
+            cpu[key] += report.cpu_millis
+            platforms[key] = blocker.platforms
+            spellings.setdefault(key, Counter())[blocker.image] += 1
+    ranked = sorted(counts, key=lambda key: (-counts[key], -cpu[key], key))
+    return tuple(
+        RankedBlocker(_shown(spellings[k]), platforms[k], counts[k], cpu[k]) for k in ranked
+    )
 
 
 def _rank_unknown(reports: Sequence[WorkloadReport]) -> tuple[RankedUnknown, ...]:
     counts: Counter[str] = Counter()
     reasons: dict[str, str] = {}
+    spellings: dict[str, Counter[str]] = {}
     for report in reports:
         for item in report.unknown:
-            counts[item.image] += 1
-            reasons.setdefault(item.image, item.reason)
-    ranked = sorted(counts, key=lambda image: (-counts[image], image))
-    return tuple(RankedUnknown(i, reasons[i], counts[i]) for i in ranked)
+            key = same_image(item.image)
+            counts[key] += 1
+            reasons.setdefault(key, item.reason)
+            spellings.setdefault(key, Counter())[item.image] += 1
+    ranked = sorted(counts, key=lambda key: (-counts[key], key))
+    return tuple(RankedUnknown(_shown(spellings[k]), reasons[k], counts[k]) for k in ranked)
+
+
+def same_image(image: str) -> str:
+    """One key for every spelling of an image (`legacy-app:2`, `docker.io/library/legacy-app:2`,
+    `index.docker.io/library/legacy-app:2`): its normalised reference, or the text itself
+    when it is no reference at all."""
+    try:
+        return str(parse_reference(image))
+    except RegistryError:
+        return image
+
+
+def _shown(spellings: Counter[str]) -> str:
+    """The spelling most workloads use (then the shortest): what a search of manifests finds."""
+    return min(spellings, key=lambda text: (-spellings[text], len(text), text))
 
 
 def document(report: Report) -> dict[str, Any]:
