@@ -99,6 +99,39 @@ class RankedUnknown:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A kind of object the audit had no right to list: the figures it feeds are bounds."""
+
+    kind: str
+    """"Node" or "Event"."""
+    reason: str
+    """The API server's answer (`403 nodes is forbidden: ...`)."""
+
+    @property
+    def figures(self) -> tuple[str, ...]:
+        """The summary figures (as `document()` names them) that are bounds, not counts."""
+        return _BOUNDED.get(self.kind, ((), ""))[0]
+
+    @property
+    def effect(self) -> str:
+        """What leaving it out does to the report, in a sentence."""
+        return _BOUNDED.get(self.kind, ((), "the report may be incomplete"))[1]
+
+
+_BOUNDED = {
+    "Node": (
+        ("movableVcpu", "monthlySaving"),
+        "where pods run is unknown, so no replica counts as on arm64 already: "
+        "movable vCPU and the saving are upper bounds",
+    ),
+    "Event": (
+        ("brokenNow",),
+        "broken pods are found from their statuses alone: broken now is a lower bound",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """The figures for a planning meeting."""
 
@@ -114,6 +147,12 @@ class Summary:
     """movable vCPU * price * HOURS_PER_MONTH * discount; None without a price."""
     pricing: Pricing
     broken: int
+    left_out: tuple[LeftOut, ...] = ()
+    """What could not be read; LeftOut.figures names the figures that are bounds."""
+
+    def bounded(self, figure: str) -> bool:
+        """Whether `figure` (a `document()` summary key) is a bound because of what is left out."""
+        return any(figure in item.figures for item in self.left_out)
 
     @property
     def ready_share(self) -> float | None:
@@ -184,6 +223,7 @@ def build(
     *,
     skipped: Sequence[str] = (),
     loose: bool = False,
+    left_out: Sequence[LeftOut] = (),
 ) -> Report:
     """Judge every workload and sum up."""
     broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
@@ -195,7 +235,7 @@ def build(
         for w in ordered
     )
     return Report(
-        summary=_summary(reports, pricing, len(broken)),
+        summary=_summary(reports, pricing, len(broken), tuple(left_out)),
         workloads=reports,
         blockers=_rank_blockers(reports),
         unknown_images=_rank_unknown(reports),
@@ -209,7 +249,12 @@ def _order(workload: Workload) -> tuple[str, int, str]:
     return key.namespace, KINDS.index(key.kind) if key.kind in KINDS else len(KINDS), key.name
 
 
-def _summary(reports: Sequence[WorkloadReport], pricing: Pricing, broken: int) -> Summary:
+def _summary(
+    reports: Sequence[WorkloadReport],
+    pricing: Pricing,
+    broken: int,
+    left_out: tuple[LeftOut, ...] = (),
+) -> Summary:
     verdicts = Counter(report.verdict for report in reports)
     ready = [report for report in reports if report.verdict == READY]
     movable = sum(
@@ -232,6 +277,7 @@ def _summary(reports: Sequence[WorkloadReport], pricing: Pricing, broken: int) -
         monthly_saving=saving,
         pricing=pricing,
         broken=broken,
+        left_out=left_out,
     )
 
 
@@ -300,6 +346,10 @@ def document(report: Report) -> dict[str, Any]:
             "arm64Discount": summary.pricing.arm64_discount,
             "monthlySaving": summary.monthly_saving,
             "brokenNow": summary.broken,
+            "leftOut": [
+                {"kind": item.kind, "reason": item.reason, "bounds": list(item.figures)}
+                for item in summary.left_out
+            ],
         },
         "blockers": [
             {
