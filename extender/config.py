@@ -122,9 +122,11 @@ class PolicySettings:
 @dataclass(frozen=True)
 class KubernetesSettings:
     mode: Literal["auto", "in-cluster", "kubeconfig", "off"] = "auto"
-    """API server access. `auto`: in-cluster in a pod, else `kubeconfig` if set, else off."""
+    """API server access. `auto`, for `serve` and `audit` alike: `kubeconfig` if set, else
+    the pod's service account, else $KUBECONFIG, else ~/.kube/config if it exists, else off
+    (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
-    """Kubeconfig path for `mode: kubeconfig` (empty: $KUBECONFIG or ~/.kube/config)."""
+    """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
     node_index: bool = True
     """List-watch Nodes so `nodeCacheCapable: true` requests (NodeNames only) can be served."""
     pull_secrets: bool = True
