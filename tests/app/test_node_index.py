@@ -102,6 +102,17 @@ class FakeApiServer:
         return response
 
 
+def kubeconfig_for(path, port: int):
+    """A kubeconfig at `path` for the fake API server on `port`."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    return path
+
+
 @contextlib.asynccontextmanager
 async def running_index(aiohttp_server, fake: FakeApiServer, page_size: int):
     """A NodeIndex list-watching `fake` through the real kubernetes client, started."""
@@ -214,13 +225,7 @@ async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
 
     fake.handle = held_list
     server = await aiohttp_server(fake.app())
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{server.port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-    )
+    kubeconfig = kubeconfig_for(tmp_path / "kubeconfig", server.port)
     client = await make_client(
         settings(kubernetes={"mode": "kubeconfig", "kubeconfig": str(kubeconfig)})
     )
@@ -281,13 +286,7 @@ async def test_serve_under_auto_reads_nodes_through_kubeconfig_as_audit_does(
     fake = FakeApiServer()
     fake.script = False
     server = await aiohttp_server(fake.app())
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{server.port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-    )
+    kubeconfig = kubeconfig_for(tmp_path / "kubeconfig", server.port)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     client = await make_client(settings(kubernetes={"mode": "auto", "pullSecrets": False}))
