@@ -70,8 +70,8 @@ class Fleet:
     events: list[dict[str, Any]]
     """Events about pods."""
     left_out: dict[str, str] = field(default_factory=dict)
-    """"Events" and "Nodes" when the identity may not list them, each with the API server's
-    answer: the audit goes on without them (extender.audit.report.LeftOut)."""
+    """Kind ("Event", "Node") → the API server's answer, for what the identity may not list:
+    the audit goes on without them (extender.audit.report.LeftOut)."""
 
 
 def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
