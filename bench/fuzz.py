@@ -5,9 +5,9 @@ loopback, then:
 
 - fuzz: `--requests` mixed malformed requests over a few keep-alive connections:
   mutated ExtenderArgs to /scheduler/filter and /scheduler/prioritize, mutated
-  AdmissionReviews to /mutate over TLS, broken HTTP, bodies cut off mid-way, deep
-  nesting, integers above 64 bits and absurd counts. Meanwhile one connection sends a
-  good request every 10 ms and records its latency.
+  AdmissionReviews to /mutate over TLS, text that is not UTF-8 on all three, broken
+  HTTP, bodies cut off mid-way, deep nesting, integers above 64 bits and absurd counts.
+  Meanwhile one connection sends a good request every 10 ms and records its latency.
 - loosening: `--loosening` random realistic pods (empty terms, matchFields, nodeSelectors,
   every operator) through the webhook's decision, each patch applied as the apiserver
   applies it; a pod is loosened when the patched pod admits a node the original did not
@@ -139,6 +139,46 @@ def _bodies(rng: random.Random, count: int) -> list[tuple[str, bytes, bool]]:
     return made
 
 
+# Byte sequences that are not UTF-8 (RFC 3629), and escapes of half a UTF-16 pair, which
+# are ASCII but no Unicode text.
+_NOT_UTF8 = [
+    b"\xff\xfe",  # never in UTF-8
+    b"\xe9t\xe9",  # Latin-1
+    b"\xc0\xaf",  # overlong "/"
+    b"\xe2\x82",  # cut short
+    b"\xed\xa0\x80",  # a surrogate, encoded
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+    b"\\ud800",
+    b"\\udc00x",
+]
+
+
+def _not_utf8_bodies(rng: random.Random, count: int) -> list[tuple[str, bytes, bool]]:
+    """(path, body, over TLS) of otherwise valid requests with text that is not UTF-8 in
+    a string somewhere (a name, an image, a label, a field archfit skips), on every
+    endpoint, some beside an integer above 64 bits (the standard library's parser)."""
+    image = "127.0.0.1:1/fuzz/app:1"
+    bases = [
+        (args_full(pod(image), node("n1"), node("n2", "arm64")), False),
+        (args_names(pod(image), "n1", "n2"), False),
+        (_review(pod(image)), True),
+    ]
+    made: list[tuple[str, bytes, bool]] = []
+    for _ in range(count):
+        base, tls = rng.choice(bases)
+        path = "/mutate" if tls else rng.choice(_VERBS)
+        raw = orjson.dumps(base)
+        quotes = [i for i, byte in enumerate(raw) if byte == ord('"')]
+        at = rng.choice(quotes) + 1  # just inside a key or a string
+        body = raw[:at] + rng.choice(_NOT_UTF8) + raw[at:]
+        if rng.random() < 0.25:
+            body = body.replace(b"{", b'{"g":123456789012345678901234,', 1)
+        elif rng.random() < 0.05:
+            body = raw.decode().encode("utf-16")  # the whole body in another encoding
+        made.append((path, body, tls))
+    return made
+
+
 _BROKEN_HTTP = [
     b"POST /scheduler/filter HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n",
     b"POST /scheduler/filter HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
@@ -243,6 +283,7 @@ async def fuzz(
     archfit: Archfit, requests: int, workers: int, seed: int
 ) -> tuple[Tally, list[float], float]:
     jobs = _bodies(random.Random(seed), 3000)
+    jobs += _not_utf8_bodies(random.Random(seed + 1), 600)
     tally, latencies, stop = Tally(), [], asyncio.Event()
     probe = asyncio.create_task(_prober(archfit, stop, latencies))
     started = time.perf_counter()
@@ -339,6 +380,8 @@ async def main(args: argparse.Namespace) -> None:
             except orjson.JSONDecodeError:
                 levels["not JSON"] += 1
         print(f"  archfit's log lines by level: {dict(levels)}")
+        errors = sum(n for key, n in levels.items() if key.split(":")[0] in ("error", "critical"))
+        print(f"  error-level lines: {errors}")
 
 
 async def _fuzz_and_print(archfit: Archfit, args: argparse.Namespace) -> None:

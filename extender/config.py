@@ -94,6 +94,11 @@ class PolicySettings:
     """Score (0..10) per architecture, for pods whose images run on two or more candidates."""
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; `strict` or `loose` judge all nodes alike."""
+    arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
+    """Whether a 32-bit Arm build (arm/v5..v8) counts on an arm64 node whose runtime pulls it
+    (containerd < 2.1). Many arm64 CPUs cannot run it (Neoverse N2/V2 such as Graviton4,
+    AmpereOne). `labelled`: only on nodes labelled `archfit.io/aarch32: "true"`, and never in
+    the webhook's constraint; `pull-rule`: on every such node. Never a reason to prefer arm64."""
     resolve_deadline_seconds: float = 1.5
     """Time a request waits for registries; keep it below the scheduler's httpTimeout."""
 
@@ -117,9 +122,11 @@ class PolicySettings:
 @dataclass(frozen=True)
 class KubernetesSettings:
     mode: Literal["auto", "in-cluster", "kubeconfig", "off"] = "auto"
-    """API server access. `auto`: in-cluster in a pod, else `kubeconfig` if set, else off."""
+    """API server access. `auto`, for `serve` and `audit` alike: `kubeconfig` if set, else
+    the pod's service account, else $KUBECONFIG, else ~/.kube/config if it exists, else off
+    (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
-    """Kubeconfig path for `mode: kubeconfig` (empty: $KUBECONFIG or ~/.kube/config)."""
+    """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
     node_index: bool = True
     """List-watch Nodes so `nodeCacheCapable: true` requests (NodeNames only) can be served."""
     pull_secrets: bool = True

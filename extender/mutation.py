@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.placement import Resolved, annotation_preference, short_image
@@ -51,6 +51,9 @@ class MutationRules:
     """How image entries match a platform. The webhook cannot see which runtime a pod
     will meet, so under `policy.matching: auto` it takes the most permissive rule: a
     constraint must never exclude a node that could run the images."""
+    aarch32: bool = False
+    """Whether arm64 runs 32-bit Arm builds (platforms.accepts). A constraint names
+    architectures, not nodes, so only `policy.arm32OnArm64: pull-rule` sets it."""
     scheduler_name: str = ""
     """Send pods that asked for the default scheduler to this one (off when empty)."""
 
@@ -109,22 +112,24 @@ def decide_mutation(
         _route(spec, rules, mutation)
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
-    supported = frozenset(
-        p for p in rules.platforms if all(any_accepts(p, ps, rule=rules.rule) for _, ps in known)
-    )
+    supported = frozenset(_runs_on(known, rules.platforms, rules))
     mutation.runs_on = tuple(sorted(supported))
-    _annotate(pod, _platforms_in_common(known, rules.rule), mutation)
+    # The images' platforms and the cluster's: the annotation names every one supported has.
+    entries = {p for _, platforms in known for p in platforms} | rules.platforms
+    _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
     allowed = _allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_none_fits(known, rules.platforms, rules.rule))
+        mutation.warnings.append(_none_fits(known, rules.platforms, rules))
     elif not supported & allowed:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_pod_requires_other(known, allowed, rules.rule))
+        mutation.warnings.append(_pod_requires_other(known, allowed, rules))
     else:
         node_affinity = _node_affinity(spec)
         changed = _require(node_affinity, supported, allowed, mutation)
-        changed |= _prefer(node_affinity, supported & allowed, pod, rules, mutation)
+        # Only native builds earn a preference: a 32-bit Arm one never makes arm64 preferred.
+        native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+        changed |= _prefer(node_affinity, native & allowed, pod, rules, mutation)
         if changed:
             _set_node_affinity(spec, node_affinity, mutation)
         _tolerate(spec, supported & allowed, rules.taints, mutation)
@@ -141,12 +146,10 @@ def _require_known(
     rules: MutationRules,
     mutation: Mutation,
 ) -> None:
-    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
+    known = [(i, r) for i in images if isinstance(r := resolved.get(i), frozenset)]
     if not known:
         return
-    supported = frozenset(
-        p for p in rules.platforms if all(any_accepts(p, ps, rule=rules.rule) for ps in known)
-    )
+    supported = frozenset(_runs_on(known, rules.platforms, rules))
     allowed = _allowed_by_pod(spec, rules.platforms)
     if not supported & allowed:
         return  # a conflict: no constraint could help, and the unknown image may explain it
@@ -431,23 +434,31 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     mutation.annotation.append(op)
 
 
-def _platforms_in_common(
-    known: Sequence[tuple[str, frozenset[Platform]]], rule: Rule
-) -> list[Platform]:
-    """Platforms (of any image's entries) that every image runs on: what the pod runs on."""
-    entries = {p for _, platforms in known for p in platforms}
-    return sorted(p for p in entries if all(any_accepts(p, ps, rule=rule) for _, ps in known))
+def _runs_on(
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    platforms: Iterable[Platform],
+    rules: MutationRules,
+) -> Iterable[Platform]:
+    """Those of `platforms` that every image runs on."""
+    return (p for p in platforms if all(_runs(p, ps, rules) for _, ps in known))
+
+
+def _runs(platform: Platform, image_platforms: frozenset[Platform], rules: MutationRules) -> bool:
+    """Whether an image with these entries runs on `platform`, under the rules' matching."""
+    return any_accepts(platform, image_platforms, rule=rules.rule, aarch32=rules.aarch32)
 
 
 # --- warnings ---------------------------------------------------------------------------
 
 
 def _none_fits(
-    known: Sequence[tuple[str, frozenset[Platform]]], platforms: Iterable[Platform], rule: Rule
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    platforms: Iterable[Platform],
+    rules: MutationRules,
 ) -> str:
     wanted = sorted(platforms)
     for image, image_platforms in known:
-        if not any(any_accepts(p, image_platforms, rule=rule) for p in wanted):
+        if not any(_runs(p, image_platforms, rules) for p in wanted):
             names = ", ".join(str(p) for p in wanted)
             return _warning(image, f"runs on none of this cluster's platforms ({names})")
     # Each image runs somewhere, just not all on the same platform.
@@ -455,7 +466,9 @@ def _none_fits(
 
 
 def _pod_requires_other(
-    known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], rule: Rule
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    allowed: frozenset[Platform],
+    rules: MutationRules,
 ) -> str:
     if not allowed:
         return _OWN_CONSTRAINTS_ADMIT_NONE
@@ -463,7 +476,7 @@ def _pod_requires_other(
     arches = ",".join(sorted({p.architecture for p in required}))
     for platform in required:
         for image, image_platforms in known:
-            if not any_accepts(platform, image_platforms, rule=rule):
+            if not _runs(platform, image_platforms, rules):
                 return _warning(image, f"has no {platform}, but this pod requires {arches}")
     return _warning(known[0][0], f"does not fit this pod's required {arches}")
 

@@ -44,12 +44,19 @@ class Policy:
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; the others force one rule on all."""
     arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+    arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
+    """Which arm64 nodes run a 32-bit Arm build their runtime pulls: those labelled
+    runtimes.AARCH32_LABEL, or all (platforms.accepts)."""
 
     def rule_for(self, runtime_rule: Rule) -> Rule:
         """The rule a node whose runtime follows `runtime_rule` is judged by."""
         if self.matching == "auto":
             return runtime_rule
         return Rule.LOOSE if self.matching == "loose" else Rule.STRICT
+
+    def aarch32_for(self, labelled: bool) -> bool:
+        """Whether a node (`labelled` with runtimes.AARCH32_LABEL or not) runs 32-bit Arm code."""
+        return labelled or self.arm32_on_arm64 == "pull-rule"
 
 
 Outcome = Literal["pass", "reject", "doubt"]
@@ -220,12 +227,12 @@ def _judge(
     policy: Policy,
     fail_open: bool,
 ) -> Verdict:
-    platform, runtime_rule = node
+    platform, runtime_rule, labelled = node
     if platform is None:
         return Verdict("doubt", fail_open, None, runtime_rule, UNKNOWN_NODE_REASON)
-    rule = policy.rule_for(runtime_rule)
+    rule, aarch32 = policy.rule_for(runtime_rule), policy.aarch32_for(labelled)
     for image, platforms in known:
-        if not any_accepts(platform, platforms, rule=rule):
+        if not any_accepts(platform, platforms, rule=rule, aarch32=aarch32):
             reason = mismatch_reason(image, platform)
             return Verdict("reject", False, platform, rule, reason, image, platforms)
     if unknown is not None:
@@ -263,8 +270,9 @@ def decide_scores(
     if not images or len(known) != len(images):
         return ScoreDecision({}, False, ())
     runnable: dict[int, str] = {}
-    """id(facts) → architecture, for the facts the pod runs on."""
-    for key, (platform, runtime_rule) in candidates.distinct.items():
+    """id(facts) → architecture, for the facts the pod runs on natively: a 32-bit Arm build
+    lets a pod onto an arm64 node (decide_filter), but is never a reason to prefer arm64."""
+    for key, (platform, runtime_rule, _) in candidates.distinct.items():
         rule = policy.rule_for(runtime_rule)
         if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
             runnable[key] = platform.architecture

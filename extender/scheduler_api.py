@@ -142,10 +142,15 @@ def parse_args(
     `facts_of` shares NodeFacts between requests and `name_lists` NodeNames lists (both
     app-wide); fresh ones otherwise.
     """
-    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only six
+    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only seven
     # strings of each are decoded), so only the pod's bytes need the bound on containers.
     try:
+        # Before any decoding: msgspec skips what it does not read without checking it,
+        # and would hand invalid bytes in a kept fragment to a later decode, or back.
+        wire_json.check_utf8(body)
         args = _args_decoder.decode(body)
+    except wire_json.JsonError as error:
+        raise WireError(str(error)) from error
     except RecursionError as error:
         raise WireError("body is not valid JSON: nested too deeply") from error
     except msgspec.ValidationError as error:  # a DecodeError too: test it first

@@ -70,6 +70,7 @@ def policy_of(settings: Settings) -> Policy:
         failure_policy=settings.policy.failure_policy,
         matching=settings.policy.matching,
         arch_preference=settings.policy.arch_preference,
+        arm32_on_arm64=settings.policy.arm32_on_arm64,
     )
 
 

@@ -75,6 +75,7 @@ def base_rules(settings: Settings) -> MutationRules:
         arch_preference=policy.arch_preference,
         taints=tuple(TaintRule(t.architecture, t.key, t.value, t.effect) for t in hook.arch_taints),
         rule=Rule.STRICT if policy.matching == "strict" else Rule.LOOSE,
+        aarch32=policy.arm32_on_arm64 == "pull-rule",
         scheduler_name=hook.scheduler_name,
     )
 

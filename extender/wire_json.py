@@ -8,6 +8,7 @@ bodies it cannot round-trip fall back to the standard library, which can.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -49,10 +50,25 @@ def check_containers(body: bytes | msgspec.Raw) -> None:
         )
 
 
+def check_utf8(body: bytes) -> None:
+    """Refuse a body that is not UTF-8 (RFC 8259 §8.1), wherever the bad bytes sit: parsers
+    skip the fields they do not read without looking, and kept fragments are decoded later
+    or echoed back as they came. Raises JsonError naming the first bad byte."""
+    if body.isascii():  # almost every body, and no copy made to know it
+        return
+    try:
+        body.decode()
+    except UnicodeDecodeError as error:
+        raise JsonError(
+            f"body is not UTF-8: byte 0x{body[error.start]:02x} at offset {error.start}"
+        ) from error
+
+
 def loads(body: bytes) -> Any:
     """Parse a request body: orjson, or the standard library when it holds integers
     orjson would turn into floats. Raises JsonError naming the problem."""
     check_containers(body)
+    check_utf8(body)
     if _has_big_integer(body):
         return _exact_loads(body)
     try:
@@ -87,10 +103,39 @@ def _reject_constant(name: str) -> Any:
 
 def _exact_loads(body: bytes) -> Any:
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(body, parse_constant=_reject_constant)
     except RecursionError as error:
         raise JsonError("body is not valid JSON: nested too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
         if isinstance(error, JsonError):
             raise
         raise JsonError(f"body is not valid JSON: {error}") from error
+    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
+        raise JsonError(
+            "body is not valid JSON: a lone surrogate escape (\\ud800-\\udfff) is not a "
+            "Unicode character"
+        )
+    return value
+
+
+# The standard library reads "\\ud800" alone as a string no encoder can write again;
+# orjson and msgspec refuse it. A pair is one character: only a lone half is refused.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a key or string anywhere in `value` holds half a UTF-16 pair (iteratively:
+    the value may be nested as deep as the parser allows)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

@@ -18,7 +18,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from extender.audit.report import BLOCKED, READY, Report, WorkloadReport, document
+from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
 from extender.registry.errors import snippet
 from extender.tables import print_table
 
@@ -46,26 +46,35 @@ def write(report: Report, output: str, out: TextIO) -> None:
 def headline(report: Report) -> list[str]:
     """The summary in a few sentences, shared by the table and Markdown."""
     s = report.summary
+    # Figures that a missing right makes bounds say so where they are printed.
+    at_least = "at least " if s.bounded("brokenNow") else ""
+    at_most = "at most " if s.bounded("movableVcpu") else ""
     lines = [
         f"Ready for arm64: {s.ready} of {s.workloads} workloads ({_percent(s.ready_share)}), "
         f"{_vcpu(s.ready_cpu_millis)} of {_vcpu(s.cpu_millis)} requested vCPU "
         f"({_percent(s.ready_cpu_share)}).",
         f"Blocked: {s.blocked}. Unknown (images that could not be read): {s.unknown}. "
-        f"Broken now: {s.broken}.",
+        f"Broken now: {at_least}{s.broken}.",
     ]
     discount = f"{s.pricing.arm64_discount:.0%}"
     if s.monthly_saving is not None:
         lines.append(
-            f"Estimated saving: {s.monthly_saving:,.2f} a month, moving "
-            f"{_vcpu(s.movable_cpu_millis)} vCPU at {s.pricing.price_per_vcpu_hour:g} a "
-            f"vCPU-hour and a {discount} arm64 discount."
+            f"Estimated saving: {at_most}{s.monthly_saving:,.2f} a month, moving "
+            f"{at_most}{_vcpu(s.movable_cpu_millis)} vCPU at {s.pricing.price_per_vcpu_hour:g} "
+            f"a vCPU-hour and a {discount} arm64 discount."
         )
     else:
         lines.append(
-            f"Movable now: {_vcpu(s.movable_cpu_millis)} vCPU; give --price-per-vcpu-hour "
-            f"for the saving at a {discount} arm64 discount."
+            f"Movable now: {at_most}{_vcpu(s.movable_cpu_millis)} vCPU; give "
+            f"--price-per-vcpu-hour for the saving at a {discount} arm64 discount."
         )
+    lines += [left_out_line(item) for item in s.left_out]
     return lines
+
+
+def left_out_line(item: LeftOut) -> str:
+    """What was not read and what that does to the figures: on stderr and in the summary."""
+    return f"Not read: {item.kind}s ({snippet(item.reason, 200)}); {item.effect}."
 
 
 def table_parts(report: Report) -> list[RenderableType]:

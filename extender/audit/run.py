@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from extender.audit import breakage, render
 from extender.audit.lookups import Pair, distinct_pairs, look_up
-from extender.audit.report import Lookups, Pricing, Report, build
+from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
 from extender.audit.workloads import (
     Owners,
     Workload,
@@ -81,7 +81,10 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         skipped=skipped,
         only_audited=bool(options.selector),
         loose=settings.policy.loose_matching,
+        left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
     )
+    for item in report.summary.left_out:
+        print(f"archfit: {render.left_out_line(item)}", file=err)
     render.write(report, options.output, out)
     return 1 if options.fail_on_blockers and report.summary.blocked else 0
 
@@ -113,6 +116,7 @@ def judge_fleet(
     skipped: Sequence[str] = (),
     only_audited: bool = False,
     loose: bool = False,
+    left_out: Sequence[LeftOut] = (),
 ) -> Report:
     """Attribute pods to workloads, find what is broken now, and build the report."""
     owners = Owners(workloads, intermediates)
@@ -129,6 +133,7 @@ def judge_fleet(
         pricing,
         skipped=skipped,
         loose=loose,
+        left_out=left_out,
     )
 
 

@@ -5,7 +5,7 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
 - Each page and each watch event is decoded by msgspec into extender.node_parts' Structs,
   the same ones full-Node requests use, which hold only the fields runtimes.node_facts
-  reads: the name, three labels, the resourceVersion and three fields of status.nodeInfo.
+  reads: the name, four labels, the resourceVersion and three fields of status.nodeInfo.
   Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
   skipped by the decoder and never become Python objects, so nothing of them is left
   behind in the heap either.
@@ -249,7 +249,7 @@ class NodeIndex:
 
     def _publish(self, nodes: dict[str, NodeFacts]) -> None:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
-        self._platforms = frozenset(p for p, _ in nodes.values() if p is not None)
+        self._platforms = frozenset(p for p, _, _ in nodes.values() if p is not None)
         if self._on_change is not None:
             self._on_change(len(nodes))
 

@@ -185,8 +185,8 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     image = f"{faults.host}/huge/app:1"
     await resolver.platforms(image, POD)  # cold: parsed once
     amd, arm = (
-        (normalize("linux", "amd64"), Rule.STRICT),
-        (normalize("linux", "arm64"), Rule.STRICT),
+        (normalize("linux", "amd64"), Rule.STRICT, False),
+        (normalize("linux", "arm64"), Rule.STRICT, False),
     )
     names = [f"node-{i}" for i in range(100)]
     facts = [arm if i % 2 else amd for i in range(100)]

@@ -3,8 +3,8 @@
 import csv
 import io
 
-from extender.audit.render import CSV_COLUMNS, write
-from extender.audit.report import Pricing, build
+from extender.audit.render import CSV_COLUMNS, headline, write
+from extender.audit.report import LeftOut, Pricing, build, document
 from extender.placement import Unknown
 from extender.platforms import parse
 from extender.pods import PullSecretsRef
@@ -43,3 +43,33 @@ def test_csv_has_one_row_per_workload_with_the_verdict():
     rows = list(csv.reader(io.StringIO(_render("csv"))))
     expected = [list(CSV_COLUMNS), ["api", "blocked"], ["web", "unknown"]]
     assert expected == [rows[0], *([row[2], row[3]] for row in rows[1:])]
+
+
+def test_figures_that_a_missing_right_bounds_say_so_and_name_what_was_not_read():
+    """Without Nodes movable vCPU and the saving are upper bounds; without Events broken now
+    is a lower bound: the summary marks them, in text and in JSON."""
+    fleet = [workload("web", "multi:1", cpu_millis=500, replicas=2)]
+    answers = {("multi:1", PULL): AMD64 | {parse("linux/arm64")}}
+    left_out = [LeftOut("Node", "403 nodes is forbidden"), LeftOut("Event", "403 forbidden")]
+    report = build(fleet, answers, {}, [], Pricing(0.1), left_out=left_out)
+    lines = headline(report)
+    summary = document(report)["summary"]
+    assert (
+        "Blocked: 0. Unknown (images that could not be read): 0. Broken now: at least 0.",
+        "Estimated saving: at most 14.60 a month, moving at most 1 vCPU at 0.1 a vCPU-hour "
+        "and a 20% arm64 discount.",
+        "Not read: Nodes (403 nodes is forbidden); where pods run is unknown, so no replica "
+        "counts as on arm64 already: movable vCPU and the saving are upper bounds.",
+        "Not read: Events (403 forbidden); broken pods are found from their statuses alone: "
+        "broken now is a lower bound.",
+        [["movableVcpu", "monthlySaving"], ["brokenNow"]],
+    ) == (*lines[1:], [item["bounds"] for item in summary["leftOut"]])
+
+
+def test_with_every_right_no_figure_is_marked():
+    """A complete read prints plain figures and an empty leftOut."""
+    report = _report()
+    assert ([], False) == (
+        document(report)["summary"]["leftOut"],
+        any("at most" in line or "at least" in line for line in headline(report)),
+    )

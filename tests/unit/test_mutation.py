@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -301,10 +302,11 @@ def test_platforms_only_variants_tell_apart_add_no_empty_term() -> None:
     assert (("linux/arm/v7",), []) == (tuple(map(str, mutation.runs_on)), required_terms(patched))
 
 
-def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes():
-    """A containerd 2.0 arm64 node runs arm/v7 (Only()); the webhook must not rule it out."""
+def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes_that_run_it():
+    """A containerd 2.0 arm64 node pulls arm/v7 (Only()); with `arm32OnArm64: pull-rule` (its
+    CPUs run AArch32) the webhook must not rule it out."""
     v7 = frozenset({parse("linux/arm/v7")})
-    patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE))
+    patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE, aarch32=True))
     assert [{"matchExpressions": [ARCH_IN_ARM]}] == required_terms(patched)
     strict = decide_mutation(
         pod("acme/v7:1"), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
@@ -383,3 +385,69 @@ def test_the_patch_never_admits_a_node_the_pod_did_not_admit_for_random_pods() -
         if extra:
             loosened.append((obj, extra))
     assert [] == loosened[:3]
+
+
+AMD_V7 = frozenset({parse("linux/amd64"), parse("linux/arm/v7")})
+
+
+def test_a_32_bit_arm_build_does_not_send_a_pod_to_arm64_by_default() -> None:
+    """amd64 + arm/v7 under auto: required amd64, no arm64 preference, and the annotation
+    names no arm64 either."""
+    patched, mutation = admit(pod("acme/amd-v7:1"), {"acme/amd-v7:1": AMD_V7})
+    preferred = node_affinity(patched).get("preferredDuringSchedulingIgnoredDuringExecution")
+    assert ([{"matchExpressions": [ARCH_IN_AMD]}], None, ("linux/amd64",)) == (
+        required_terms(patched),
+        preferred,
+        tuple(map(str, mutation.runs_on)),
+    )
+    assert "linux/amd64,linux/arm/v7" == patched["metadata"]["annotations"][PLATFORMS_ANNOTATION]
+
+
+def test_with_pull_rule_a_32_bit_arm_build_admits_arm64_but_never_prefers_it() -> None:
+    """arm32OnArm64: pull-rule: arm64 stays allowed, gets no preferred term, and the
+    annotation names it."""
+    patched, mutation = admit(
+        pod("acme/amd-v7:1"), {"acme/amd-v7:1": AMD_V7}, rules(rule=Rule.LOOSE, aarch32=True)
+    )
+    assert ([], {}, ("linux/amd64", "linux/arm64")) == (
+        required_terms(patched),
+        node_affinity(patched),
+        tuple(map(str, mutation.runs_on)),
+    )
+    annotation = patched["metadata"]["annotations"][PLATFORMS_ANNOTATION]
+    assert "linux/amd64,linux/arm/v7,linux/arm64" == annotation
+
+
+@pytest.mark.parametrize("aarch32", [False, True])
+@pytest.mark.parametrize("rule", list(Rule))
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ("linux/amd64", "linux/arm/v7"),
+        ("linux/arm/v7",),
+        ("linux/arm/v6",),
+        ("linux/386",),
+        ("linux/amd64", "linux/arm64"),
+        ("linux/arm64/v8",),
+    ],
+)
+def test_the_platforms_annotation_names_every_platform_the_pod_is_sent_to(
+    entries: tuple[str, ...], rule: Rule, aarch32: bool
+) -> None:
+    """What the webhook decides the pod runs on is in `archfit.io/platforms`, never missing."""
+    image = frozenset(map(parse, entries))
+    _, mutation = admit(pod("i"), {"i": image}, rules(rule=rule, aarch32=aarch32))
+    annotated = mutation.annotation[0]["value"]
+    annotated = annotated[PLATFORMS_ANNOTATION] if isinstance(annotated, dict) else annotated
+    assert [] == [str(p) for p in mutation.runs_on if str(p) not in annotated.split(",")]
+
+
+def test_docs_webhook_md_says_which_rule_the_webhook_matches_by_under_auto() -> None:
+    """The webhook's rule under `auto` (loose, 32-bit Arm only under pull-rule) is documented."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhook.md").read_text()
+    section = text[text.index("- **Which matching rule.**") :].split("\n- **")[0]
+    assert ["`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32"] == [
+        word
+        for word in ("`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32")
+        if word in section
+    ]
