@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import archfit_settings, merge  # noqa: E402
+from tests.e2e.archfit import archfit_settings  # noqa: E402
 from tests.e2e.autoscaler import AutoscaledCluster  # noqa: E402
 from tests.e2e.catalog import published  # noqa: E402
 from tests.e2e.controlplane import Binaries  # noqa: E402
-from tests.e2e.gating import fresh_amd64_image, run_case  # noqa: E402
+from tests.e2e.gating import fresh_amd64_image, gate_settings, run_case  # noqa: E402
 from tests.e2e.karpenter import KarpenterBuild  # noqa: E402
 from tests.e2e.webhook import WebhookArchfit  # noqa: E402
 from tests.support.delaying_proxy import DelayingProxy  # noqa: E402
@@ -58,17 +58,6 @@ class _Factory:
 
     def mktemp(self, name: str) -> Path:
         return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
-
-
-def _settings(base: dict[str, Any], proxy: DelayingProxy, unknown_images: str) -> dict[str, Any]:
-    return merge(
-        base,
-        {
-            "registry": {"hosts": {proxy.host: {"plainHttp": True}}},
-            "logging": {"level": "info", "format": "json"},
-            "webhook": {"unknownImages": unknown_images, "gate": {"retrySeconds": 0.5}},
-        },
-    )
 
 
 def _lines(hook: WebhookArchfit, event: str) -> list[dict[str, Any]]:
@@ -100,7 +89,7 @@ def cases(
         proxy.reset()
         hook = WebhookArchfit(
             autoscaled.control_plane.admin_kubeconfig,
-            _settings(base, proxy, mode),
+            gate_settings(base, proxy, unknown_images=mode),
             root / f"archfit-{index}",
         ).start()
         try:
@@ -137,7 +126,7 @@ def rollout(
     namespace = autoscaled.create_namespace("rollout")
     proxy.reset()
     hook = WebhookArchfit(
-        autoscaled.control_plane.admin_kubeconfig, _settings(base, proxy, "gate"), root / "roll"
+        autoscaled.control_plane.admin_kubeconfig, gate_settings(base, proxy), root / "roll"
     ).start()
     try:
         hook.wait_called(namespace, fresh_amd64_image(url, proxy))

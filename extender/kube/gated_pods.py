@@ -26,12 +26,11 @@ from extender.gates import (
     is_gated,
     release_operations,
 )
-from extender.kube.nodes import watch_lines
+from extender.kube.watching import Expired, list_watch_forever, watch_lines
 
 log = structlog.get_logger("archfit.gates")
 
 _WATCH_SECONDS = 30
-_BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 _REQUEST_TIMEOUT = (5, 15)
 
 Pod = dict[str, Any]
@@ -166,22 +165,13 @@ class GatedPods:
     # --- the list-watch thread ----------------------------------------------------------
 
     def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                version = self._list()
-                failures = 0
-                while not self._stop.is_set():
-                    version = self._watch_from(version)
-            except _Expired:
-                log.info("gated_pods_watch_expired", action="relist")
-            except Exception as error:  # the thread must survive any API hiccup
-                if self._stop.is_set():
-                    break
-                delay = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)]
-                failures += 1
-                log.warning("gated_pods_error", error=str(error)[:300], retry_in_s=delay)
-                self._stop.wait(delay)
+        list_watch_forever(
+            self._stop,
+            self._list,
+            self._watch_from,
+            log,
+            ("gated_pods_watch_expired", "gated_pods_error"),
+        )
 
     def _list(self) -> str:
         response: Any = self._core.list_pod_for_all_namespaces(
@@ -212,7 +202,7 @@ class GatedPods:
             )
         except ApiException as error:
             if error.status == 410:
-                raise _Expired from error
+                raise Expired from error
             raise
         self._response = response
         try:
@@ -221,7 +211,7 @@ class GatedPods:
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if obj.get("code") == 410:
-                        raise _Expired
+                        raise Expired
                     raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
                 version = str(obj.get("metadata", {}).get("resourceVersion") or version)
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
@@ -283,10 +273,6 @@ async def release_all(
                 meta = current["metadata"]
                 current = await pods.read(meta["namespace"], meta["name"])
     return done
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is too old: list again."""
 
 
 def _body(error: ApiException) -> bytes:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from tests.e2e import cluster
+from tests.e2e.archfit import merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.images import Pusher
@@ -39,6 +41,28 @@ class CaseResult:
     @property
     def wrong_launches(self) -> int:
         return sum(1 for arch, _ in self.launches if arch != "amd64")
+
+
+def gate_settings(base: dict[str, Any], proxy: DelayingProxy, **gate: Any) -> dict[str, Any]:
+    """archfit's settings for a gate case: the proxy as a plain-HTTP loopback registry, the
+    gate on (or `unknown_images="admit"`), and a Lease of the case's own (a killed archfit's
+    Lease must not hold up the next one)."""
+    return merge(
+        base,
+        {
+            "registry": {"hosts": {proxy.host: {"plainHttp": True}}},
+            "logging": {"level": "info", "format": "json"},
+            "webhook": {
+                "unknownImages": gate.pop("unknown_images", "gate"),
+                "gate": {
+                    "maxWaitSeconds": 90,
+                    "retrySeconds": 0.5,
+                    "leaseName": f"archfit-releaser-{uuid.uuid4().hex[:8]}",
+                    **gate,
+                },
+            },
+        },
+    )
 
 
 def fresh_amd64_image(registry_url: str, proxy: DelayingProxy) -> str:

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
-from tests.e2e.gating import fresh_amd64_image, run_case
+from tests.e2e.gating import fresh_amd64_image, gate_settings, run_case
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.waiting import wait_for
@@ -54,26 +53,6 @@ def fresh(proxy: DelayingProxy, images: Images) -> Iterator[Any]:
     proxy.reset()
     yield lambda: fresh_amd64_image(images.public.url, proxy)
     proxy.reset()
-
-
-def gate_settings(base: dict[str, Any], proxy: DelayingProxy, **gate: Any) -> dict[str, Any]:
-    """archfit's settings for these tests: the proxy as a plain-HTTP loopback registry, the
-    gate on, and a Lease of the test's own (a killed archfit's Lease must not leak)."""
-    return merge(
-        base,
-        {
-            "registry": {"hosts": {proxy.host: {"plainHttp": True}}},
-            "webhook": {
-                "unknownImages": gate.pop("unknown_images", "gate"),
-                "gate": {
-                    "maxWaitSeconds": 90,
-                    "retrySeconds": 0.5,
-                    "leaseName": f"archfit-releaser-{uuid.uuid4().hex[:8]}",
-                    **gate,
-                },
-            },
-        },
-    )
 
 
 def start_hook(
