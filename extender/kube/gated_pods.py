@@ -237,7 +237,7 @@ class GatedPods:
 async def release_all(
     api: client.ApiClient, namespace: str | None, released: str
 ) -> list[tuple[str, str]]:
-    """Remove archfit's gate from every held pod (in `namespace`, or all), unconstrained.
+    """Remove archfit's gate from every pod it holds (in `namespace`, or all), unconstrained.
 
     For uninstalling, or when no archfit runs: each pod gets an Event that says so.
     Returns the (namespace, name) of each pod released.
@@ -246,19 +246,25 @@ async def release_all(
     core = pods._core
 
     def listed() -> list[Pod]:
-        response: Any = (
-            core.list_namespaced_pod(
-                namespace, label_selector=GATED_SELECTOR, _preload_content=False
+        # Every pod, a page at a time, not only the labelled ones: a pod whose label was
+        # removed by hand is still held, and this command is the way out.
+        found: list[Pod] = []
+        token = None
+        while True:
+            query: dict[str, Any] = {"limit": 500, "_continue": token, "_preload_content": False}
+            response: Any = (
+                core.list_namespaced_pod(namespace, **query)
+                if namespace
+                else core.list_pod_for_all_namespaces(**query)
             )
-            if namespace
-            else core.list_pod_for_all_namespaces(
-                label_selector=GATED_SELECTOR, _preload_content=False
-            )
-        )
-        try:
-            return list(orjson.loads(response.data).get("items") or ())
-        finally:
-            response.release_conn()
+            try:
+                page = orjson.loads(response.data)
+            finally:
+                response.release_conn()
+            found += [p for p in page.get("items") or () if is_gated(p)]
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return found
 
     done = []
     for pod in await asyncio.to_thread(listed):
