@@ -68,12 +68,7 @@ def create_app(
     app[METRICS] = Metrics()
     app[VERBS] = Verbs(settings, app[METRICS])
     app[WARNINGS] = OncePerCause()
-    app[GUARD] = ConnectionGuard(
-        settings.server.header_timeout_seconds,
-        settings.server.max_connections,
-        app[METRICS],
-        app[WARNINGS],
-    )
+    app[GUARD] = ConnectionGuard(settings.server, app[METRICS], app[WARNINGS])
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, app[METRICS], resolver, nodes) as services:

@@ -173,7 +173,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
     from aiohttp import web
 
     from extender.app import GUARD, SETTINGS
-    from extender.listener import GuardedSite
+    from extender.listener import GuardedSite, handler_options
 
     server = app[SETTINGS].server
     runner = web.AppRunner(
@@ -181,6 +181,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
         access_log=None,  # the summary line per request says more
         shutdown_timeout=server.shutdown_grace_seconds,
         handle_signals=False,
+        **handler_options(server),
     )
     await runner.setup()
     try:

@@ -26,6 +26,7 @@ from extender.listener import (
     GuardedSite,
     answer_and_close,
     client_problem,
+    handler_options,
     read_body,
 )
 from extender.metrics import Metrics, tally_request_lookups
@@ -63,14 +64,9 @@ def base_rules(settings: Settings) -> MutationRules:
 
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
-    app = web.Application(client_max_size=settings.server.max_body_bytes)
+    app = web.Application(client_max_size=settings.webhook.max_body_bytes)
     app[_WARNINGS] = OncePerCause()
-    app[_GUARD] = ConnectionGuard(
-        settings.server.header_timeout_seconds,
-        settings.server.max_connections,
-        metrics,
-        app[_WARNINGS],
-    )
+    app[_GUARD] = ConnectionGuard(settings.server, metrics, app[_WARNINGS])
     app[_SETTINGS] = settings
     app[_METRICS] = metrics
     app[_SERVICES] = services
@@ -246,7 +242,7 @@ async def serving(
         # and the watcher below picks them up. /readyz says so meanwhile.
         log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
     app = create_webhook_app(settings, metrics, services)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, **handler_options(settings.server))
     await runner.setup()
     watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
     try:
