@@ -236,8 +236,9 @@ def _auth(value: object, name: str) -> tuple[tuple[str, Credential], ...]:
         if not isinstance(username, str) or not isinstance(password, str):
             raise PluginAnswerError("answer's auth username and password must be strings")
         if username or password:
-            credential = Credential(username, password, f"credential provider {name}")
-            entries.append((strip_key(key), credential))
+            server = strip_key(key)
+            credential = Credential(username, password, f"credential provider {name}", server)
+            entries.append((server, credential))
     return tuple(entries)
 
 
