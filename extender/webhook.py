@@ -176,7 +176,7 @@ async def _admit(
     explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
     try:
         return render_allowed(review.uid, mutation.operations(dry_run), mutation.warnings)
-    except JsonError as error:  # affinity copied from a pod nested deeper than JSON allows
+    except JsonError as error:  # nested deeper than JSON allows, or text JSON cannot carry
         client_problem(
             metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
         )
