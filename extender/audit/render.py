@@ -1,14 +1,16 @@
 """The audit report as a terminal table (rich), JSON, CSV or Markdown.
 
 Image names, reasons and kubelet messages come from the cluster, written by anyone who can
-create a pod: every cell is made printable, rich markup is never interpreted, and Markdown
-pipes are escaped, so a hostile name cannot forge rows or styles.
+create a pod: every cell is made printable, rich markup is never interpreted, Markdown
+special characters are escaped and CSV cells never start a formula, so a hostile name cannot
+forge rows, styles, links or spreadsheet formulas. JSON stays exact.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TextIO
 
@@ -114,12 +116,12 @@ def as_markdown(report: Report) -> str:
     parts = ["## arm64 readiness", "", *(f"- {line}" for line in headline(report)), ""]
     rows = [
         (
-            f"{w.workload.key.namespace}/{w.workload.key.name}",
-            w.workload.key.kind,
-            f"**{w.verdict}**",
-            _runs_on(w),
-            _why(w) or "-",
-            _running(w.running),
+            _md(f"{w.workload.key.namespace}/{w.workload.key.name}"),
+            _md(w.workload.key.kind),
+            f"**{_md(w.verdict)}**",
+            _md(_runs_on(w)),
+            _md(_why(w) or "-"),
+            _md(_running(w.running)),
             _vcpu(w.cpu_millis),
         )
         for w in report.workloads
@@ -130,21 +132,21 @@ def as_markdown(report: Report) -> str:
     if report.blockers:
         parts += _markdown_table(
             ("image", "has", "workloads", "vCPU"),
-            [(_code(b.image), _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
-             for b in report.blockers],
+            [(_code(b.image), _md(_platforms(b.platforms)), str(b.workloads),
+              _vcpu(b.cpu_millis)) for b in report.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if report.unknown_images:
         parts += _markdown_table(
             ("image", "reason", "workloads"),
-            [(_code(u.image), u.reason, str(u.workloads)) for u in report.unknown_images],
+            [(_code(u.image), _md(u.reason), str(u.workloads)) for u in report.unknown_images],
             "Images that could not be read",
         )
     if report.broken:
         parts += _markdown_table(
             ("pod", "image", "node", "problem"),
-            [(f"{b.namespace}/{b.pod}", _code(b.image), f"{b.node or '-'} ({b.node_arch})",
-              b.problem) for b in report.broken],
+            [(_md(f"{b.namespace}/{b.pod}"), _code(b.image),
+              _md(f"{b.node or '-'} ({b.node_arch})"), _md(b.problem)) for b in report.broken],
             "Broken now",
         )  # fmt: skip
     return "\n".join(parts)
@@ -159,15 +161,15 @@ def as_csv(report: Report) -> str:
         key = w.workload.key
         writer.writerow(
             [
-                key.namespace,
-                key.kind,
-                key.name,
+                _csv_cell(key.namespace),
+                _csv_cell(key.kind),
+                _csv_cell(key.name),
                 w.verdict,
-                " ".join(w.runs_on),
-                " ".join(b.image for b in w.blockers["arm64"]),
-                " ".join(b.image for b in w.blockers["amd64"]),
-                " ".join(u.image for u in w.unknown),
-                " ".join(f"{arch}={count}" for arch, count in w.running.items()),
+                _csv_cell(" ".join(w.runs_on)),
+                _csv_cell(" ".join(b.image for b in w.blockers["arm64"])),
+                _csv_cell(" ".join(b.image for b in w.blockers["amd64"])),
+                _csv_cell(" ".join(u.image for u in w.unknown)),
+                _csv_cell(" ".join(f"{arch}={count}" for arch, count in w.running.items())),
                 w.workload.replicas,
                 f"{w.cpu_millis / 1000:g}",
                 w.memory_bytes,
@@ -192,7 +194,28 @@ def _runs_on(w: WorkloadReport) -> str:
 
 
 def _code(image: str) -> str:
-    return "`" + image.replace("`", "'") + "`"
+    # A code span renders no links or HTML; only its own delimiter and the table's need care.
+    return "`" + snippet(image, 300).replace("`", "'").replace("|", "\\|") + "`"
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP, CSV Injection)."""
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&])")
+"""ASCII punctuation CommonMark lets a backslash escape: links, HTML, emphasis, autolinks
+(`http\\://` is no link) and table pipes all lose their meaning."""
+
+
+def _csv_cell(text: str) -> str:
+    """A cell no spreadsheet runs: control characters (ESC, CR, U+202E ...) become spaces,
+    and a cell that starts like a formula gets a leading `'` (OWASP's rule)."""
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _md(text: str) -> str:
+    """Cluster text as inert Markdown: printable, cut, every special character escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", snippet(text, 300))
 
 
 def _table(*headers: str, title: str) -> Table:
@@ -214,7 +237,8 @@ def _markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]], title
 
 
 def _markdown_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(snippet(c, 300).replace("|", "\\|") for c in cells) + " |"
+    # Cells come escaped (_md, _code) or are archfit's own text.
+    return "| " + " | ".join(cells) + " |"
 
 
 def _platforms(platforms: Sequence[str]) -> str:

@@ -43,3 +43,34 @@ def test_csv_has_one_row_per_workload_with_the_verdict():
     rows = list(csv.reader(io.StringIO(_render("csv"))))
     expected = [list(CSV_COLUMNS), ["api", "blocked"], ["web", "unknown"]]
     assert expected == [rows[0], *([row[2], row[3]] for row in rows[1:])]
+
+
+FORMULAS = ['=HYPERLINK("http://evil")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3"]
+
+
+def _render_images(output, *images):
+    fleet = [workload(f"w{i}", image) for i, image in enumerate(images)]
+    answers = {(image, PULL): AMD64 for image in images}
+    out = io.StringIO()
+    write(build(fleet, answers, {}, [], Pricing()), output, out)
+    return out.getvalue()
+
+
+def test_csv_cells_never_start_a_formula_nor_carry_control_characters():
+    """OWASP's rule: a cell starting with = + - @ gets a leading quote; ESC, CR and U+202E
+    become spaces."""
+    text = _render_images("csv", *FORMULAS, "acme/\x1b[31mred\r\u202eevil:1")
+    blockers = [row[5] for row in list(csv.reader(io.StringIO(text)))[1:]]
+    assert ["'" + f for f in FORMULAS] + ["acme/ [31mred  evil:1"] == blockers
+
+
+def test_markdown_renders_no_link_html_or_emphasis_from_a_reason():
+    """An unknown image's reason with a link, HTML and emphasis comes out escaped."""
+    reason = "[click](http://evil) <img src=x onerror=alert(1)> **bold**"
+    fleet = [workload("api", "web:1")]
+    report = build(fleet, {("web:1", PULL): Unknown(reason)}, {}, [], Pricing())
+    out = io.StringIO()
+    write(report, "markdown", out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("| `web:1`"))
+    expected = r"\[click\]\(http\://evil\) \<img src=x onerror=alert\(1\)\> \*\*bold\*\*"
+    assert f"| `web:1` | {expected} | 1 |" == line
