@@ -236,7 +236,14 @@ async def serving(
 ) -> AsyncIterator[ReloadingCertificate]:
     """Run the webhook's TLS listener until the block exits."""
     hook = settings.webhook
-    certificate = ReloadingCertificate(hook.cert_file, hook.key_file)
+    certificate = ReloadingCertificate(
+        hook.cert_file,
+        hook.key_file,
+        names=hook.certificate.hosts if hook.certificate.self_managed else (),
+        # The expiry alert watches what is served, not what a Secret holds.
+        on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
+        on_refused=metrics.client_problems.labels("certificate_refused").inc,
+    )
     if not certificate.reload():
         # Start anyway: the files may appear later (a Secret volume being synced),
         # and the watcher below picks them up. /readyz says so meanwhile.

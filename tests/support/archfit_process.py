@@ -64,10 +64,12 @@ def running(
     server: dict[str, object] | None = None,
     *,
     webhook: bool = False,
+    webhook_settings: dict[str, object] | None = None,
     **sections: object,
 ) -> Iterator[Archfit]:
     """Start `archfit serve` with kubernetes off, JSON logs (stdout and stderr into one
-    file) and `server` overrides; stop it at the end of the block."""
+    file) and `server` overrides (`webhook_settings` for the webhook's); stop it at the end
+    of the block."""
     port = free_port()
     config: dict[str, object] = {
         "server": {"host": "127.0.0.1", "port": port, "shutdownGraceSeconds": 2, **(server or {})},
@@ -85,6 +87,7 @@ def running(
             "port": webhook_port,
             "certFile": str(cert.cert),
             "keyFile": str(cert.key),
+            **(webhook_settings or {}),
         }
     path = workdir / "archfit.yaml"
     path.write_text(yaml.safe_dump(config))
