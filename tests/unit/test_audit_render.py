@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 
 from extender.audit.render import CSV_COLUMNS, write
 from extender.audit.report import Pricing, build
@@ -74,3 +75,21 @@ def test_markdown_renders_no_link_html_or_emphasis_from_a_reason():
     line = next(line for line in out.getvalue().splitlines() if line.startswith("| `web:1`"))
     expected = r"\[click\]\(http\://evil\) \<img src=x onerror=alert\(1\)\> \*\*bold\*\*"
     assert f"| `web:1` | {expected} | 1 |" == line
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch):
+    """2,500 workloads on a terminal: printed in chunks of rows, one header, every row there."""
+    monkeypatch.setenv("COLUMNS", "200")
+    fleet = [workload(f"w{i:04}", "web:1") for i in range(2500)]
+    report = build(fleet, {("web:1", PULL): AMD64}, {}, [], Pricing())
+    out = _Terminal()
+    write(report, "table", out)
+    rows = [line for line in out.getvalue().splitlines() if re.search(r" w\d{4} ", line)]
+    headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
+    starts = {re.search(r" w\d{4} ", line).start() for line in rows}
+    assert (2500, 1, 1) == (len(rows), len(headers), len(starts))
