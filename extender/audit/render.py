@@ -180,7 +180,6 @@ def _chunked_table(section: _Section) -> Iterator[Table]:
             box=box.SIMPLE_HEAD,
             highlight=False,
             show_header=first,
-            show_edge=first,
         )
         for header, width in zip(section.headers, widths, strict=True):
             table.add_column(header, overflow="fold", width=width)
