@@ -17,8 +17,6 @@ from pathlib import Path
 
 import structlog
 
-from extender import certs
-
 log = structlog.get_logger("archfit.tls")
 
 
@@ -79,6 +77,9 @@ class ReloadingCertificate:
     def load(self) -> None:
         """Load the pair now; raises OSError or ssl.SSLError if it is missing or broken,
         CertificateRefused if it cannot serve."""
+        # Here, not at the top: plain HTTP serving loads no cryptography (docs/architecture.md).
+        from extender import certs
+
         stamp = self._read_stamp()
         context = _server_context()
         context.load_cert_chain(self.cert_file, self.key_file)
