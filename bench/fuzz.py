@@ -15,6 +15,10 @@ loopback, then:
 - soak: `--rate` valid filter calls a second for `--soak-seconds`, each naming a new tag
   on a refused registry (a failing lookup each, the case where RSS used to creep), with
   archfit's RSS sampled every second.
+- idle flood: a 32 MiB body of one-letter strings to each listener, then `--idle-flood`
+  connections to the webhook that never finish a TLS handshake (silent, then with the
+  first ClientHello bytes) with RSS and a real client beside them, then how long an idle
+  connection lives on each listener.
 
 It prints requests sent, answers by status, 5xx, hung requests, whether the process
 survived, the good request's worst latency and the RSS slope over the soak.
@@ -371,6 +375,8 @@ async def main(args: argparse.Namespace) -> None:
             await _fuzz_and_print(archfit, args)
         if args.soak_seconds > 0:
             await _soak_and_print(archfit, args)
+        if args.idle_flood > 0:
+            await asyncio.to_thread(_idle_flood_and_print, archfit, args)
         print(f"  archfit still running at the end: {archfit.process.poll() is None}")
         levels: Counter[str] = Counter()
         for line in archfit.log_lines():
@@ -416,6 +422,116 @@ async def _soak_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
     )
 
 
+def idle_survival(archfit: Archfit, limit: float = 120.0) -> dict[str, float]:
+    """Seconds an idle connection lives after one request, on each listener (`limit`: never
+    closed within it)."""
+
+    from tests.support.archfit_process import read_responses
+
+    lived: dict[str, float] = {}
+    for name, connect in (("extender", archfit.connect), ("webhook", archfit.connect_webhook)):
+        with connect(timeout=limit + 5) as conn:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            read_responses(conn, 1, seconds=5)
+            started = time.monotonic()
+            conn.settimeout(limit)
+            try:
+                conn.recv(1)
+            except TimeoutError:
+                pass
+            except OSError:
+                pass
+            lived[name] = time.monotonic() - started
+    return lived
+
+
+def idle_flood(archfit: Archfit, count: int = 3000, hello: bool = False) -> dict[str, Any]:
+    """`count` connections to the webhook that never finish a TLS handshake, from 100 loopback
+    addresses (30 each, under the per-client cap): archfit's RSS while they are open, and
+    whether a real TLS client is still served. `hello` sends the first bytes of a ClientHello
+    (so TLS state is allocated) and nothing more."""
+    import socket as sockets
+
+    from tests.support.archfit_process import read_responses
+
+    base = archfit.rss_bytes()
+    conns: list[sockets.socket] = []
+    refused = 0
+    for index in range(count):
+        source = f"127.0.1.{2 + index % 100}"
+        try:
+            conn = sockets.create_connection(
+                ("127.0.0.1", archfit.webhook_port), timeout=10, source_address=(source, 0)
+            )
+        except OSError:
+            refused += 1
+            continue
+        if hello:
+            conn.sendall(b"\x16\x03\x01\x02\x00")
+        conns.append(conn)
+    time.sleep(2)
+    during = archfit.rss_bytes()
+    try:
+        with archfit.connect_webhook() as good:
+            good.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            served = [status for status, _ in read_responses(good, 1, seconds=10)]
+    except OSError as error:
+        served = [f"{type(error).__name__}"]  # type: ignore[list-item]
+    closed_by_archfit = 0
+    for conn in conns:
+        conn.settimeout(0.01)
+        try:
+            closed_by_archfit += conn.recv(1) == b""
+        except TimeoutError:
+            pass
+        except OSError:
+            closed_by_archfit += 1
+        conn.close()
+    return {
+        "base_mib": base >> 20,
+        "during_mib": during >> 20,
+        "peak_mib": archfit.rss_bytes("VmHWM") >> 20,
+        "good_client": served,
+        "closed_by_archfit": closed_by_archfit,
+        "refused_at_connect": refused,
+    }
+
+
+def value_bomb(archfit: Archfit, size: int = (32 << 20) - 4096) -> dict[str, Any]:
+    """A body of one-letter strings, `size` bytes, in a filter call's Pod and as an
+    AdmissionReview: the statuses, and archfit's peak RSS."""
+    import contextlib
+
+    from tests.support.archfit_process import read_responses
+
+    strings = b"[" + b",".join([b'"a"'] * (size // 4)) + b"]"
+    bodies = {
+        "extender": b'{"Pod":{"spec":{"containers":[{"args":' + strings + b'}]}},"NodeNames":[]}',
+        "webhook": b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+        + strings
+        + b"}",
+    }
+    statuses: dict[str, list[int]] = {}
+    for name, body in bodies.items():
+        path = "/scheduler/filter" if name == "extender" else "/mutate"
+        connect = archfit.connect if name == "extender" else archfit.connect_webhook
+        with connect(timeout=60) as conn:
+            with contextlib.suppress(OSError):
+                conn.sendall(post(path, body))
+            statuses[name] = [status for status, _ in read_responses(conn, 1, seconds=60)]
+    return {"statuses": statuses, "peak_mib": archfit.rss_bytes("VmHWM") >> 20}
+
+
+def _idle_flood_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    bomb = value_bomb(archfit)
+    print(f"value bomb (32 MiB of one-letter strings): {bomb}")
+    for hello in (False, True):
+        what = "first ClientHello bytes only" if hello else "silent"
+        result = idle_flood(archfit, args.idle_flood, hello)
+        print(f"idle flood, {args.idle_flood} connections, {what}: {result}")
+    print(f"idle connection lifetime after one request, s: {idle_survival(archfit)}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -425,6 +541,9 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument(
         "--loosening", type=int, default=20_000, help="random pods for the loosening check"
+    )
+    parser.add_argument(
+        "--idle-flood", type=int, default=3000, help="connections that never finish TLS (0: off)"
     )
     parser.add_argument(
         "--gc-interval", type=float, default=60.0, help="server.gcIntervalSeconds (0: off)"

@@ -66,8 +66,27 @@ def main(argv: list[str] | None = None) -> int:
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
     else:
-        print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
+        shown = _without_passwords(config.to_mapping(settings))
+        print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
+
+
+def _without_passwords(value: Any) -> Any:
+    """Settings as `archfit config` shows them: every URL's password (a proxy's, Redis's)
+    replaced by `***`, so the output can be pasted into an issue."""
+    if isinstance(value, dict):
+        return {key: _without_passwords(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_passwords(item) for item in value]
+    if isinstance(value, str) and "://" in value and "@" in value:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(value)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        if at and ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return value
 
 
 def _scheduler_config(args: argparse.Namespace) -> int:
@@ -175,7 +194,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
     from aiohttp import web
 
     from extender.app import GUARD, SETTINGS
-    from extender.listener import GuardedSite
+    from extender.listener import GuardedSite, handler_options
 
     server = app[SETTINGS].server
     runner = web.AppRunner(
@@ -183,6 +202,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
         access_log=None,  # the summary line per request says more
         shutdown_timeout=server.shutdown_grace_seconds,
         handle_signals=False,
+        **handler_options(server),
     )
     await runner.setup()
     try:

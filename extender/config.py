@@ -41,7 +41,15 @@ class ServerSettings:
     body_timeout_seconds: float = 10.0
     """A request body must arrive in full within this once its headers have; else 408."""
     max_connections: int = 512
-    """Open client connections per listener; more are closed at once (the webhook has its own)."""
+    """Open client connections per listener, counted from accept (before a TLS handshake).
+    A new one past the cap closes the oldest idle connection, or is closed if none is idle."""
+    max_idle_per_client: int = 32
+    """Idle connections one client address may hold per listener; a new connection past it
+    closes that address's oldest idle one. kube-scheduler and kube-apiserver keep at most 25."""
+    keepalive_timeout_seconds: float = 30.0
+    """An idle keep-alive connection is closed after this (aiohttp's own default is 3,630 s)."""
+    handshake_timeout_seconds: float = 5.0
+    """A TLS client must finish its handshake within this of connecting; else it is closed."""
     gc_interval_seconds: float = 60.0
     """How often a full garbage collection runs between requests; 0 leaves it to thresholds."""
     event_loop: Literal["asyncio", "uvloop", "auto"] = "asyncio"
@@ -76,6 +84,10 @@ class ServerSettings:
             raise ValueError("headerTimeoutSeconds and bodyTimeoutSeconds: must be above 0")
         if self.max_connections < 1:
             raise ValueError("maxConnections: must be at least 1")
+        if self.max_idle_per_client < 1:
+            raise ValueError("maxIdlePerClient: must be at least 1")
+        if self.keepalive_timeout_seconds <= 0 or self.handshake_timeout_seconds <= 0:
+            raise ValueError("keepaliveTimeoutSeconds and handshakeTimeoutSeconds: must be above 0")
         if self.gc_interval_seconds < 0:
             raise ValueError("gcIntervalSeconds: must not be negative")
         if self.shutdown_grace_seconds < 0:
@@ -229,6 +241,9 @@ class WebhookSettings:
     """PEM private key of that certificate."""
     cert_reload_seconds: float = 10.0
     """How often the certificate files are checked for rotation."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest AdmissionReview accepted; larger ones get 413. kube-apiserver takes request bodies
+    of at most 3 MiB, so a pod's review is smaller (server.maxBodyBytes is the extender's)."""
     resolve_deadline_seconds: float = 2.0
     """Time one pod CREATE waits for registries; keep it below the webhook's timeoutSeconds."""
     architectures: tuple[str, ...] = ("linux/amd64", "linux/arm64")
@@ -255,6 +270,8 @@ class WebhookSettings:
             raise ValueError(f"path: {self.path!r} must start with /")
         if self.cert_reload_seconds < 0.1:
             raise ValueError("certReloadSeconds: must be at least 0.1")
+        if self.max_body_bytes < 1024:
+            raise ValueError("maxBodyBytes: must be at least 1024")
         if not 0 < self.resolve_deadline_seconds <= 29:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 29] (timeoutSeconds is 1..30)")
         for index, text in enumerate(self.architectures):

@@ -30,6 +30,7 @@ from extender.listener import (
     GuardedSite,
     answer_and_close,
     client_problem,
+    handler_options,
     read_body,
 )
 from extender.metrics import Metrics, tally_request_lookups
@@ -82,14 +83,9 @@ def base_rules(settings: Settings) -> MutationRules:
 
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
-    app = web.Application(client_max_size=settings.server.max_body_bytes)
+    app = web.Application(client_max_size=settings.webhook.max_body_bytes)
     app[_WARNINGS] = OncePerCause()
-    app[_GUARD] = ConnectionGuard(
-        settings.server.header_timeout_seconds,
-        settings.server.max_connections,
-        metrics,
-        app[_WARNINGS],
-    )
+    app[_GUARD] = ConnectionGuard(settings.server, metrics, app[_WARNINGS])
     app[_SETTINGS] = settings
     app[_METRICS] = metrics
     app[_SERVICES] = services
@@ -265,7 +261,7 @@ async def _admit(
     explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
     try:
         return render_allowed(review.uid, operations, mutation.warnings)
-    except JsonError as error:  # affinity copied from a pod nested deeper than JSON allows
+    except JsonError as error:  # nested deeper than JSON allows, or text JSON cannot carry
         client_problem(
             metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
         )
@@ -330,13 +326,20 @@ async def serving(
 ) -> AsyncIterator[ReloadingCertificate]:
     """Run the webhook's TLS listener until the block exits."""
     hook = settings.webhook
-    certificate = ReloadingCertificate(hook.cert_file, hook.key_file)
+    certificate = ReloadingCertificate(
+        hook.cert_file,
+        hook.key_file,
+        names=hook.certificate.hosts if hook.certificate.self_managed else (),
+        # The expiry alert watches what is served, not what a Secret holds.
+        on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
+        on_refused=metrics.client_problems.labels("certificate_refused").inc,
+    )
     if not certificate.reload():
         # Start anyway: the files may appear later (a Secret volume being synced),
         # and the watcher below picks them up. /readyz says so meanwhile.
         log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
     app = create_webhook_app(settings, metrics, services)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, **handler_options(settings.server))
     await runner.setup()
     watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
     releasing: asyncio.Task[None] | None = None

@@ -23,6 +23,16 @@ of empty objects at 3 bytes each would otherwise cost orjson about 0.22 s and 10
 bytes of memory per million bytes read, holding the event loop the whole time.
 """
 
+MAX_VALUES = 2_000_000
+"""JSON values one decoded body may hold, of any type (counted as `,` and `:` bytes plus
+`[`, so an upper bound: a separator inside a string counts too).
+
+A Node of tests/objects.py holds about 170, plus eight per entry of `status.images`:
+5,000 nodes with 20 images each stay under 1,700,000. Each value costs the parser
+up to 72 bytes (a short string): a 32 MiB array of one-letter strings would take
+about 600 MiB, two million of them about 150 MiB.
+"""
+
 # Digits map to "0" and a minus sign stays, everything else to a space: then a run of
 # 20 zeros is a number of 20 digits or more (above u64), and "-" plus 19 zeros one
 # below i64. Strings with such runs only cost the slower parser, never a wrong answer.
@@ -38,15 +48,23 @@ class JsonError(ValueError):
     """The body cannot be read or written as JSON within the bounds; the message says why."""
 
 
-def check_containers(body: bytes | msgspec.Raw) -> None:
-    """Refuse a body that holds more objects and arrays than any real request, before any
-    parser builds them. Raises JsonError."""
+def check_bounds(body: bytes | msgspec.Raw, *, values: bool = True) -> None:
+    """Refuse a body that holds more objects and arrays (and, with `values`, more values)
+    than any real request, before any parser builds them. Raises JsonError."""
     data = body if isinstance(body, bytes) else memoryview(body).tobytes()
-    containers = data.count(b"{") + data.count(b"[")
+    arrays = data.count(b"[")
+    containers = data.count(b"{") + arrays
     if containers > MAX_CONTAINERS:
         raise JsonError(
             f"body holds {containers} JSON objects and arrays, more than any real request "
             f"({MAX_CONTAINERS})"
+        )
+    if not values:
+        return
+    count = data.count(b",") + data.count(b":") + arrays + 1
+    if count > MAX_VALUES:
+        raise JsonError(
+            f"body holds up to {count} JSON values, more than any real request ({MAX_VALUES})"
         )
 
 
@@ -67,7 +85,7 @@ def check_utf8(body: bytes) -> None:
 def loads(body: bytes) -> Any:
     """Parse a request body: orjson, or the standard library when it holds integers
     orjson would turn into floats. Raises JsonError naming the problem."""
-    check_containers(body)
+    check_bounds(body)
     check_utf8(body)
     if _has_big_integer(body):
         return _exact_loads(body)

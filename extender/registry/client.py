@@ -23,6 +23,7 @@ from extender.registry.errors import (
     RegistryError,
     Unauthorized,
     UnexpectedStatus,
+    forget,
     snippet,
 )
 from extender.registry.hosts import Endpoint, HostTable
@@ -143,14 +144,22 @@ class RegistryClient:
         # A credential just refused for this repository is not offered again for a while:
         # each of a lookup's requests would otherwise pay for the same refusal.
         fresh = [c for c in creds if self._refused.get(_key(endpoint, ref, c)) is None]
+        if endpoint.is_mirror:
+            # A registry's credentials are not the mirror's (docs/private-registries.md).
+            fresh = [c for c in fresh if c.serves(endpoint.host)]
         refused: Unauthorized | None = None
         for cred in (*fresh, None):
             try:
                 return await attempt(endpoint, cred)
             except Unauthorized as error:
+                forget(error, cred.sent_forms() if cred is not None else ())
                 refused = error  # kubelet tries the next credential, then anonymous
                 if cred is not None:
                     self._refused.put(_key(endpoint, ref, cred), True, _REFUSED_SECONDS)
+            except RegistryError as error:
+                # An upstream may echo what it was sent; none of it goes further.
+                forget(error, cred.sent_forms() if cred is not None else ())
+                raise
         assert refused is not None
         raise refused
 

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 
 from extender.audit.render import CSV_COLUMNS, headline, write
 from extender.audit.report import LeftOut, Pricing, build, document
@@ -73,3 +74,52 @@ def test_with_every_right_no_figure_is_marked():
         document(report)["summary"]["leftOut"],
         any("at most" in line or "at least" in line for line in headline(report)),
     )
+
+
+FORMULAS = ['=HYPERLINK("http://evil")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3"]
+
+
+def _render_images(output, *images):
+    fleet = [workload(f"w{i}", image) for i, image in enumerate(images)]
+    answers = {(image, PULL): AMD64 for image in images}
+    out = io.StringIO()
+    write(build(fleet, answers, {}, [], Pricing()), output, out)
+    return out.getvalue()
+
+
+def test_csv_cells_never_start_a_formula_nor_carry_control_characters():
+    """OWASP's rule: a cell starting with = + - @ gets a leading quote; ESC, CR and U+202E
+    become spaces."""
+    text = _render_images("csv", *FORMULAS, "acme/\x1b[31mred\r\u202eevil:1")
+    blockers = [row[5] for row in list(csv.reader(io.StringIO(text)))[1:]]
+    assert ["'" + f for f in FORMULAS] + ["acme/ [31mred  evil:1"] == blockers
+
+
+def test_markdown_renders_no_link_html_or_emphasis_from_a_reason():
+    """An unknown image's reason with a link, HTML and emphasis comes out escaped."""
+    reason = "[click](http://evil) <img src=x onerror=alert(1)> **bold**"
+    fleet = [workload("api", "web:1")]
+    report = build(fleet, {("web:1", PULL): Unknown(reason)}, {}, [], Pricing())
+    out = io.StringIO()
+    write(report, "markdown", out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("| `web:1`"))
+    expected = r"\[click\]\(http\://evil\) \<img src=x onerror=alert\(1\)\> \*\*bold\*\*"
+    assert f"| `web:1` | {expected} | 1 |" == line
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch):
+    """2,500 workloads on a terminal: printed in chunks of rows, one header, every row there."""
+    monkeypatch.setenv("COLUMNS", "200")
+    fleet = [workload(f"w{i:04}", "web:1") for i in range(2500)]
+    report = build(fleet, {("web:1", PULL): AMD64}, {}, [], Pricing())
+    out = _Terminal()
+    write(report, "table", out)
+    rows = [line for line in out.getvalue().splitlines() if re.search(r" w\d{4} ", line)]
+    headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
+    starts = {re.search(r" w\d{4} ", line).start() for line in rows}
+    assert (2500, 1, 1) == (len(rows), len(headers), len(starts))

@@ -221,3 +221,26 @@ def test_a_misspelt_section_in_the_settings_syntax_is_still_an_error():
     """ARCHFIT_POLCY__MODE has the `__` of a setting path: a typo must not pass silently."""
     with pytest.raises(ConfigError, match=r"polcy: unknown setting"):
         load(None, {"ARCHFIT_POLCY__MODE": "dry-run"})
+
+
+def test_archfit_config_prints_no_proxy_or_redis_password(tmp_path):
+    """`archfit config` shows each URL with its password as ***, the rest as set."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        "registry:\n  allowedNetworks: [proxy.corp]\n  proxy:\n"
+        "    httpsProxy: http://bob:pr0xy-pw@proxy.corp:3128\n"
+        "cache:\n  url: redis://:r3dis-pw@redis.archfit:6379/0\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "extender", "config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    shown = yaml.safe_load(result.stdout)
+    assert ("http://bob:***@proxy.corp:3128", "redis://:***@redis.archfit:6379/0") == (
+        shown["registry"]["proxy"]["httpsProxy"],
+        shown["cache"]["url"],
+    )
+    assert "pr0xy-pw" not in result.stdout + result.stderr

@@ -35,6 +35,8 @@ def test_numbers_survive_a_round_trip_byte_for_byte(literal):
             "JSON objects and arrays",
         ),
         (b'{"big":18446744073709551616,', "not valid JSON"),
+        (b"[" + b",".join([b'"a"'] * wire_json.MAX_VALUES) + b"]", "JSON values"),
+        (b"[" + b",".join([b"1.5"] * wire_json.MAX_VALUES) + b"]", "JSON values"),
     ],
 )
 def test_bodies_out_of_bounds_are_a_json_error_naming_the_problem(body, problem):
