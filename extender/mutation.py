@@ -323,8 +323,10 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
     required = _mapping(copied.get(_REQUIRED), "requiredDuringScheduling")
-    for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
-        _mapping(term, f"nodeSelectorTerms[{index}]")
+    terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
+    for index, term in enumerate(terms):
+        # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
+        terms[index] = dict(_mapping(term, f"nodeSelectorTerms[{index}]"))
     return copied
 
 

@@ -385,3 +385,25 @@ async def test_a_32_bit_arm_build_never_adds_an_arm64_preference_and_the_annotat
         [t["matchExpressions"][0]["values"] for t in terms.get("nodeSelectorTerms", [])],
         node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
     )
+
+
+@pytest.mark.parametrize(
+    ("terms", "outcome"),
+    [([None], "conflict"), ([5], "skipped"), ([{"matchExpressions": [None]}], "mutated")],
+    ids=["null-term", "number-term", "null-expression"],
+)
+async def test_wrong_typed_affinity_is_never_counted_as_archfits_own_error(
+    start: Start, terms: list[Any], outcome: str
+) -> None:
+    """A null term is Go's empty term; a number is an unreadable pod; neither is `error`."""
+    hook = await start()
+    obj = pod("acme/amd:1")
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+    await hook.admit(obj)
+    text = hook.app[METRICS].render().decode()
+    counted = f'archfit_admission_reviews_total{{outcome="{outcome}"}} 1.0' in text
+    assert (True, False) == (counted, 'outcome="error"' in text)

@@ -451,3 +451,11 @@ def test_docs_webhook_md_says_which_rule_the_webhook_matches_by_under_auto() -> 
         for word in ("`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32")
         if word in section
     ]
+
+
+def test_a_null_term_is_read_as_the_empty_term_the_apiserver_makes_of_it() -> None:
+    """`nodeSelectorTerms: [null]` decodes as `[{}]` in Go: it admits no node, and no crash."""
+    obj = with_terms(pod("acme/amd:1"), None, {"matchExpressions": [ZONE_A]})  # type: ignore[arg-type]
+    patched, mutation = admit(obj, AMD_ONLY)
+    assert [{}, {"matchExpressions": [ZONE_A, ARCH_IN_AMD]}] == required_terms(patched)
+    assert "mutated" == mutation.outcome
