@@ -25,7 +25,7 @@ from extender.config import WebhookGateSettings
 from extender.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.metrics import Metrics
 from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutation
-from extender.placement import Resolved, Unknown
+from extender.platforms import Resolved, Unknown
 from extender.pods import PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
 

@@ -7,35 +7,14 @@ declares what it must provide and bounds how long a request waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from extender.placement import Resolved, Unknown
-from extender.platforms import Platform
+from extender.platforms import Platform, Resolved, Unknown, describe_failure
 from extender.pods import PullSecretsRef
+from extender.registry.deadline import request_deadline, skip_remembered_failures
 from extender.ttlmap import TTLMap
-
-request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "request_deadline", default=None
-)
-"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
-None outside a request (inspect, audit). The registry layer bounds its requests by it."""
-
-skip_remembered_failures: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "skip_remembered_failures", default=False
-)
-"""True for a lookup that must not be answered by a remembered failure (`cache.failureTtlSeconds`):
-a held pod's retry, so it sees a registry's recovery at once. It still shares an in-flight
-fetch and still answers from remembered successes. Set by `Resolution.resolve(...,
-fresh_failures=True)`, or around a direct `PlatformResolver` call."""
-
-
-def request_seconds_left() -> float | None:
-    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
-    deadline = request_deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
 
 
 class PlatformResolver(Protocol):
@@ -149,10 +128,3 @@ class Resolution:
             task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def describe_failure(error: BaseException) -> str:
-    """Why a lookup failed, short enough for a log line, an event or a report cell."""
-    text = str(error) or type(error).__name__
-    # Registry error bodies can be long; the reason ends up in logs and events.
-    return text if len(text) <= 200 else text[:197] + "..."

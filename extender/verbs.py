@@ -28,11 +28,11 @@ from extender.placement import (
     Candidates,
     FilterDecision,
     Policy,
-    Resolved,
     ScoreDecision,
     decide_filter,
     decide_scores,
 )
+from extender.platforms import Resolved
 from extender.pods import PodFacts, facts, skip_reason
 from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.scheduler_api import (

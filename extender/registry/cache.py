@@ -29,11 +29,11 @@ from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
+from extender.registry.deadline import request_seconds_left, skip_remembered_failures
 from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
-from extender.resolution import request_seconds_left, skip_remembered_failures
 from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
