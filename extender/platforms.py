@@ -14,7 +14,9 @@ import heapq
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NewType
+
+from extender.shared import Interner
 
 
 class Platform(NamedTuple):
@@ -42,8 +44,25 @@ class Unknown:
     reason: str
 
 
+SharedPlatforms = NewType("SharedPlatforms", frozenset[Platform])
+"""A platform set that is the one object of its value: made only by `PlatformSets`. The verbs'
+decision cache keys by `id()`, so it takes only these (extender.shared)."""
+
+
+class PlatformSets(Interner[frozenset[Platform]]):
+    """Hands out one SharedPlatforms per distinct set of platforms."""
+
+    __slots__ = ()
+
+    def __call__(self, value: frozenset[Platform]) -> SharedPlatforms:
+        return SharedPlatforms(super().__call__(value))
+
+
 Resolved = frozenset[Platform] | Unknown
 """What a request knows of one image: its platforms, or that it does not know."""
+
+SharedResolved = SharedPlatforms | Unknown
+"""Resolved as `extender.resolution.Resolution` answers it: its platform sets shared."""
 
 
 def describe_failure(error: BaseException) -> str:

@@ -72,7 +72,7 @@ class RateLimit:
 class _Held:
     pod: Pod
     task: asyncio.Task[None] | None = None
-    resolved: dict[str, Resolved] = field(default_factory=dict)
+    resolved: Mapping[str, Resolved] = field(default_factory=dict)
     releasing: bool = False
     """The release patch is under way: the watch may report its effect (the label gone)
     before the task has written its Event and line, and must not cancel it."""

@@ -11,7 +11,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from extender.platforms import Platform, Resolved, Unknown, describe_failure
+from extender.platforms import (
+    Platform,
+    PlatformSets,
+    SharedPlatforms,
+    SharedResolved,
+    Unknown,
+    describe_failure,
+)
 from extender.pods import PullSecretsRef
 from extender.registry.deadline import request_deadline, skip_remembered_failures
 from extender.ttlmap import TTLMap
@@ -44,6 +51,8 @@ class Resolution:
     dict lookup, where a task per image and `asyncio.wait` cost far more than the request's
     own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
     once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
+
+    Platforms are answered as SharedPlatforms: equal answers are one object (extender.shared).
     """
 
     def __init__(
@@ -56,9 +65,12 @@ class Resolution:
     ) -> None:
         self.resolver = resolver
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
-        self._recent: TTLMap[tuple[str, PullSecretsRef], frozenset[Platform]] = TTLMap(
+        self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
             max_recent, clock
         )
+        self._shared = PlatformSets()
+        """Every answer as the one object of its value, whatever the resolver hands out: the
+        verbs' decision cache finds a question again by the ids of its answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
 
@@ -69,7 +81,7 @@ class Resolution:
         deadline: float,
         *,
         fresh_failures: bool = False,
-    ) -> dict[str, Resolved]:
+    ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
 
         The lookups carry the deadline (`request_deadline`), so registry requests can be
@@ -79,7 +91,7 @@ class Resolution:
         """
         images = tuple(images)
         recent = self._recent
-        answered: dict[str, Resolved] = {}
+        answered: dict[str, SharedResolved] = {}
         for image in images:
             known = recent.get((image, pull))
             if known is None:
@@ -102,7 +114,7 @@ class Resolution:
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))
-        results: dict[str, Resolved] = {}
+        results: dict[str, SharedResolved] = {}
         for image, task in tasks.items():
             if task in pending:
                 self._background.add(task)
@@ -113,7 +125,7 @@ class Resolution:
             elif (error := task.exception()) is not None:
                 results[image] = Unknown(describe_failure(error))
             else:
-                results[image] = platforms = task.result()
+                results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
         return results
 

@@ -34,6 +34,7 @@ from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
+from extender.shared import Interner
 from extender.ttlmap import TTLMap
 
 log = structlog.get_logger(__name__)
@@ -49,8 +50,6 @@ digest, its last good digest and its failure share one key string there."""
 _TAG_SHARE = 0.8
 """Of the time a request has left, the share a tag's fetch may take when the tag's last good
 digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
-_MAX_SHAPES = 1_024
-"""Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
 
 
 class Store:
@@ -175,7 +174,7 @@ class CachedSource:
         self._store = store
         self._settings = store.settings
         self._metrics = metrics
-        self._shapes: TTLMap[ImageFacts, ImageFacts] = TTLMap(_MAX_SHAPES)
+        self._shared: Interner[ImageFacts] = Interner()
         """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
@@ -232,13 +231,6 @@ class CachedSource:
     def _known_ttl(self) -> int:
         """How long a tag's last good digest is kept: its TTL, then the stale-if-error time."""
         return self._settings.tag_ttl_seconds + self._settings.stale_if_error_seconds
-
-    def _shared(self, facts: ImageFacts) -> ImageFacts:
-        kept = self._shapes.get(facts)
-        if kept is not None:
-            return kept
-        self._shapes.put(facts, facts, self._settings.digest_ttl_seconds)
-        return facts
 
     async def _cached(
         self,
