@@ -19,10 +19,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
-import structlog
 
 from extender.metrics import Metrics
 from extender.platforms import normalize
@@ -30,14 +29,15 @@ from extender.registry import errors
 from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import request_seconds_left, skip_remembered_failures
-from extender.registry.redis_tier import RedisTier
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
 from extender.shared import Interner
 from extender.ttlmap import TTLMap
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from extender.registry.redis_tier import RedisTier
+
 T = TypeVar("T")
 
 Kind = Literal["tag", "known", "digest", "failure"]
@@ -72,7 +72,12 @@ class Store:
         self._local: dict[Kind, TTLMap[str, Any]] = {
             kind: TTLMap(settings.max_entries, clock) for kind in _KINDS
         }
-        self._redis = RedisTier(settings, clock, metrics) if settings.is_redis else None
+        self._redis: RedisTier | None = None
+        if settings.is_redis:
+            # aiocache and redis-py are the `redis` extra: loaded only with a Redis URL.
+            from extender.registry.redis_tier import RedisTier
+
+            self._redis = RedisTier(settings, clock, metrics)
 
     def key(self, *parts: str) -> str:
         """A namespaced key."""
@@ -102,15 +107,10 @@ class Store:
         self, redis: RedisTier, kind: Kind, key: str, decode: Callable[[str], T], ttl: float
     ) -> tuple[T, float] | None:
         """The value under `key` in Redis and its seconds left, now also kept in memory."""
-        found = await redis.get(key + _REDIS_SUFFIX[kind])
+        found = await redis.get(key + _REDIS_SUFFIX[kind], decode)
         if found is None:
             return None
-        text, remaining = found
-        try:
-            decoded = decode(text)
-        except (ValueError, KeyError, TypeError):
-            log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
-            return None
+        decoded, remaining = found
         left = min(ttl, remaining) if remaining else ttl
         self._local[kind].put(key, decoded, left)
         return decoded, left
@@ -121,7 +121,7 @@ class Store:
         """Keep `value` for `ttl` seconds, in memory and in Redis."""
         self._local[kind].put(key, value, ttl)
         if self._redis is not None:
-            await self._redis.set(key + _REDIS_SUFFIX[kind], encode(value), ttl)
+            await self._redis.set(key + _REDIS_SUFFIX[kind], value, encode, ttl)
 
     async def load(
         self,
