@@ -36,9 +36,6 @@ class Interner(Generic[T]):
         self._kept[value] = value
         return value
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
     def clear(self) -> None:
         """Forget every value (objects handed out stay valid)."""
         self._kept.clear()
