@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from extender.placement import FilterDecision, Policy, Resolved, ScoreDecision, Unknown
-from extender.platforms import summarise_platforms
+from extender.placement import FilterDecision, Policy, ScoreDecision
+from extender.platforms import Resolved, Unknown, summarise_platforms
 from extender.pods import PodFacts
 
 if TYPE_CHECKING:  # the webhook's type: the extender alone need not import the mutation code

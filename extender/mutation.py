@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from extender.placement import Resolved, annotation_preference, short_image
-from extender.platforms import Platform, Rule, any_accepts
-from extender.pods import PREFER_ARCH_ANNOTATION, prefer_arch
+from extender.platforms import Platform, Resolved, Rule, any_accepts
+from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
+from extender.text import short_image
 
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from extender.runtimes import AARCH32_LABEL, NodeFacts, node_facts
+from extender.shared import Interner
 
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
@@ -149,7 +150,7 @@ class FactsOf:
 
     def __init__(self, limit: int = 4096) -> None:
         self._known: dict[_Key, NodeFacts] = {}
-        self._shared: dict[NodeFacts, NodeFacts] = {}
+        self._shared: Interner[NodeFacts] = Interner(limit)
         self._limit = limit
 
     def __call__(self, node: NodeParts) -> NodeFacts:
@@ -175,7 +176,7 @@ class FactsOf:
             # Different keys can give equal facts (a label or nodeInfo naming the arch):
             # those share one object too.
             facts = node_facts(by_label, by_info)
-            facts = self._shared.setdefault(facts, facts)
+            facts = self._shared(facts)
             if len(self._known) >= self._limit:
                 self._known.clear()
                 self._shared.clear()

@@ -11,29 +11,16 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Literal
 
-from extender.platforms import Platform, Rule, any_accepts
+from extender.platforms import Platform, Resolved, Rule, any_accepts
+from extender.pods import annotation_preference
 from extender.runtimes import NodeFacts
-
-# kube-scheduler cuts the event message at 1024 bytes and groups identical
-# reasons; an image name longer than this is cut so the clause stays short.
-_MAX_IMAGE_IN_REASON = 120
+from extender.text import short_image
 
 MAX_SCORE = 10
 """kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """An image whose platforms could not be learned in time, and why."""
-
-    reason: str
-
-
-Resolved = frozenset[Platform] | Unknown
-"""What a request knows of one image: its platforms, or that it does not know."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,17 +273,3 @@ def decide_scores(
         if score:  # hosts of a group share its score: dict.fromkeys builds them in C
             scores.update(dict.fromkeys(candidates.names_in([key]), score))
     return ScoreDecision(scores, True, arches)
-
-
-def annotation_preference(order: Sequence[str]) -> dict[str, int]:
-    """`amd64,arm64` → {amd64: 10, arm64: 5}: first is best, unlisted get 0."""
-    step = 10 // len(order)
-    return {arch: 10 - i * step for i, arch in enumerate(order)}
-
-
-def short_image(image: str, limit: int = _MAX_IMAGE_IN_REASON) -> str:
-    """The image name made printable and cut to `limit` characters, for reasons and warnings."""
-    printable = "".join(ch if ch.isprintable() else "?" for ch in image)
-    if len(printable) <= limit:
-        return printable
-    return printable[: limit - 3] + "..."

@@ -1,4 +1,5 @@
-"""Platforms: normalising `os/arch/variant` and matching them the way container runtimes do.
+"""Platforms: normalising `os/arch/variant` and matching them the way container runtimes do,
+and what a lookup learned of an image's platforms (`Resolved`).
 
 Pure functions over plain data; no I/O. The rules are ports of
 github.com/containerd/platforms v1.0.0-rc.5 (database.go, compare.go,
@@ -12,7 +13,10 @@ import functools
 import heapq
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, NewType
+
+from extender.shared import Interner
 
 
 class Platform(NamedTuple):
@@ -31,6 +35,42 @@ class Platform(NamedTuple):
         if self.variant:
             text += f"/{self.variant}"
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An image whose platforms could not be learned in time, and why."""
+
+    reason: str
+
+
+SharedPlatforms = NewType("SharedPlatforms", frozenset[Platform])
+"""A platform set that is the one object of its value: made only by `PlatformSets`. The verbs'
+decision cache keys by `id()`, so it takes only these (extender.shared)."""
+
+
+class PlatformSets(Interner[frozenset[Platform]]):
+    """Hands out one SharedPlatforms per distinct set of platforms."""
+
+    __slots__ = ()
+
+    def __call__(self, value: frozenset[Platform]) -> SharedPlatforms:
+        return SharedPlatforms(super().__call__(value))
+
+
+Resolved = frozenset[Platform] | Unknown
+"""What a request knows of one image: its platforms, or that it does not know."""
+
+SharedResolved = SharedPlatforms | Unknown
+"""Resolved as `extender.resolution.Resolution` answers it: its platform sets shared."""
+
+
+def describe_failure(error: BaseException) -> str:
+    """Why a lookup failed (an Unknown's reason), short enough for a log line, an event or a
+    report cell."""
+    text = str(error) or type(error).__name__
+    # Registry error bodies can be long; the reason ends up in logs and events.
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class Rule(enum.StrEnum):

@@ -25,7 +25,7 @@ from extender.config import WebhookGateSettings
 from extender.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.metrics import Metrics
 from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutation
-from extender.placement import Resolved, Unknown
+from extender.platforms import Resolved, Unknown
 from extender.pods import PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
 
@@ -72,7 +72,7 @@ class RateLimit:
 class _Held:
     pod: Pod
     task: asyncio.Task[None] | None = None
-    resolved: dict[str, Resolved] = field(default_factory=dict)
+    resolved: Mapping[str, Resolved] = field(default_factory=dict)
     releasing: bool = False
     """The release patch is under way: the watch may report its effect (the label gone)
     before the task has written its Event and line, and must not cancel it."""

@@ -7,35 +7,21 @@ declares what it must provide and bounds how long a request waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from extender.placement import Resolved, Unknown
-from extender.platforms import Platform
+from extender.platforms import (
+    Platform,
+    PlatformSets,
+    SharedPlatforms,
+    SharedResolved,
+    Unknown,
+    describe_failure,
+)
 from extender.pods import PullSecretsRef
+from extender.registry.deadline import request_deadline, skip_remembered_failures
 from extender.ttlmap import TTLMap
-
-request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "request_deadline", default=None
-)
-"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
-None outside a request (inspect, audit). The registry layer bounds its requests by it."""
-
-skip_remembered_failures: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "skip_remembered_failures", default=False
-)
-"""True for a lookup that must not be answered by a remembered failure (`cache.failureTtlSeconds`):
-a held pod's retry, so it sees a registry's recovery at once. It still shares an in-flight
-fetch and still answers from remembered successes. Set by `Resolution.resolve(...,
-fresh_failures=True)`, or around a direct `PlatformResolver` call."""
-
-
-def request_seconds_left() -> float | None:
-    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
-    deadline = request_deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
 
 
 class PlatformResolver(Protocol):
@@ -65,6 +51,8 @@ class Resolution:
     dict lookup, where a task per image and `asyncio.wait` cost far more than the request's
     own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
     once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
+
+    Platforms are answered as SharedPlatforms: equal answers are one object (extender.shared).
     """
 
     def __init__(
@@ -77,9 +65,12 @@ class Resolution:
     ) -> None:
         self.resolver = resolver
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
-        self._recent: TTLMap[tuple[str, PullSecretsRef], frozenset[Platform]] = TTLMap(
+        self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
             max_recent, clock
         )
+        self._shared = PlatformSets()
+        """Every answer as the one object of its value, whatever the resolver hands out: the
+        verbs' decision cache finds a question again by the ids of its answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
 
@@ -90,7 +81,7 @@ class Resolution:
         deadline: float,
         *,
         fresh_failures: bool = False,
-    ) -> dict[str, Resolved]:
+    ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
 
         The lookups carry the deadline (`request_deadline`), so registry requests can be
@@ -100,7 +91,7 @@ class Resolution:
         """
         images = tuple(images)
         recent = self._recent
-        answered: dict[str, Resolved] = {}
+        answered: dict[str, SharedResolved] = {}
         for image in images:
             known = recent.get((image, pull))
             if known is None:
@@ -123,7 +114,7 @@ class Resolution:
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))
-        results: dict[str, Resolved] = {}
+        results: dict[str, SharedResolved] = {}
         for image, task in tasks.items():
             if task in pending:
                 self._background.add(task)
@@ -134,7 +125,7 @@ class Resolution:
             elif (error := task.exception()) is not None:
                 results[image] = Unknown(describe_failure(error))
             else:
-                results[image] = platforms = task.result()
+                results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
         return results
 
@@ -149,10 +140,3 @@ class Resolution:
             task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def describe_failure(error: BaseException) -> str:
-    """Why a lookup failed, short enough for a log line, an event or a report cell."""
-    text = str(error) or type(error).__name__
-    # Registry error bodies can be long; the reason ends up in logs and events.
-    return text if len(text) <= 200 else text[:197] + "..."

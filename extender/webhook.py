@@ -36,8 +36,7 @@ from extender.listener import (
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
 from extender.once import OncePerCause
-from extender.placement import Resolved
-from extender.platforms import Platform, Rule
+from extender.platforms import Platform, Resolved, Rule
 from extender.platforms import parse as parse_platform
 from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.services import Services

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable
 
 from extender.audit.report import Lookups
 from extender.audit.workloads import Workload
-from extender.placement import Resolved, Unknown
+from extender.platforms import Resolved, Unknown, describe_failure
 from extender.pods import PullSecretsRef
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse
-from extender.resolution import PlatformResolver, describe_failure
+from extender.resolution import PlatformResolver
 
 Pair = tuple[str, PullSecretsRef]
 

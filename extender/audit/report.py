@@ -13,8 +13,7 @@ from typing import Any
 
 from extender.audit.breakage import Breakage
 from extender.audit.workloads import KINDS, Workload, WorkloadKey
-from extender.placement import Resolved, Unknown
-from extender.platforms import any_accepts, normalize
+from extender.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.pods import PullSecretsRef
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse as parse_reference

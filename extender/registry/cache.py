@@ -19,24 +19,25 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
-import structlog
 
 from extender.metrics import Metrics
 from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
-from extender.registry.redis_tier import RedisTier
+from extender.registry.deadline import request_seconds_left, skip_remembered_failures
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
-from extender.resolution import request_seconds_left, skip_remembered_failures
+from extender.shared import Interner
 from extender.ttlmap import TTLMap
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from extender.registry.redis_tier import RedisTier
+
 T = TypeVar("T")
 
 Kind = Literal["tag", "known", "digest", "failure"]
@@ -49,8 +50,6 @@ digest, its last good digest and its failure share one key string there."""
 _TAG_SHARE = 0.8
 """Of the time a request has left, the share a tag's fetch may take when the tag's last good
 digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
-_MAX_SHAPES = 1_024
-"""Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
 
 
 class Store:
@@ -73,7 +72,12 @@ class Store:
         self._local: dict[Kind, TTLMap[str, Any]] = {
             kind: TTLMap(settings.max_entries, clock) for kind in _KINDS
         }
-        self._redis = RedisTier(settings, clock, metrics) if settings.is_redis else None
+        self._redis: RedisTier | None = None
+        if settings.is_redis:
+            # aiocache and redis-py are the `redis` extra: loaded only with a Redis URL.
+            from extender.registry.redis_tier import RedisTier
+
+            self._redis = RedisTier(settings, clock, metrics)
 
     def key(self, *parts: str) -> str:
         """A namespaced key."""
@@ -103,15 +107,10 @@ class Store:
         self, redis: RedisTier, kind: Kind, key: str, decode: Callable[[str], T], ttl: float
     ) -> tuple[T, float] | None:
         """The value under `key` in Redis and its seconds left, now also kept in memory."""
-        found = await redis.get(key + _REDIS_SUFFIX[kind])
+        found = await redis.get(key + _REDIS_SUFFIX[kind], decode)
         if found is None:
             return None
-        text, remaining = found
-        try:
-            decoded = decode(text)
-        except (ValueError, KeyError, TypeError):
-            log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
-            return None
+        decoded, remaining = found
         left = min(ttl, remaining) if remaining else ttl
         self._local[kind].put(key, decoded, left)
         return decoded, left
@@ -122,7 +121,7 @@ class Store:
         """Keep `value` for `ttl` seconds, in memory and in Redis."""
         self._local[kind].put(key, value, ttl)
         if self._redis is not None:
-            await self._redis.set(key + _REDIS_SUFFIX[kind], encode(value), ttl)
+            await self._redis.set(key + _REDIS_SUFFIX[kind], value, encode, ttl)
 
     async def load(
         self,
@@ -175,7 +174,7 @@ class CachedSource:
         self._store = store
         self._settings = store.settings
         self._metrics = metrics
-        self._shapes: TTLMap[ImageFacts, ImageFacts] = TTLMap(_MAX_SHAPES)
+        self._shared: Interner[ImageFacts] = Interner()
         """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
@@ -232,13 +231,6 @@ class CachedSource:
     def _known_ttl(self) -> int:
         """How long a tag's last good digest is kept: its TTL, then the stale-if-error time."""
         return self._settings.tag_ttl_seconds + self._settings.stale_if_error_seconds
-
-    def _shared(self, facts: ImageFacts) -> ImageFacts:
-        kept = self._shapes.get(facts)
-        if kept is not None:
-            return kept
-        self._shapes.put(facts, facts, self._settings.digest_ttl_seconds)
-        return facts
 
     async def _cached(
         self,

@@ -15,7 +15,7 @@ from typing import Protocol
 import structlog
 
 from extender.metrics import Metrics
-from extender.platforms import Platform
+from extender.platforms import Platform, describe_failure
 from extender.pods import PullSecretsRef
 from extender.registry.breaker import Clock
 from extender.registry.cache import CachedSource, KnownDigest, Store
@@ -34,7 +34,6 @@ from extender.registry.reference import Reference, parse
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
-from extender.resolution import describe_failure
 
 log = structlog.get_logger(__name__)
 Closer = Callable[[], Awaitable[None]]

@@ -9,8 +9,8 @@ import time
 import pytest
 from aiohttp import web
 
-from extender.placement import Candidates, Policy, Unknown, decide_filter
-from extender.platforms import Rule, normalize, summarise_platforms
+from extender.placement import Candidates, Policy, decide_filter
+from extender.platforms import Rule, Unknown, describe_failure, normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -22,7 +22,7 @@ from extender.registry.errors import (
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse
 from extender.registry.transport import Transport
-from extender.resolution import Resolution, describe_failure
+from extender.resolution import Resolution
 from tests.integration.conftest import (
     POD,
     ResolverFactory,

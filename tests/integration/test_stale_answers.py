@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from extender.inspect import run_inspect
 from extender.metrics import Metrics
-from extender.placement import Unknown
+from extender.platforms import Unknown
 from extender.registry.errors import NotFound, Unauthorized, UnexpectedStatus
 from extender.registry.resolver import ImageResolution, RegistryResolver
 from extender.registry.settings import CacheSettings, RegistrySettings

@@ -6,8 +6,7 @@ import re
 
 from extender.audit.render import CSV_COLUMNS, headline, write
 from extender.audit.report import LeftOut, Pricing, build, document
-from extender.placement import Unknown
-from extender.platforms import parse
+from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 

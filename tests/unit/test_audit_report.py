@@ -14,8 +14,7 @@ from extender.audit.report import (
     document,
     judge,
 )
-from extender.placement import Unknown
-from extender.platforms import parse
+from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 

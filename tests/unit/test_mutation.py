@@ -21,8 +21,7 @@ from extender.mutation import (
     TaintRule,
     decide_mutation,
 )
-from extender.placement import Resolved, Unknown
-from extender.platforms import Platform, Rule, parse
+from extender.platforms import Platform, Resolved, Rule, Unknown, parse
 from tests.objects import pod
 from tests.support import affinity
 

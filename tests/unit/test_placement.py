@@ -2,10 +2,10 @@
 
 import pytest
 
-from extender.placement import Candidates, Policy, Unknown, mismatch_reason
+from extender.placement import Candidates, Policy, mismatch_reason
 from extender.placement import decide_filter as decide_filter_on_names
 from extender.placement import decide_scores as decide_scores_on_names
-from extender.platforms import Rule, parse
+from extender.platforms import Rule, Unknown, parse
 
 
 def Candidate(name, platform, rule=Rule.STRICT, aarch32=False):
