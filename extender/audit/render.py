@@ -1,4 +1,4 @@
-"""The audit report as a terminal table (rich), JSON, CSV or Markdown.
+"""The audit report as a terminal table (rich), JSON, CSV or Markdown (HTML: html_report).
 
 Image names, reasons and kubelet messages come from the cluster, written by anyone who can
 create a pod: every cell is made printable, rich markup is never interpreted, and Markdown
@@ -39,6 +39,10 @@ def write(report: Report, output: str, out: TextIO) -> None:
         out.write(as_csv(report))
     elif output == "markdown":
         out.write(as_markdown(report))
+    elif output == "html":
+        from extender.audit import fleet_report, html_report  # they build on this module
+
+        out.write(html_report.page(fleet_report.single(report)))
     else:
         print_table(Group(*table_parts(report)), out)
 
@@ -97,11 +101,12 @@ def table_parts(report: Report) -> list[RenderableType]:
         )
     parts.append(workloads)
     if report.blockers:
-        blockers = _table("IMAGE", "HAS", "WORKLOADS", "VCPU",
+        action = ("ACTION",) if report.hints else ()
+        blockers = _table("IMAGE", "HAS", "WORKLOADS", "VCPU", *action,
                           title="Images that block arm64, most workloads first")  # fmt: skip
         for b in report.blockers:
             blockers.add_row(*_cells(b.image, _platforms(b.platforms), str(b.workloads),
-                                     _vcpu(b.cpu_millis)))  # fmt: skip
+                                     _vcpu(b.cpu_millis), *_action(report, b.image)))  # fmt: skip
         parts.append(blockers)
     if report.unknown_images:
         unknown = _table("IMAGE", "REASON", "WORKLOADS", title="Images that could not be read")
@@ -138,9 +143,9 @@ def as_markdown(report: Report) -> str:
     )
     if report.blockers:
         parts += _markdown_table(
-            ("image", "has", "workloads", "vCPU"),
-            [(_code(b.image), _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
-             for b in report.blockers],
+            ("image", "has", "workloads", "vCPU", *(("action",) if report.hints else ())),
+            [(_code(b.image), _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis),
+              *_action(report, b.image)) for b in report.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if report.unknown_images:
@@ -247,3 +252,21 @@ def _memory(size: int) -> str:
 
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
+
+
+def _action(report: Report, image: str) -> tuple[str, ...]:
+    """The blocker's ACTION cell when newer tags were looked up (audit.hints), else none."""
+    if not report.hints:
+        return ()
+    hint = report.hint(image)
+    return (hint.action if hint is not None else "rebuild for arm64",)
+
+
+def verdict_text(verdict: str) -> Text:
+    """A verdict, coloured for a terminal."""
+    return Text(verdict, style=_STYLE.get(verdict, "yellow"))
+
+
+# The cell helpers, shared with the multi-cluster tables (audit.render_fleet).
+table, cells, markdown_table, code = _table, _cells, _markdown_table, _code
+why, runs_on, running, platforms, vcpu = _why, _runs_on, _running, _platforms, _vcpu
