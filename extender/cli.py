@@ -218,10 +218,16 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
+    import dataclasses
+
     from extender.audit.report import Pricing
     from extender.audit.run import AuditOptions, run_audit
     from extender.kube.client import current_namespace
 
+    contexts: list[str] = args.context or []
+    if len(contexts) == 1:  # one cluster, as kubectl --context picks it
+        kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=contexts[0])
+        settings = dataclasses.replace(settings, kubernetes=kube)
     namespace = None if args.all_namespaces else args.namespace
     if namespace is None and not args.all_namespaces:
         namespace = current_namespace(settings.kubernetes)
@@ -231,8 +237,35 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
         output=args.output,
         fail_on_blockers=args.fail_on == "blockers",
         pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
+        newer_tags=args.newer_tags,
     )
+    if len(contexts) > 1 or args.all_contexts:
+        return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _audit_clusters(
+    settings: config.Settings, args: argparse.Namespace, contexts: list[str], options: Any
+) -> int:
+    """`--context a --context b` or `--all-contexts`: one report for several clusters."""
+    import dataclasses
+
+    from extender.audit.clusters import run_fleet_audit
+    from extender.kube.client import KubeConfigError, context_names, current_namespace
+
+    if args.all_contexts:
+        try:
+            contexts = context_names(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    namespaces: dict[str, str | None] = {}
+    for name in dict.fromkeys(contexts):  # each once, in the order given
+        kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=name)
+        namespaces[name] = (
+            None if args.all_namespaces else args.namespace or current_namespace(kube)
+        )
+    return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
 def _release(settings: config.Settings, args: argparse.Namespace) -> int:
@@ -355,6 +388,27 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
+    clusters = audit.add_mutually_exclusive_group()
+    clusters.add_argument(
+        "--context",
+        action="append",
+        metavar="CONTEXT",
+        help="kubeconfig context (default: kubernetes.context or current-context); repeat it "
+        "to audit several clusters in one run, with one lookup per distinct image",
+    )
+    clusters.add_argument(
+        "--all-contexts",
+        action="store_true",
+        help="audit the cluster of every context in the kubeconfig, in one run",
+    )
+    audit.add_argument(
+        "--newer-tags",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="for each image that blocks arm64 and has a version tag, look up the N highest "
+        "newer tags of the same shape and name the lowest that runs on arm64 (default 3; 0: off)",
+    )
     audit.add_argument("-o", "--output", choices=FORMATS, default="table")
     audit.add_argument(
         "--fail-on",
@@ -386,6 +440,12 @@ def _non_negative(text: str) -> float:
     if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
 
 
 def _fraction(text: str) -> float:

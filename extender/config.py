@@ -139,6 +139,8 @@ class KubernetesSettings:
     (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
     """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
+    context: str = ""
+    """Kubeconfig context to use (empty: the file's current-context), as kubectl --context."""
     node_index: bool = True
     """List-watch Nodes so `nodeCacheCapable: true` requests (NodeNames only) can be served."""
     pull_secrets: bool = True

@@ -1,4 +1,4 @@
-"""The audit report as a terminal table (rich), JSON, CSV or Markdown.
+"""The audit report as a terminal table (rich), JSON, CSV or Markdown (HTML: html_report).
 
 Image names, reasons and kubelet messages come from the cluster, written by anyone who can
 create a pod: every cell is made printable, rich markup is never interpreted, Markdown
@@ -43,6 +43,10 @@ def write(report: Report, output: str, out: TextIO) -> None:
         out.write(as_csv(report))
     elif output == "markdown":
         out.write(as_markdown(report))
+    elif output == "html":
+        from extender.audit import fleet_report, html_report  # they build on this module
+
+        out.write(html_report.page(fleet_report.single(report)))
     else:
         write_table(report, out)
 
@@ -116,10 +120,12 @@ def _sections(report: Report) -> Iterator[_Section]:
         verdict_column=3,
     )  # fmt: skip
     if report.blockers:
+        action = ("ACTION",) if report.hints else ()
         yield _Section(
             "Images that block arm64, most workloads first",
-            ("IMAGE", "HAS", "WORKLOADS", "VCPU"),
-            [cells(b.image, _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
+            ("IMAGE", "HAS", "WORKLOADS", "VCPU", *action),
+            [cells(b.image, _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis),
+                   *_action(report, b.image))
              for b in report.blockers],
         )  # fmt: skip
     if report.unknown_images:
@@ -222,9 +228,10 @@ def as_markdown(report: Report) -> str:
     )
     if report.blockers:
         parts += _markdown_table(
-            ("image", "has", "workloads", "vCPU"),
+            ("image", "has", "workloads", "vCPU", *(("action",) if report.hints else ())),
             [(_code(b.image), _md(_platforms(b.platforms)), str(b.workloads),
-              _vcpu(b.cpu_millis)) for b in report.blockers],
+              _vcpu(b.cpu_millis), *(_md(a) for a in _action(report, b.image)))
+             for b in report.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if report.unknown_images:
@@ -309,6 +316,19 @@ def _md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", snippet(text, 300))
 
 
+def _table(*headers: str, title: str) -> Table:
+    """An empty rich table of the report's look (the multi-cluster tables build their own)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, highlight=False)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
+
+
+def _cells(*values: str) -> list[Text]:
+    # Text, not str: rich would read "[red]" in an image name as markup.
+    return [Text(snippet(value, _CELL)) for value in values]
+
+
 def _markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]], title: str) -> list[str]:
     lines = [f"### {title}", "", _markdown_row(headers), "|" + "---|" * len(headers)]
     lines += [_markdown_row(row) for row in rows]
@@ -341,3 +361,21 @@ def _memory(size: int) -> str:
 
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
+
+
+def _action(report: Report, image: str) -> tuple[str, ...]:
+    """The blocker's ACTION cell when newer tags were looked up (audit.hints), else none."""
+    if not report.hints:
+        return ()
+    hint = report.hint(image)
+    return (hint.action if hint is not None else "rebuild for arm64",)
+
+
+def verdict_text(verdict: str) -> Text:
+    """A verdict, coloured for a terminal."""
+    return Text(verdict, style=_STYLE.get(verdict, "yellow"))
+
+
+# The cell helpers, shared with the multi-cluster tables (audit.render_fleet).
+table, cells, markdown_table, code = _table, _cells, _markdown_table, _code
+why, runs_on, running, platforms, vcpu = _why, _runs_on, _running, _platforms, _vcpu

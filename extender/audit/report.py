@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.audit.breakage import Breakage
+from extender.audit.newer_tags import TagHint
 from extender.audit.workloads import KINDS, Workload, WorkloadKey
 from extender.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.pods import PullSecretsRef
@@ -174,6 +175,12 @@ class Report:
     broken: tuple[Breakage, ...]
     skipped: tuple[str, ...] = field(default=())
     """Workloads that could not be read, each with the reason."""
+    hints: Mapping[str, TagHint] = field(default_factory=dict)
+    """Newer tags of blocking images that run on arm64, by `same_image` (audit.hints)."""
+
+    def hint(self, image: str) -> TagHint | None:
+        """The newer-tag hint for a blocker, if one was looked up."""
+        return self.hints.get(same_image(image))
 
 
 def judge(
@@ -356,6 +363,7 @@ def document(report: Report) -> dict[str, Any]:
                 "platforms": list(b.platforms),
                 "workloads": b.workloads,
                 "vcpu": b.cpu_millis / 1000,
+                **hint_document(report.hint(b.image)),
             }
             for b in report.blockers
         ],
@@ -366,6 +374,17 @@ def document(report: Report) -> dict[str, Any]:
         "workloads": [_workload_document(w) for w in report.workloads],
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
+    }
+
+
+def hint_document(hint: TagHint | None) -> dict[str, Any]:
+    """A blocker's newer-tag fields: none when no hint was looked up."""
+    if hint is None:
+        return {}
+    return {
+        "arm64FromTag": hint.arm64_tag,
+        "newerTagsChecked": list(hint.checked),
+        "action": hint.action,
     }
 
 

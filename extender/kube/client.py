@@ -16,7 +16,14 @@ from extender.kube.errors import KubeConfigError
 if TYPE_CHECKING:
     from kubernetes import client
 
-__all__ = ["KubeConfigError", "access", "build_api_client", "current_namespace", "resolved_mode"]
+__all__ = [
+    "KubeConfigError",
+    "access",
+    "build_api_client",
+    "context_names",
+    "current_namespace",
+    "resolved_mode",
+]
 
 _DEFAULT_KUBECONFIG = "~/.kube/config"
 
@@ -82,7 +89,9 @@ def build_api_client(
             config.load_incluster_config(client_configuration=configuration)
         else:
             config.load_kube_config(
-                config_file=_kubeconfig(settings), client_configuration=configuration
+                config_file=_kubeconfig(settings),
+                context=settings.context or None,
+                client_configuration=configuration,
             )
     except (config.ConfigException, OSError) as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
@@ -104,7 +113,23 @@ def current_namespace(settings: KubernetesSettings) -> str:
         if resolved_mode(settings) == "in-cluster":
             with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
                 return file.read().strip() or "default"
-        _, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
+        contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
     except (config.ConfigException, OSError):
         return "default"  # building the client reports what is wrong with the config
+    if settings.context:
+        active = next((c for c in contexts if c.get("name") == settings.context), None)
     return str((active or {}).get("context", {}).get("namespace") or "default")
+
+
+def context_names(settings: KubernetesSettings) -> list[str]:
+    """Every context of the kubeconfig file(s), in file order (`archfit audit --all-contexts`).
+
+    Raises KubeConfigError when the kubeconfig cannot be read.
+    """
+    from kubernetes import config
+
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
+    except (config.ConfigException, OSError) as error:
+        raise KubeConfigError(f"cannot list kubeconfig contexts: {error}") from error
+    return [str(context["name"]) for context in contexts or ()]

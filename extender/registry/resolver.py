@@ -19,7 +19,7 @@ from extender.platforms import Platform, describe_failure
 from extender.pods import PullSecretsRef
 from extender.registry.breaker import Clock
 from extender.registry.cache import CachedSource, KnownDigest, Store
-from extender.registry.client import RegistryClient
+from extender.registry.client import RegistryClient, TagList
 from extender.registry.credentials import CredentialChain
 from extender.registry.errors import (
     DigestMismatch,
@@ -85,11 +85,13 @@ class RegistryResolver:
         keychain: Keychain,
         closers: Sequence[Closer] = (),
         metrics: Metrics | None = None,
+        client: RegistryClient | None = None,
     ) -> None:
         self._source = source
         self._keychain = keychain
         self._closers = tuple(closers)
         self._metrics = metrics
+        self._client = client
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
         """The image's platforms. Raises a RegistryError when it cannot tell."""
@@ -133,6 +135,19 @@ class RegistryResolver:
         return ImageResolution(
             ref, digest, facts.media_type, facts.platforms, facts.artifact, stale
         )
+
+    async def tags(
+        self, image: str, pull: PullSecretsRef | None, *, page_size: int, pages: int
+    ) -> TagList:
+        """The tags of `image`'s repository (RegistryClient.tags), with the pod's credentials.
+
+        Raises a RegistryError when they cannot be read.
+        """
+        if self._client is None:
+            raise RegistryError("this resolver reads no tag lists")
+        ref = parse(image)
+        creds = await self._keychain.credentials(ref, pull)
+        return await self._client.tags(ref, creds.items, page_size=page_size, pages=pages)
 
     async def _tag_digest(self, ref: Reference, creds: CredentialChain) -> tuple[str, Stale | None]:
         """The tag's digest now, else, if the registry fails for a while, its last good one."""
@@ -190,4 +205,4 @@ async def build_resolver(
     closers: list[Closer] = [store.aclose, client.aclose, transport.aclose]
     if plugins is not None:
         closers.insert(0, plugins.aclose)
-    return RegistryResolver(source, keychain, closers, metrics)
+    return RegistryResolver(source, keychain, closers, metrics, client)

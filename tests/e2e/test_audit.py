@@ -170,7 +170,9 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
     assert (
         {"workloads": 8, "ready": 3, "blocked": 3, "unknown": 2, "vcpu": 1.0, "readyVcpu": 0.4,
          "movableVcpu": 0.2, "monthlySaving": 2.92, "brokenNow": 1},
-        [{"image": amd64_only, "platforms": ["linux/amd64"], "workloads": 3, "vcpu": 0.4}],
+        [{"image": amd64_only, "platforms": ["linux/amd64"], "workloads": 3, "vcpu": 0.4,
+          "arm64FromTag": None, "newerTagsChecked": [],
+          "action": "rebuild for arm64 (no newer version tag)"}],
         images.unreachable_s390x_only.reference,
         [(f"{namespace}/pod/broken", amd64_only, "arm64-a", "arm64", "no matching manifest")],
     ) == (
@@ -197,7 +199,8 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
     assert (
         1,
         "- Ready for arm64: 3 of 8 workloads (38%), 0.4 of 1 requested vCPU (40%).",
-        f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 |",
+        f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 | "
+        "rebuild for arm64 (no newer version tag) |",
         f"| {namespace}/db | StatefulSet | **blocked** | amd64 | "
         f"{images.amd64_only.reference} has linux/amd64 | - | 0.1 |",
         f"| {namespace}/broken | `{images.amd64_only.reference}` | arm64-a (arm64) | "
