@@ -377,5 +377,6 @@ def verdict_text(verdict: str) -> Text:
 
 
 # The cell helpers, shared with the multi-cluster tables (audit.render_fleet).
-table, cells, markdown_table, code = _table, _cells, _markdown_table, _code
+table, cells, markdown_table, code, md = _table, _cells, _markdown_table, _code, _md
+csv_cell = _csv_cell
 why, runs_on, running, platforms, vcpu = _why, _runs_on, _running, _platforms, _vcpu

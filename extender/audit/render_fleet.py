@@ -125,11 +125,16 @@ def table_parts(fleet: FleetReport) -> list[RenderableType]:
 def as_markdown(fleet: FleetReport) -> str:
     """Markdown to paste into a ticket: the fleet's summary, then the tables."""
     parts = ["## arm64 readiness", "", *(f"- {line}" for line in headline(fleet)), ""]
-    parts += render.markdown_table(CLUSTER_HEADERS, cluster_rows(fleet), "Clusters")
+    # Every cell that comes from a cluster or a registry is escaped (render.md), so a name
+    # or reason cannot add links, HTML or emphasis to the ticket it is pasted into.
+    md = render.md
+    parts += render.markdown_table(
+        CLUSTER_HEADERS, [[md(c) for c in row] for row in cluster_rows(fleet)], "Clusters"
+    )
     rows = [
-        (cluster.name, f"{w.workload.key.namespace}/{w.workload.key.name}", w.workload.key.kind,
-         f"**{w.verdict}**", render.runs_on(w), render.why(w) or "-", render.running(w.running),
-         render.vcpu(w.cpu_millis))
+        (md(cluster.name), md(f"{w.workload.key.namespace}/{w.workload.key.name}"),
+         md(w.workload.key.kind), f"**{w.verdict}**", md(render.runs_on(w)),
+         md(render.why(w) or "-"), md(render.running(w.running)), render.vcpu(w.cpu_millis))
         for cluster in fleet.clusters
         for w in cluster.report.workloads
     ]  # fmt: skip
@@ -141,18 +146,18 @@ def as_markdown(fleet: FleetReport) -> str:
     if fleet.blockers:
         parts += render.markdown_table(
             ("image", "has", "workloads", "per cluster", "vCPU", "action"),
-            [(render.code(b.image), render.platforms(b.platforms), str(b.workloads),
-              per_cluster(b), render.vcpu(b.cpu_millis), action(fleet, b.image))
+            [(render.code(b.image), md(render.platforms(b.platforms)), str(b.workloads),
+              md(per_cluster(b)), render.vcpu(b.cpu_millis), md(action(fleet, b.image)))
              for b in fleet.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if fleet.unknown_images:
         parts += render.markdown_table(
             ("image", "reason", "workloads"),
-            [(render.code(u.image), u.reason, str(u.workloads)) for u in fleet.unknown_images],
+            [(render.code(u.image), md(u.reason), str(u.workloads)) for u in fleet.unknown_images],
             "Images that could not be read",
         )
-    broken_rows = _broken_rows(fleet)
+    broken_rows = [[md(cell) for cell in row] for row in _broken_rows(fleet)]
     if broken_rows:
         parts += render.markdown_table(
             ("cluster", "pod", "image", "node", "problem"), broken_rows, "Broken now"
@@ -168,7 +173,7 @@ def as_csv(fleet: FleetReport) -> str:
     for cluster in fleet.clusters:
         rows = csv.reader(io.StringIO(render.as_csv(cluster.report)))
         next(rows)  # the header, written once above
-        writer.writerows([cluster.name, *row] for row in rows)
+        writer.writerows([render.csv_cell(cluster.name), *row] for row in rows)
     return buffer.getvalue()
 
 
