@@ -132,6 +132,11 @@ class Metrics:
             "When the webhook's self-managed serving certificate expires (Unix time).",
             registry=r,
         )
+        self.releaser_leader = Gauge(
+            "archfit_releaser_leader",
+            "1 while this replica holds the releaser's Lease (webhook.gate.leaseName), else 0.",
+            registry=r,
+        )
 
     def extender_call(
         self,
