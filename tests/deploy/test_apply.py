@@ -182,7 +182,7 @@ def test_archfits_service_account_may_watch_nodes_and_get_pull_secrets_but_not_l
         ("", "update", "nodes"): False,
         ("team-a", "list", "secrets"): False,
         ("team-a", "watch", "secrets"): False,
-        ("team-a", "list", "pods"): False,
+        ("team-a", "delete", "pods"): False,
     }
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 
@@ -460,6 +460,34 @@ def test_the_webhooks_rbac_reaches_its_own_secret_and_configuration_and_nothing_
         ("team-a", "create", "secrets", "", ""): False,
         ("", "patch", hooks, "someone-elses", admission): False,
         ("", "update", "validatingwebhookconfigurations", "archfit", admission): False,
+    }
+    assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
+
+
+def test_the_releasers_rbac_reaches_held_pods_events_and_its_own_lease_and_nothing_more(
+    apiserver: ApiServer, rbac_applied: None
+) -> None:
+    """Pods anywhere (read, watch, patch), Events, and one Lease in archfit's namespace."""
+    user = f"system:serviceaccount:{render.NAMESPACE}:archfit"
+    leases, events = "coordination.k8s.io", "events.k8s.io"
+    expected = {
+        ("", "list", "pods", "", ""): True,
+        ("", "watch", "pods", "", ""): True,
+        ("team-a", "get", "pods", "held", ""): True,
+        ("team-a", "patch", "pods", "held", ""): True,
+        ("team-a", "create", "events", "", ""): True,
+        ("team-a", "patch", "events", "held.1", ""): True,
+        ("team-a", "create", "events", "", events): True,
+        ("team-a", "patch", "events", "held.1", events): True,
+        (render.NAMESPACE, "get", "leases", "archfit-releaser", leases): True,
+        (render.NAMESPACE, "patch", "leases", "archfit-releaser", leases): True,
+        (render.NAMESPACE, "create", "leases", "", leases): True,
+        ("team-a", "update", "pods", "held", ""): False,
+        ("team-a", "delete", "pods", "held", ""): False,
+        ("team-a", "create", "pods", "", ""): False,
+        ("team-a", "delete", "events", "held.1", ""): False,
+        (render.NAMESPACE, "patch", "leases", "archfit-scheduler", leases): False,
+        ("team-a", "create", "leases", "", leases): False,
     }
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 
