@@ -154,14 +154,19 @@ class Lease:
                 left = (self._renewed_at + self._deadline - self._clock()).total_seconds()
                 if left <= 0:
                     return "renewal_deadline"
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a
+                # cancellation (shutdown) that arrives as the attempt ends.
                 try:
-                    if not await asyncio.wait_for(self._attempt(), left):
-                        return "another_holder"
-                    break
+                    async with asyncio.timeout(left):
+                        held = await self._attempt()
                 except TimeoutError:
                     return "renewal_deadline"
                 except Exception as error:  # a failed renewal is retried until the deadline
                     log.info("lease_renewal_failed", lease=self._name, error=_short(error))
+                else:
+                    if not held:
+                        return "another_holder"
+                    break
                 await asyncio.sleep(min(self._retry, left))
 
     async def _attempt(self) -> bool:
@@ -232,7 +237,8 @@ class Lease:
             "leaseTransitions": int(spec.get("leaseTransitions") or 0),
         }
         try:
-            wrote = await asyncio.wait_for(self._write(lease, released), self._timeout())
+            async with asyncio.timeout(self._timeout()):
+                wrote = await self._write(lease, released)
         except Exception as error:  # the successor then waits out the duration
             log.warning("lease_release_failed", lease=self._name, error=_short(error))
             return
