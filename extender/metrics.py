@@ -137,6 +137,16 @@ class Metrics:
             "1 while this replica holds the releaser's Lease (webhook.gate.leaseName), else 0.",
             registry=r,
         )
+        # Read by the alerts ArchfitPodsHeldTooLong and ArchfitNoReleaser (deploy/monitoring).
+        self.gated_pods = Gauge(
+            "archfit_gated_pods", "Pods held by archfit's scheduling gate now.", registry=r
+        )
+        self.gate_oldest_seconds = Gauge(
+            "archfit_gate_oldest_seconds",
+            "Age of the oldest pod held by archfit's scheduling gate, as the releaser sees it; "
+            "0 when none is held.",
+            registry=r,
+        )
 
     def extender_call(
         self,
