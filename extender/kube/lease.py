@@ -31,6 +31,8 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.kube.errors import short_error
+
 log = structlog.get_logger("archfit.lease")
 
 _RETRY_SECONDS = 2.0
@@ -125,7 +127,7 @@ class Lease:
                 if await self._attempt():
                     return
             except Exception as error:  # any API or transport failure: try again later
-                log.debug("lease_attempt_failed", lease=self._name, error=_short(error))
+                log.debug("lease_attempt_failed", lease=self._name, error=short_error(error))
             await asyncio.sleep(self._retry * (1 + random.random() * _JITTER))  # noqa: S311 - not crypto
 
     async def _hold(self, work: Callable[[], Awaitable[None]]) -> bool:
@@ -139,9 +141,11 @@ class Lease:
             task.cancel()
             await asyncio.wait([task])
             self._set_held(False, reason)
-        if reason == "work_ended" and not task.cancelled() and task.exception() is not None:
-            error = task.exception()
-            log.error("lease_work_failed", lease=self._name, error=_short(error), exc_info=error)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            log.error(
+                "lease_work_failed", lease=self._name, error=short_error(error), exc_info=error
+            )
         return reason == "work_ended"
 
     async def _renew_until_lost(self, task: asyncio.Task[None]) -> str:
@@ -162,7 +166,7 @@ class Lease:
                 except TimeoutError:
                     return "renewal_deadline"
                 except Exception as error:  # a failed renewal is retried until the deadline
-                    log.info("lease_renewal_failed", lease=self._name, error=_short(error))
+                    log.info("lease_renewal_failed", lease=self._name, error=short_error(error))
                 else:
                     if not held:
                         return "another_holder"
@@ -240,7 +244,7 @@ class Lease:
             async with asyncio.timeout(self._timeout()):
                 wrote = await self._write(lease, released)
         except Exception as error:  # the successor then waits out the duration
-            log.warning("lease_release_failed", lease=self._name, error=_short(error))
+            log.warning("lease_release_failed", lease=self._name, error=short_error(error))
             return
         self._lease, self._observed = wrote, released
 
@@ -336,8 +340,3 @@ def _body(response: Any) -> dict[str, Any]:
     finally:
         response.release_conn()
     return lease
-
-
-def _short(error: BaseException | None) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."

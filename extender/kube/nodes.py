@@ -30,6 +30,7 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.kube.errors import short_error
 from extender.node_parts import FactsOf, NodeParts, decode_node
 from extender.platforms import Platform
 from extender.runtimes import NodeFacts
@@ -156,7 +157,7 @@ class NodeIndex:
                     break  # the connection was cut because we are stopping
                 delay = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)]
                 failures += 1
-                log.warning("node_index_error", error=_short(error), retry_in_s=delay)
+                log.warning("node_index_error", error=short_error(error), retry_in_s=delay)
                 self._stop.wait(delay)
 
     def _list(self) -> str:
@@ -267,8 +268,3 @@ def _lines(response: Any) -> Iterator[bytes]:
 
 class _Expired(Exception):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
-
-
-def _short(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
