@@ -281,3 +281,21 @@ async def test_five_contenders_that_find_the_same_lease_at_once_let_one_win(
     assert (1, 1) == (contenders.most_held, contenders.most_running)
     expected = {"holder": holder, "transitions": 4 if existing else 0}
     assert expected == await asyncio.to_thread(contenders.read)
+
+
+async def test_times_on_whole_seconds_are_written_as_the_apiserver_parses_them(
+    contenders: Contenders,
+) -> None:
+    """MicroTime needs six fraction digits, which isoformat() leaves out at .000000."""
+
+    def whole_seconds() -> datetime.datetime:
+        return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+    lease = contenders.start("replica-a", clock=whole_seconds)
+    await one_holder(contenders)
+    await asyncio.sleep(2.5)  # two renewals
+    api = client.CoordinationV1Api(contenders.clients[0])
+    spec = (await asyncio.to_thread(api.read_namespaced_lease, LEASE, contenders.namespace)).spec
+    assert lease.held
+    assert (0, 0) == (spec.renew_time.microsecond, spec.acquire_time.microsecond)
+    assert spec.renew_time > spec.acquire_time
