@@ -16,6 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from extender.audit.render import md
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.catalog import PRIVATE_USER, Images
@@ -200,17 +201,18 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
         1,
         "- Ready for arm64: 3 of 8 workloads (38%), 0.4 of 1 requested vCPU (40%).",
         f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 | "
-        "rebuild for arm64 (no newer version tag) |",
-        f"| {namespace}/db | StatefulSet | **blocked** | amd64 | "
-        f"{images.amd64_only.reference} has linux/amd64 | - | 0.1 |",
-        f"| {namespace}/broken | `{images.amd64_only.reference}` | arm64-a (arm64) | "
-        "no matching manifest |",
+        f"{md('rebuild for arm64 (no newer version tag)')} |",
+        # Cluster text is escaped to inert Markdown (render.md); it renders as written.
+        f"| {md(f'{namespace}/db')} | StatefulSet | **blocked** | amd64 | "
+        f"{md(f'{images.amd64_only.reference} has linux/amd64')} | \\- | 0.1 |",
+        f"| {md(f'{namespace}/broken')} | `{images.amd64_only.reference}` | "
+        f"{md('arm64-a (arm64)')} | {md('no matching manifest')} |",
     ) == (
         done.returncode,
         lines[2],
         next(line for line in lines if line.startswith(f"| `{images.amd64_only.reference}`")),
-        next(line for line in lines if line.startswith(f"| {namespace}/db ")),
-        next(line for line in lines if line.startswith(f"| {namespace}/broken | `")),
+        next(line for line in lines if line.startswith(f"| {md(f'{namespace}/db')} ")),
+        next(line for line in lines if line.startswith(f"| {md(f'{namespace}/broken')} | `")),
     ), done.stdout + done.stderr
 
 
