@@ -196,10 +196,21 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
+    import dataclasses
+
     from extender.audit.report import Pricing
     from extender.audit.run import AuditOptions, run_audit
     from extender.kube.client import current_namespace
 
+    if args.kubeconfig is not None or args.context is not None:
+        # As kubectl's flags: they choose the kubeconfig, whatever kubernetes.mode says.
+        kube = dataclasses.replace(
+            settings.kubernetes,
+            mode="kubeconfig",
+            kubeconfig=args.kubeconfig or settings.kubernetes.kubeconfig,
+            context=args.context or settings.kubernetes.context,
+        )
+        settings = dataclasses.replace(settings, kubernetes=kube)
     namespace = None if args.all_namespaces else args.namespace
     if namespace is None and not args.all_namespaces:
         namespace = current_namespace(settings.kubernetes)
@@ -300,12 +311,28 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
-    audit.add_argument("-o", "--output", choices=FORMATS, default="table")
+    audit.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)",
+    )
+    audit.add_argument(
+        "--context", help="kubeconfig context (default: kubernetes.context or current-context)"
+    )
+    audit.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
+        "workload, json for scripts)",
+    )
     audit.add_argument(
         "--fail-on",
         choices=("blockers", "never"),
         default="never",
-        help="exit status 1 when any workload is blocked from arm64 (for CI)",
+        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
+        "(default: never)",
     )
     audit.add_argument(
         "--price-per-vcpu-hour",

@@ -120,6 +120,8 @@ class KubernetesSettings:
     """API server access. `auto`: in-cluster in a pod, else `kubeconfig` if set, else off."""
     kubeconfig: str = ""
     """Kubeconfig path for `mode: kubeconfig` (empty: $KUBECONFIG or ~/.kube/config)."""
+    context: str = ""
+    """Kubeconfig context to use (empty: the file's current-context), as kubectl --context."""
     node_index: bool = True
     """List-watch Nodes so `nodeCacheCapable: true` requests (NodeNames only) can be served."""
     pull_secrets: bool = True

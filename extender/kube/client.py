@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING
 
 from extender.config import KubernetesSettings
@@ -54,14 +55,52 @@ def build_api_client(
             config.load_incluster_config(client_configuration=configuration)
         else:
             config.load_kube_config(
-                config_file=settings.kubeconfig or None, client_configuration=configuration
+                config_file=_kubeconfig(settings.kubeconfig),
+                context=settings.context or None,
+                client_configuration=configuration,
             )
     except (config.ConfigException, OSError) as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode}: {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
-    # own deadlines and retry loops, so one attempt is enough.
-    configuration.retries = 1
-    return client.ApiClient(configuration)
+    # own deadlines and retry loops, so one attempt is enough. A command that only reads
+    # the cluster makes none: a refused connection is one line, not a retry warning first.
+    configuration.retries = 0 if required else 1
+    api = client.ApiClient(configuration)
+    if required:
+        _check_reachable(api, configuration.host)
+    return api
+
+
+def _kubeconfig(path: str) -> str:
+    """The kubeconfig file(s) to read: `path`, else $KUBECONFIG as it is now (the client
+    reads it once, at import), else ~/.kube/config. Raises KubeConfigError naming them when
+    none exists (the client says only "Invalid kube-config file. No configuration found.")."""
+    if path:
+        chosen, origin = path, "kubernetes.kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        chosen, origin = os.environ["KUBECONFIG"], "$KUBECONFIG"
+    else:
+        chosen, origin = "~/.kube/config", "the default"
+    paths = [p for p in chosen.split(os.pathsep) if p]
+    if not any(os.path.isfile(os.path.expanduser(p)) for p in paths):
+        raise KubeConfigError(f"no kubeconfig file at {', '.join(paths)} ({origin})")
+    return chosen
+
+
+def _check_reachable(api: client.ApiClient, host: str) -> None:
+    """GET /version once: an API server that does not answer is one clear error."""
+    import urllib3
+    from kubernetes import client
+
+    try:
+        client.VersionApi(api).get_code(_request_timeout=(5, 10))
+    except client.ApiException:
+        return  # it answered: what it refuses is reported by the call that needs it
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        api.close()
+        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(error))
+        reason = found.group(1) if found else type(getattr(error, "reason", error)).__name__
+        raise KubeConfigError(f"the API server at {host} does not answer: {reason}") from error
 
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -81,7 +120,11 @@ def current_namespace(settings: KubernetesSettings) -> str:
         if in_cluster:
             with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
                 return file.read().strip() or "default"
-        _, active = config.list_kube_config_contexts(config_file=settings.kubeconfig or None)
-    except (config.ConfigException, OSError):
+        contexts, active = config.list_kube_config_contexts(
+            config_file=_kubeconfig(settings.kubeconfig)
+        )
+    except (config.ConfigException, OSError, KubeConfigError):
         return "default"  # building the client reports what is wrong with the config
+    if settings.context:
+        active = next((c for c in contexts if c.get("name") == settings.context), None)
     return str((active or {}).get("context", {}).get("namespace") or "default")

@@ -1,6 +1,7 @@
 """The `archfit audit` command line: bad options and the default namespace."""
 
 import io
+import socket
 
 import pytest
 import yaml
@@ -55,3 +56,77 @@ def test_the_default_namespace_is_the_kubeconfig_contexts(tmp_path):
         settings = KubernetesSettings(mode="kubeconfig", kubeconfig=str(kubeconfig))
         found.append(current_namespace(settings))
     assert ["team-a", "default"] == found
+
+
+def _refused_port() -> int:
+    """A loopback port nothing listens on: bound, then closed, so connecting is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _two_cluster_kubeconfig(path, first: int, second: int) -> str:
+    """Contexts `one` (current) and `two`, each on its own unreachable API server."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "one",
+        "contexts": [
+            {"name": "one", "context": {"cluster": "one", "user": "u", "namespace": "a"}},
+            {"name": "two", "context": {"cluster": "two", "user": "u", "namespace": "b"}},
+        ],
+        "clusters": [
+            {"name": "one", "cluster": {"server": f"https://127.0.0.1:{first}"}},
+            {"name": "two", "cluster": {"server": f"https://127.0.0.1:{second}"}},
+        ],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    return str(path)
+
+
+def test_an_unreachable_api_server_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    """No urllib3 retry warning first: one line with the server and why, exit status 2."""
+    port = _refused_port()
+    monkeypatch.setenv("KUBECONFIG", _two_cluster_kubeconfig(tmp_path / "config", port, port))
+    (tmp_path / "archfit.yaml").write_text("{}\n")
+    status = main(["audit", "--config", str(tmp_path / "archfit.yaml")])
+    expected = (
+        f"archfit: cannot reach Kubernetes: the API server at https://127.0.0.1:{port} "
+        "does not answer: Connection refused\n"
+    )
+    assert (2, "", expected) == (status, *capsys.readouterr())
+
+
+def test_kubeconfig_and_context_flags_choose_the_cluster_as_kubectl_does(tmp_path, capsys):
+    """--kubeconfig names the file and --context the cluster in it; the namespace follows."""
+    first, second = _refused_port(), _refused_port()
+    path = _two_cluster_kubeconfig(tmp_path / "config", first, second)
+    status = main(["audit", "--kubeconfig", path, "--context", "two"])
+    err = capsys.readouterr().err
+    settings = KubernetesSettings(mode="kubeconfig", kubeconfig=path, context="two")
+    assert (2, f"https://127.0.0.1:{second} ", "b") == (
+        status,
+        err.split("API server at ")[1].split("does")[0],
+        current_namespace(settings),
+    )
+
+
+def test_a_kubeconfig_that_does_not_exist_is_named(tmp_path, capsys, monkeypatch):
+    """KUBECONFIG=/nonexistent says which file is missing, not "No configuration found"."""
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent")
+    (tmp_path / "archfit.yaml").write_text("{}\n")
+    status = main(["audit", "--config", str(tmp_path / "archfit.yaml")])
+    expected = (
+        "archfit: cannot reach Kubernetes: no kubeconfig file at /nonexistent ($KUBECONFIG)\n"
+    )
+    assert (2, "", expected) == (status, *capsys.readouterr())
+
+
+def test_audit_help_explains_the_output_formats_and_the_fail_on_default(capsys):
+    """-o lists its formats and --fail-on says its default, as every other option does."""
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (True, True) == (
+        "report format: table, json, csv, markdown" in text,
+        "(default: never)" in text,
+    )
