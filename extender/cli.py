@@ -7,6 +7,7 @@ import asyncio
 import gc
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "scheduler-config":  # needs no settings
-        return _scheduler_config(args)
     try:
         settings = config.load(args.config, os.environ)
     except config.ConfigError as error:
         print(f"archfit: bad config: {error}", file=sys.stderr)
         return 2
+    for warning in config.ignored_env(os.environ):
+        print(f"archfit: warning: {warning}", file=sys.stderr)
+    if args.command == "scheduler-config":  # reads only policy.resolveDeadlineSeconds
+        return _scheduler_config(args, settings.policy.resolve_deadline_seconds)
     problems = extras.missing(settings)
     if problems:
         for problem in problems:
@@ -64,11 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
     else:
+        print(_config_origin(config.source(args.config), os.environ))
         print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
     return 0
 
 
-def _scheduler_config(args: argparse.Namespace) -> int:
+def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
+    """A YAML comment saying which file was read (the default is relative to the current
+    directory, so elsewhere none is) and which ARCHFIT_ variables override it."""
+    if source is not None:
+        origin = f"# archfit config: read {source.resolve()}"
+    else:
+        origin = (
+            f"# archfit config: no file read ({config.DEFAULT_CONFIG} is not in {Path.cwd()}; "
+            "--config PATH names one): built-in defaults"
+        )
+    overrides = sorted(k for k in environ if k.startswith(config.ENV_PREFIX) and "__" in k)
+    return origin + (f", overridden by {', '.join(overrides)}" if overrides else "")
+
+
+def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float) -> int:
     from extender.scheduler_config import Registration, render
 
     try:
@@ -77,10 +95,14 @@ def _scheduler_config(args: argparse.Namespace) -> int:
             ca_file=args.ca_file or "",
             kubeconfig=args.kubeconfig,
             node_cache_capable=not args.full_nodes,
+            http_timeout=args.http_timeout,
         )
     except ValueError as error:
         print(f"archfit scheduler-config: {error}", file=sys.stderr)
         return 2
+    warning = registration.timeout_warning(resolve_deadline_seconds)
+    if warning:
+        print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
     print(render(registration), end="")
     return 0
 
@@ -260,6 +282,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
     register = commands.add_parser(
         "scheduler-config",
+        parents=[common],
         help="print the KubeSchedulerConfiguration that registers archfit",
         description="Print a KubeSchedulerConfiguration with archfit as an extender. "
         "See deploy/README.md for which --url fits your control plane.",
@@ -271,7 +294,15 @@ def _parser() -> argparse.ArgumentParser:
         "needs the Service's ClusterIP instead)",
     )
     register.add_argument(
-        "--ca-file", help="for an https --url: the CA bundle that signed archfit's certificate"
+        "--ca-file",
+        help="for an https --url: the CA bundle that signed archfit's certificate (for a "
+        "public CA, the system bundle: /etc/ssl/certs/ca-certificates.crt)",
+    )
+    register.add_argument(
+        "--http-timeout",
+        default="2s",
+        help="the extender's httpTimeout (default: 2s); keep it above "
+        "policy.resolveDeadlineSeconds",
     )
     register.add_argument(
         "--kubeconfig", default=KUBEADM_KUBECONFIG, help="kube-scheduler's own kubeconfig"
