@@ -172,7 +172,7 @@ async def _self_managed_certificate(
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return _health({"status": "ok"}, 200)
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -184,11 +184,13 @@ async def readyz(request: web.Request) -> web.Response:
         certificate = request.app.get(WEBHOOK_CERTIFICATE)
         checks["webhookCertificate"] = certificate is not None and certificate.ready
     ready = all(checks.values())
-    return web.Response(
-        body=orjson.dumps({"ready": ready, "checks": checks}),
-        status=200 if ready else 503,
-        content_type=_JSON,
-    )
+    return _health({"ready": ready, "checks": checks}, 200 if ready else 503)
+
+
+def _health(answer: dict[str, object], status: int) -> web.Response:
+    """/healthz and /readyz speak one encoder (orjson, compact), so probes and scripts that
+    compare bodies see one format."""
+    return web.Response(body=orjson.dumps(answer), status=status, content_type=_JSON)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

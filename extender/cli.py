@@ -192,29 +192,52 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
     """
     import signal
 
+    import structlog
     from aiohttp import web
 
     from extender.app import GUARD, SETTINGS
     from extender.listener import GuardedSite
 
     server = app[SETTINGS].server
+    # Before the runner starts the services: a taken port is then the only line, not one
+    # after `services_ready` that says all is well.
+    _check_bindable(server.host, server.port)
     runner = web.AppRunner(
         app,
         access_log=None,  # the summary line per request says more
         shutdown_timeout=server.shutdown_grace_seconds,
         handle_signals=False,
     )
+    log = structlog.get_logger("archfit")
     await runner.setup()
+    received: list[str] = []
     try:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, _on_signal, stop, received, signum.name)
         site = GuardedSite(runner, server.host, server.port, app[GUARD], ssl_context)
         await site.start()
         await stop.wait()
+        log.info("archfit_stopping", signal=received[0], grace_s=server.shutdown_grace_seconds)
     finally:
         await runner.cleanup()
+    log.info("archfit_stopped")
+
+
+def _on_signal(stop: asyncio.Event, received: list[str], name: str) -> None:
+    received.append(name)
+    stop.set()
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, EADDRNOTAVAIL) if `host:port` cannot be listened on."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the site binds
+        probe.bind((host, port))
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:

@@ -350,8 +350,7 @@ def ignored_env(environ: Mapping[str, str]) -> list[str]:
         if section:
             meant = f"{ENV_PREFIX}{rest[: len(section)]}__{rest[len(section) + 1 :]}"
             found.append(
-                f"{key} sets nothing: a section and its key are joined by two underscores "
-                f"({meant})"
+                f"{key} sets nothing: a section and its key are joined by two underscores ({meant})"
             )
     return found
 
@@ -386,9 +385,7 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
             known = ", ".join(sorted(fields))
             variables = _variables(data[key])
             origin = f" (from {', '.join(variables)})" if variables else ""
-            raise ConfigError(
-                f"{_join(where, str(key))}{origin}: unknown setting (known: {known})"
-            )
+            raise ConfigError(f"{_join(where, str(key))}{origin}: unknown setting (known: {known})")
     hints = typing.get_type_hints(cls)
     kwargs = {
         fields[key].name: _convert(hints[fields[key].name], value, _join(where, key))

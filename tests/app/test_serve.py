@@ -171,3 +171,48 @@ def test_an_unreadable_server_certificate_is_exit_2_naming_the_setting(tmp_path)
     done = _run("serve", "--config", str(path))
     assert 2 == done.returncode
     assert "server.certFile/keyFile: cannot load /nonexistent/tls.crt" in done.stderr
+
+
+def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
+    """No `services_ready` before the bind error: the port is checked before anything starts."""
+    taken = silent_listener()
+    port = taken.getsockname()[1]
+    config = tmp_path / "archfit.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+        "logging: {format: json}\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "extender", "serve", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        taken.close()
+    events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]
+    expected = f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert (1, ["archfit_starting"], expected) == (done.returncode, events, done.stderr)
+
+
+def test_sigterm_is_logged_when_it_arrives_and_when_the_process_is_done(tmp_path):
+    """`archfit_stopping` names the signal and the grace; `archfit_stopped` is the last line."""
+    port = free_port()
+    process = start_serve(
+        tmp_path,
+        f"server: {{host: 127.0.0.1, port: {port}, shutdownGraceSeconds: 3}}\n"
+        "kubernetes: {mode: 'off'}\nlogging: {format: json}\n",
+        port,
+    )
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=30)
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    stopping = next(line for line in lines if line["event"] == "archfit_stopping")
+    assert (0, "SIGTERM", 3.0, "archfit_stopped") == (
+        process.returncode,
+        stopping["signal"],
+        stopping["grace_s"],
+        lines[-1]["event"],
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.prerequisites import require_binary
+from tests.support.process import free_port
 from tests.support.registry import REGISTRY_BINARY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +46,6 @@ def test_the_readme_says_what_tests_run_sh_changes_before_the_quick_start() -> N
     assert [] == [word for word in wanted if word not in first_screen]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.mark.integration
 def test_the_offline_quick_start_rejects_the_arm64_node_as_the_readme_shows(
     tmp_path: Path,
@@ -62,7 +55,7 @@ def test_the_offline_quick_start_rejects_the_arm64_node_as_the_readme_shows(
     wait, _online, offline, ask = _blocks(_quick_start(), "sh")
     (shown,) = _blocks(_quick_start(), "text")
     serve = _blocks(README, "sh")[0].splitlines()[0].removeprefix(SETUP)
-    port = _free_port()
+    port = free_port()
     script = "\n".join(["set -e", serve, wait, offline, ask, "kill $(jobs -p); wait"])
     script = script.replace("localhost:8888", f"localhost:{port}")
     # The clone's venv stands in for the one the first command makes.
@@ -82,3 +75,10 @@ def test_the_offline_quick_start_rejects_the_arm64_node_as_the_readme_shows(
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     expected = json.loads(shown.replace("docker.io/amd64/alpine:3.20", image))
     assert expected == answer
+
+
+def test_the_readme_and_the_operations_guide_say_nodes_rejected_is_split_by_rule() -> None:
+    """explain.py logs one nodes_rejected line per verdict, and a verdict carries the rule."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    texts = [" ".join(README.split()), " ".join(operations.split())]
+    assert [True, True] == ["per reason, node platform and matching rule" in t for t in texts]

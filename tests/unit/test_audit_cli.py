@@ -1,7 +1,9 @@
 """The `archfit audit` command line: bad options and the default namespace."""
 
 import io
-import socket
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -10,6 +12,7 @@ from extender.audit.run import AuditOptions, run_audit
 from extender.cli import main
 from extender.config import KubernetesSettings, Settings
 from extender.kube.client import current_namespace
+from tests.support.process import free_port
 
 
 @pytest.mark.parametrize(
@@ -58,14 +61,6 @@ def test_the_default_namespace_is_the_kubeconfig_contexts(tmp_path):
     assert ["team-a", "default"] == found
 
 
-def _refused_port() -> int:
-    """A loopback port nothing listens on: bound, then closed, so connecting is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def _two_cluster_kubeconfig(path, first: int, second: int) -> str:
     """Contexts `one` (current) and `two`, each on its own unreachable API server."""
     path.write_text(yaml.safe_dump({
@@ -83,42 +78,52 @@ def _two_cluster_kubeconfig(path, first: int, second: int) -> str:
     return str(path)
 
 
-def test_an_unreachable_api_server_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+def _audit(*args: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`archfit audit ARGS` as a process: its stderr is all a user sees (logging included)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHFIT_", "KUBE"))}
+    if kubeconfig is not None:
+        environ["KUBECONFIG"] = kubeconfig
+    return subprocess.run(
+        [sys.executable, "-m", "extender", "audit", "--config", os.devnull, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=environ,
+    )
+
+
+def test_an_unreachable_api_server_is_one_line_naming_it(tmp_path):
     """No urllib3 retry warning first: one line with the server and why, exit status 2."""
-    port = _refused_port()
-    monkeypatch.setenv("KUBECONFIG", _two_cluster_kubeconfig(tmp_path / "config", port, port))
-    (tmp_path / "archfit.yaml").write_text("{}\n")
-    status = main(["audit", "--config", str(tmp_path / "archfit.yaml")])
+    port = free_port()
+    done = _audit(kubeconfig=_two_cluster_kubeconfig(tmp_path / "config", port, port))
     expected = (
         f"archfit: cannot reach Kubernetes: the API server at https://127.0.0.1:{port} "
         "does not answer: Connection refused\n"
     )
-    assert (2, "", expected) == (status, *capsys.readouterr())
+    assert (2, "", expected) == (done.returncode, done.stdout, done.stderr)
 
 
-def test_kubeconfig_and_context_flags_choose_the_cluster_as_kubectl_does(tmp_path, capsys):
+def test_kubeconfig_and_context_flags_choose_the_cluster_as_kubectl_does(tmp_path):
     """--kubeconfig names the file and --context the cluster in it; the namespace follows."""
-    first, second = _refused_port(), _refused_port()
+    first, second = free_port(), free_port()
     path = _two_cluster_kubeconfig(tmp_path / "config", first, second)
-    status = main(["audit", "--kubeconfig", path, "--context", "two"])
-    err = capsys.readouterr().err
+    done = _audit("--kubeconfig", path, "--context", "two")
     settings = KubernetesSettings(mode="kubeconfig", kubeconfig=path, context="two")
     assert (2, f"https://127.0.0.1:{second} ", "b") == (
-        status,
-        err.split("API server at ")[1].split("does")[0],
+        done.returncode,
+        done.stderr.split("API server at ")[1].split("does")[0],
         current_namespace(settings),
     )
 
 
-def test_a_kubeconfig_that_does_not_exist_is_named(tmp_path, capsys, monkeypatch):
+def test_a_kubeconfig_that_does_not_exist_is_named():
     """KUBECONFIG=/nonexistent says which file is missing, not "No configuration found"."""
-    monkeypatch.setenv("KUBECONFIG", "/nonexistent")
-    (tmp_path / "archfit.yaml").write_text("{}\n")
-    status = main(["audit", "--config", str(tmp_path / "archfit.yaml")])
+    done = _audit(kubeconfig="/nonexistent")
     expected = (
         "archfit: cannot reach Kubernetes: no kubeconfig file at /nonexistent ($KUBECONFIG)\n"
     )
-    assert (2, "", expected) == (status, *capsys.readouterr())
+    assert (2, "", expected) == (done.returncode, done.stdout, done.stderr)
 
 
 def test_audit_help_explains_the_output_formats_and_the_fail_on_default(capsys):
