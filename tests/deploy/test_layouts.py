@@ -5,6 +5,7 @@ it already did)."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shlex
 from pathlib import Path
@@ -139,3 +140,37 @@ def test_the_layout_table_names_the_two_ways_the_webhook_silently_does_nothing()
         for name, needed in wanted.items()
         if any(name in r and needed in r for r in rows)
     }
+
+
+def _images_section() -> str:
+    text = DEPLOY_README.read_text()
+    return text.split("### Images: where they come from", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_kustomize_images_entry_points_the_base_at_your_registry(
+    kustomize: Path, tmp_path: Path
+) -> None:
+    """The `images:` snippet of deploy/README.md, in an overlay over the base, changes the
+    Deployment's image to the registry it names."""
+    section = _images_section()
+    snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    base = os.path.relpath(render.KUSTOMIZE_BASE, tmp_path)  # kustomize refuses absolute roots
+    overlay = {"resources": [base], **yaml.safe_load(snippet)}
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    objects = render.kustomize_build(kustomize, tmp_path)
+    spec = render.one(objects, "Deployment", "archfit")["spec"]["template"]["spec"]
+    (image,) = [c["image"] for c in spec["containers"]]
+    assert "registry.example.com/platform/archfit:0.1.0" == image
+
+
+def test_the_readmes_helm_image_values_point_the_chart_at_your_registry(
+    helm: Path, tmp_path: Path
+) -> None:
+    """`--set image.repository=... --set image.tag=...` as deploy/README.md writes them."""
+    (line,) = [t for t in _images_section().splitlines() if "image.repository=" in t]
+    repository = line.split("image.repository=", 1)[1].split()[0]
+    values = {"image": {"repository": repository, "tag": "9.9.9"}}
+    objects = render.helm_template(helm, values, tmp_path)
+    spec = render.one(objects, "Deployment", "archfit")["spec"]["template"]["spec"]
+    (image,) = [c["image"] for c in spec["containers"]]
+    assert "registry.example.com/platform/archfit:9.9.9" == image
