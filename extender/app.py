@@ -184,7 +184,12 @@ async def readyz(request: web.Request) -> web.Response:
         certificate = request.app.get(WEBHOOK_CERTIFICATE)
         checks["webhookCertificate"] = certificate is not None and certificate.ready
     ready = all(checks.values())
-    return _health({"ready": ready, "checks": checks}, 200 if ready else 503)
+    answer: dict[str, object] = {"ready": ready, "checks": checks}
+    if request.app[SETTINGS].webhook.enabled:
+        # Not a check (zero is no reason to stop traffic), but the one sign, seen from the
+        # pod, that the API server reaches the webhook at all (deploy/README.md).
+        answer["webhookCalls"] = request.app[METRICS].admission_reviews_received()
+    return _health(answer, 200 if ready else 503)
 
 
 def _health(answer: dict[str, object], status: int) -> web.Response:

@@ -182,6 +182,18 @@ class Metrics:
         if tally is not None:
             tally[result] += 1
 
+    def admission_reviews_received(self) -> int:
+        """AdmissionReviews received since start, whatever their outcome (/readyz shows it:
+        zero long after pods were created means the API server cannot reach the webhook)."""
+        return int(
+            sum(
+                sample.value
+                for metric in self.admissions.collect()
+                for sample in metric.samples
+                if sample.name.endswith("_total")
+            )
+        )
+
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""
         return generate_latest(self.registry)
