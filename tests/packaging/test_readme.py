@@ -58,9 +58,13 @@ def test_the_offline_quick_start_rejects_the_arm64_node_as_the_readme_shows(
     port = free_port()
     script = "\n".join(["set -e", serve, wait, offline, ask, "kill $(jobs -p); wait"])
     script = script.replace("localhost:8888", f"localhost:{port}")
-    # The clone's venv stands in for the one the first command makes.
+    # The clone's venv stands in for the one the first command makes, which has archfit's
+    # dependencies but not the test extra: a pytest that cannot be imported stands for that.
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
-    environ = {**os.environ, "ARCHFIT_SERVER__PORT": str(port), "PYTHONPATH": str(ROOT)}
+    (tmp_path / "no-test-extra").mkdir()
+    (tmp_path / "no-test-extra" / "pytest.py").write_text("raise ImportError('no pytest here')\n")
+    path = f"{tmp_path / 'no-test-extra'}{os.pathsep}{ROOT}"
+    environ = {**os.environ, "ARCHFIT_SERVER__PORT": str(port), "PYTHONPATH": path}
     done = subprocess.run(
         ["bash", "-c", script],
         cwd=tmp_path,
