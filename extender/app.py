@@ -84,12 +84,20 @@ def create_app(
     app.cleanup_ctx.append(_quiet_client_noise)
     app.cleanup_ctx.append(_periodic_gc)
     if settings.server.tls:
-        certificate = ReloadingCertificate(settings.server.cert_file, settings.server.key_file)
+        server = settings.server
+        try:
+            certificate = ReloadingCertificate(
+                server.cert_file, server.key_file, server.client_ca_file
+            )
+        except (OSError, ssl.SSLError) as error:
+            raise ServerCertificateError(
+                f"server.clientCaFile: cannot load {server.client_ca_file}: {error}"
+            ) from error
         try:
             certificate.load()
         except (OSError, ssl.SSLError) as error:
             raise ServerCertificateError(
-                f"server.certFile/keyFile: cannot load {settings.server.cert_file}: {error}"
+                f"server.certFile/keyFile: cannot load {server.cert_file}: {error}"
             ) from error
         app[SERVER_CERTIFICATE] = certificate
         app.cleanup_ctx.append(_watch_server_certificate)

@@ -96,6 +96,8 @@ def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float)
             kubeconfig=args.kubeconfig,
             node_cache_capable=not args.full_nodes,
             http_timeout=args.http_timeout,
+            client_cert=args.client_cert or "",
+            client_key=args.client_key or "",
         )
     except ValueError as error:
         print(f"archfit scheduler-config: {error}", file=sys.stderr)
@@ -321,6 +323,13 @@ def _parser() -> argparse.ArgumentParser:
         help="for an https --url: the CA bundle that signed archfit's certificate (for a "
         "public CA, the system bundle: /etc/ssl/certs/ca-certificates.crt)",
     )
+    register.add_argument(
+        "--client-cert",
+        metavar="PATH",
+        help="for archfit's server.clientCaFile (mutual TLS): the certificate kube-scheduler "
+        "presents, with --client-key",
+    )
+    register.add_argument("--client-key", metavar="PATH", help="the key of --client-cert")
     register.add_argument(
         "--http-timeout",
         default="2s",

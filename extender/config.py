@@ -64,6 +64,9 @@ class ServerSettings:
     """PEM private key of certFile."""
     cert_reload_seconds: float = 10.0
     """How often certFile/keyFile are checked; a rotated pair is served without a restart."""
+    client_ca_file: str = ""
+    """PEM CA bundle: when set, the extender listener accepts only clients with a certificate
+    it signed (kube-scheduler's tlsConfig.certFile/keyFile); needs certFile. Empty: none asked."""
 
     @property
     def tls(self) -> bool:
@@ -72,6 +75,8 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if bool(self.cert_file) != bool(self.key_file):
             raise ValueError("certFile and keyFile: set both for HTTPS, or neither")
+        if self.client_ca_file and not self.cert_file:
+            raise ValueError("clientCaFile: needs certFile and keyFile (HTTPS)")
         if self.cert_reload_seconds < 0.1:
             raise ValueError("certReloadSeconds: must be at least 0.1")
         if not 0 < self.port < 65536:

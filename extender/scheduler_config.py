@@ -23,6 +23,10 @@ class Registration:
     ca_file: str = ""
     """For https URLs: the CA bundle kube-scheduler trusts archfit's certificate with."""
     kubeconfig: str = KUBEADM_KUBECONFIG
+    client_cert: str = ""
+    """For archfit's server.clientCaFile (mutual TLS): the certificate kube-scheduler presents."""
+    client_key: str = ""
+    """The key of client_cert."""
     node_cache_capable: bool = True
     http_timeout: str = "2s"
     leader_elect: bool = True
@@ -54,6 +58,10 @@ class Registration:
             )
         if parts.scheme == "http" and self.ca_file:
             raise ValueError("--ca-file needs an https --url")
+        if bool(self.client_cert) != bool(self.client_key):
+            raise ValueError("--client-cert and --client-key: give both, or neither")
+        if self.client_cert and parts.scheme != "https":
+            raise ValueError("--client-cert needs an https --url")
         if _seconds(self.http_timeout) is None:
             raise ValueError(
                 f"--http-timeout {self.http_timeout!r}: a duration such as 2s or 1500ms"
@@ -93,6 +101,12 @@ def render(registration: Registration) -> str:
             "  enableHTTPS: true\n"
             "  tlsConfig:\n"
             f"    caFile: {_quote(r.ca_file)}\n"
+        )
+    if r.client_cert:
+        tls += (
+            "    # archfit requires a client certificate (server.clientCaFile): present this one.\n"
+            f"    certFile: {_quote(r.client_cert)}\n"
+            f"    keyFile: {_quote(r.client_key)}\n"
         )
 
     cache = (

@@ -20,9 +20,13 @@ log = structlog.get_logger("archfit.tls")
 class ReloadingCertificate:
     """Serves `cert_file`/`key_file`, checking them for changes on `reload()`."""
 
-    def __init__(self, cert_file: str | Path, key_file: str | Path) -> None:
+    def __init__(
+        self, cert_file: str | Path, key_file: str | Path, client_ca_file: str | Path = ""
+    ) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
+        self.client_ca_file = Path(client_ca_file) if client_ca_file else None
+        """With it, every handshake must present a client certificate this CA signed."""
         self._stamp: tuple[object, ...] | None = None
         self._current: ssl.SSLContext | None = None
         self.loads = 0
@@ -30,7 +34,7 @@ class ReloadingCertificate:
         # The listener's own context only hands each handshake the newest context:
         # a context cannot drop a certificate, and loading a pair into a live one
         # could leave a new certificate beside an old key if the key fails to load.
-        self.context = _server_context()
+        self.context = self._new_context()
         self.context.sni_callback = self._pick
 
     @property
@@ -41,7 +45,7 @@ class ReloadingCertificate:
     def load(self) -> None:
         """Load the pair now; raises OSError or ssl.SSLError if it is missing or broken."""
         stamp = self._read_stamp()
-        context = _server_context()
+        context = self._new_context()
         context.load_cert_chain(self.cert_file, self.key_file)
         self._current, self._stamp = context, stamp
         self.loads += 1
@@ -73,7 +77,7 @@ class ReloadingCertificate:
     def _read_stamp(self) -> tuple[object, ...]:
         # stat() follows the ..data symlink swap kubelet does for Secret volumes.
         stamps: list[object] = []
-        for path in (self.cert_file, self.key_file):
+        for path in (self.cert_file, self.key_file, *filter(None, [self.client_ca_file])):
             st = os.stat(path)
             stamps += [st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size]
         return tuple(stamps)
@@ -83,6 +87,15 @@ class ReloadingCertificate:
         # (kube-apiserver sends none when the webhook URL names an IP address).
         if self._current is not None:
             sock.context = self._current
+
+    def _new_context(self) -> ssl.SSLContext:
+        context = _server_context()
+        if self.client_ca_file is not None:
+            # On the listener's context and on each pair's: which one OpenSSL verifies the
+            # client with depends on when the SNI callback swaps them. Raises if unreadable.
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=self.client_ca_file)
+        return context
 
 
 def _server_context() -> ssl.SSLContext:

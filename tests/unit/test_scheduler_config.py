@@ -95,3 +95,32 @@ def test_scheduler_config_reads_the_deadline_from_archfits_settings(tmp_path, ca
         next(line for line in out.splitlines() if "httpTimeout" in line),
         "httpTimeout 2s is not above archfit's policy.resolveDeadlineSeconds (2.5 s)" in err,
     )
+
+
+def test_client_certificate_options_write_the_mutual_tls_stanza():
+    """--client-cert/--client-key: tlsConfig.certFile/keyFile beside caFile, for clientCaFile."""
+    registration = Registration(
+        url="https://10.96.0.20:8888/scheduler",
+        ca_file="/etc/archfit/ca.crt",
+        client_cert="/etc/archfit/scheduler.crt",
+        client_key="/etc/archfit/scheduler.key",
+    )
+    (extender,) = yaml.safe_load(render(registration))["extenders"]
+    assert {
+        "caFile": "/etc/archfit/ca.crt",
+        "certFile": "/etc/archfit/scheduler.crt",
+        "keyFile": "/etc/archfit/scheduler.key",
+    } == extender["tlsConfig"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"client_cert": "/c.pem"}, "give both, or neither"),
+        ({"client_cert": "/c.pem", "client_key": "/k.pem"}, "needs an https --url"),
+    ],
+)
+def test_half_a_client_certificate_is_refused(kwargs, message):
+    """A certificate without its key, or over plain HTTP, would never be presented."""
+    with pytest.raises(ValueError, match=message):
+        Registration(**kwargs)
