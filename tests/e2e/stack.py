@@ -41,14 +41,21 @@ class Stack:
         node_cache_capable: bool = True,
         ca_file: Path | None = None,
         client: tuple[Path, Path] | None = None,
+        probe_client: tuple[Path, Path] | None = None,
     ) -> Stack:
         """Make archfit run with base settings merged with `settings`, and a scheduler
         registered with nodeCacheCapable as given (trusting `ca_file` when archfit serves
-        HTTPS, presenting the `client` certificate and key); reuse what already runs like
-        that."""
+        HTTPS, presenting the `client` certificate and key; archfit's readiness probe presents
+        `probe_client`, else `client`); reuse what already runs like that."""
         effective = merge(self._base, settings or {})
         key = json.dumps(
-            [effective, node_cache_capable, str(ca_file), [str(p) for p in client or ()]],
+            [
+                effective,
+                node_cache_capable,
+                str(ca_file),
+                [str(p) for p in client or ()],
+                [str(p) for p in probe_client or ()],
+            ],
             sort_keys=True,
         )
         if (
@@ -63,7 +70,7 @@ class Stack:
         self._generation += 1
         workdir = self._workdir / f"stack-{self._generation}"
         try:
-            self.archfit = Archfit(workdir, effective).start()
+            self.archfit = Archfit(workdir, effective, probe_client=probe_client or client).start()
             self.scheduler = Scheduler(
                 self._binaries,
                 workdir,

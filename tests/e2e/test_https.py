@@ -105,6 +105,7 @@ def test_a_scheduler_with_the_wrong_client_certificate_is_refused(
         },
         ca_file=ca,
         client=(stranger.cert, stranger.key),
+        probe_client=(trusted.cert, trusted.key),
     )
     placed = schedule(core, namespace, replicas("wrong-cert", [images.s390x_only.reference]))
     assert REPLICAS == len(placed)
