@@ -183,13 +183,7 @@ def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
         "logging: {format: json}\n"
     )
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "extender", "serve", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = _run("serve", "--config", str(config))
     finally:
         taken.close()
     events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]

@@ -4,6 +4,7 @@ with mutual TLS presents a client certificate archfit checks (server.clientCaFil
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -11,7 +12,7 @@ from kubernetes import client
 from tests.e2e.catalog import Images
 from tests.e2e.stack import Stack
 from tests.e2e.topology import REPLICAS, replicas, schedule
-from tests.support.tls import make_client_cert, make_serving_cert
+from tests.support.tls import ClientCert, make_client_cert, make_serving_cert
 
 pytestmark = pytest.mark.e2e
 
@@ -54,6 +55,12 @@ def test_a_scheduler_that_does_not_trust_archfits_ca_gets_no_filtering(
     placed = schedule(core, namespace, replicas("untrusted", [images.s390x_only.reference]))
     # s390x runs nowhere: with archfit heard, these pods would stay Pending.
     assert REPLICAS == len(placed)
+
+
+def _mutual(cert: Path, key: Path, clients: ClientCert) -> dict[str, Any]:
+    """archfit's settings for HTTPS that requires a client certificate `clients` signed."""
+    paths = {"certFile": cert, "keyFile": key, "clientCaFile": clients.ca_bundle}
+    return {"server": {name: str(path) for name, path in paths.items()}}
 
 
 def test_archfit_requiring_a_client_certificate_filters_for_a_scheduler_that_has_one(
