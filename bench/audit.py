@@ -1,7 +1,11 @@
 """`archfit audit` of 2,000 workloads sharing 200 images, against a local registry.
 
-Run: `.venv/bin/python bench/audit.py` (needs /usr/bin/docker-registry). It starts its own
-registry on 127.0.0.1 and pushes 200 images (120 OCI indexes, 50 amd64-only, 30 arm64-only).
+Run: `.venv/bin/python bench/audit.py [--workloads 50000] [--output table|json|csv|markdown]`
+(needs /usr/bin/docker-registry); with `--clusters 2`, two clusters of 2,000 workloads each
+(the second pulls the same images in another order) audited in one run as `archfit audit
+--context a --context b` does: one resolver for both, newer-tag hints for the arm64 blockers,
+and the multi-cluster JSON. It starts its own registry on 127.0.0.1 and pushes 200 images
+(120 OCI indexes, 50 amd64-only, 30 arm64-only).
 The fleet is fed to the audit core directly, with no API server: 2,000 Deployments as the
 API would serve them, in 20 namespaces, each with a ReplicaSet and two bound pods on 100
 nodes. The timed part is everything after the cluster reads: parsing the objects, one
@@ -12,8 +16,10 @@ from the registry's log; peak RSS from getrusage.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
+import os
 import resource
 import sys
 import tempfile
@@ -24,10 +30,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.audit import render
+from extender.audit import render, render_fleet
+from extender.audit.clusters import cluster, fleet_pairs, judge
+from extender.audit.fleet_report import FleetReport
 from extender.audit.lookups import distinct_pairs, look_up
 from extender.audit.report import Pricing, Report
-from extender.audit.run import judge_fleet, parse_workloads
+from extender.audit.resolving import metric_remaining, resolve
+from extender.audit.run import AuditOptions, judge_fleet, parse_workloads
+from extender.metrics import Metrics
 from extender.registry.resolver import build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.images import Pusher
@@ -59,9 +69,11 @@ def _container(name: str, image: str) -> dict[str, Any]:
     return {"name": name, "image": image, "resources": {"requests": {"cpu": "250m"}}}
 
 
-def fleet(references: list[str]) -> dict[str, Any]:
-    """Deployments, their ReplicaSets, bound pods and nodes, as raw API objects."""
+def fleet(references: list[str], shift: int = 0) -> dict[str, Any]:
+    """Deployments, their ReplicaSets, bound pods and nodes, as raw API objects; `shift`
+    rotates which workload pulls which image (another cluster, the same images)."""
     deployments, replica_sets, pods = [], [], []
+    references = references[shift:] + references[:shift]
     for i in range(WORKLOADS):
         namespace, name = f"team-{i % NAMESPACES}", f"svc-{i}"
         spec: dict[str, Any] = {"containers": [_container("app", references[i % IMAGES])]}
@@ -93,7 +105,9 @@ def fleet(references: list[str]) -> dict[str, Any]:
             "nodes": nodes}  # fmt: skip
 
 
-async def audit(registry: RegistryProcess, objects: dict[str, Any]) -> tuple[Report, int, float]:
+async def audit(
+    registry: RegistryProcess, objects: dict[str, Any], output: str = "json"
+) -> tuple[Report, int, float]:
     """Parse, look up, judge and render; returns the report, the distinct pairs, and the
     seconds spent looking images up."""
     settings = RegistrySettings(
@@ -112,12 +126,93 @@ async def audit(registry: RegistryProcess, objects: dict[str, Any]) -> tuple[Rep
         workloads, lookups, objects["intermediates"], objects["pods"], objects["nodes"], [],
         Pricing(price_per_vcpu_hour=0.04),
     )  # fmt: skip
-    render.write(report, "json", io.StringIO())
+    with open(os.devnull, "w") as sink:  # noqa: ASYNC230 (a real file, as stdout redirected is)
+        render.write(report, output, sink)
     return report, len(pairs), lookup_seconds
+
+
+async def audit_clusters(
+    registry: RegistryProcess, fleets: list[dict[str, Any]]
+) -> tuple[FleetReport, int, float]:
+    """The multi-cluster audit after the cluster reads: parse, one resolver for every cluster,
+    look up, hint at newer tags, judge each cluster, render the fleet's JSON."""
+    settings = RegistrySettings(
+        hosts={registry.host: HostSettings(plain_http=True)}, allowed_networks=("127.0.0.1",)
+    )
+    metrics = Metrics()
+    resolver = await build_resolver(settings, CacheSettings(), metrics)
+    options = AuditOptions(namespace=None, pricing=Pricing(price_per_vcpu_hour=0.04))
+    try:
+        clusters = [
+            cluster(f"cluster-{n}", {"workloads": {"Deployment": objects["deployments"]},
+                                     "intermediates": objects["intermediates"],
+                                     "pods": objects["pods"], "nodes": objects["nodes"],
+                                     "events": [], "left_out": {}})
+            for n, objects in enumerate(fleets)
+        ]  # fmt: skip
+        pairs = fleet_pairs(clusters)
+        started = time.perf_counter()
+        resolution = await resolve(
+            resolver, pairs, per_host=settings.max_connections_per_host,
+            remaining=metric_remaining(metrics), say=print, lister=resolver,
+            newer_tags=options.newer_tags,
+        )  # fmt: skip
+        lookup_seconds = time.perf_counter() - started
+    finally:
+        await resolver.aclose()
+    report = judge(clusters, resolution, options, loose=False)
+    render_fleet.write(report, "json", io.StringIO())
+    return report, len(pairs), lookup_seconds
+
+
+def main_clusters(count: int) -> int:
+    """Start a registry, push, audit `count` clusters in one run, print the figures, stop."""
+    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as workdir:
+        registry = RegistryProcess.start(Path(workdir))
+        try:
+            references = push_images(Pusher(registry.url))
+            fleets = [fleet(references, shift=n * 37) for n in range(count)]
+            mark = registry.mark()
+            started = time.perf_counter()
+            report, pairs, lookup_seconds = asyncio.run(audit_clusters(registry, fleets))
+            wall = time.perf_counter() - started
+            requests = registry.requests_since(mark)
+            rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        finally:
+            registry.stop()
+    used = {
+        image for c in report.clusters for w in c.report.workloads for image in w.workload.images
+    }
+    kinds = Counter(f"{r.method} {'tags' if '/tags/list' in r.path else r.path.split('/')[-2]}"
+                    for r in requests)  # fmt: skip
+    tag_requests = kinds["GET tags"]
+    hinted = sum(1 for hint in report.hints.values() if hint.checked)
+    s = report.summary
+    print(f"{count} clusters x {WORKLOADS} workloads = {s.workloads} workloads, {len(used)} "
+          f"distinct images, {pairs} distinct (image, credentials, cluster) lookups")  # fmt: skip
+    print(f"verdicts: ready={s.ready} blocked={s.blocked} unknown={s.unknown}")
+    print(f"wall time: {wall:.2f} s (parse, look up and hint, judge, render JSON; looking up "
+          f"and hinting: {lookup_seconds:.2f} s)")  # fmt: skip
+    lookups = len(requests) - tag_requests
+    print(f"registry requests: {len(requests)} ({dict(sorted(kinds.items()))}); image lookups "
+          f"{lookups} = {lookups / len(used):.2f} per distinct image; newer-tag hints: "
+          f"{tag_requests} tag lists for {len(report.blockers)} blockers, {hinted} with "
+          "newer tags")  # fmt: skip
+    print(f"peak RSS: {rss_peak / 1024:.0f} MiB")
+    return 0
 
 
 def main() -> int:
     """Start a registry, push, audit, print the figures, stop."""
+    global WORKLOADS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=WORKLOADS)
+    parser.add_argument("--output", default="json", choices=("table", "json", "csv", "markdown"))
+    parser.add_argument("--clusters", type=int, default=1, help="clusters audited in one run")
+    args = parser.parse_args()
+    WORKLOADS = args.workloads
+    if args.clusters > 1:
+        return main_clusters(args.clusters)
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as workdir:
         registry = RegistryProcess.start(Path(workdir))
         try:
@@ -126,7 +221,7 @@ def main() -> int:
             rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             mark = registry.mark()
             started = time.perf_counter()
-            report, pairs, lookup_seconds = asyncio.run(audit(registry, objects))
+            report, pairs, lookup_seconds = asyncio.run(audit(registry, objects, args.output))
             wall = time.perf_counter() - started
             seen = registry.count_since(mark)
             rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -139,7 +234,7 @@ def main() -> int:
           f"images, {pairs} distinct (image, credentials) lookups, "
           f"{len(objects['pods'])} pods on {NODES} nodes")  # fmt: skip
     print(f"verdicts: ready={s.ready} blocked={s.blocked} unknown={s.unknown}")
-    print(f"wall time: {wall:.2f} s (parse, look up, judge, render JSON; "
+    print(f"wall time: {wall:.2f} s (parse, look up, judge, render {args.output}; "
           f"looking up: {lookup_seconds:.2f} s)")  # fmt: skip
     total = sum(seen.values())
     print(f"registry requests: {total} = {total / len(used):.2f} per distinct image "

@@ -5,17 +5,26 @@ loopback, then:
 
 - fuzz: `--requests` mixed malformed requests over a few keep-alive connections:
   mutated ExtenderArgs to /scheduler/filter and /scheduler/prioritize, mutated
-  AdmissionReviews to /mutate over TLS, broken HTTP, bodies cut off mid-way, deep
-  nesting, integers above 64 bits and absurd counts. Meanwhile one connection sends a
-  good request every 10 ms and records its latency.
+  AdmissionReviews to /mutate over TLS, text that is not UTF-8 on all three, broken
+  HTTP, bodies cut off mid-way, deep nesting, integers above 64 bits and absurd counts.
+  Meanwhile one connection sends a good request every 10 ms and records its latency.
+- loosening: `--loosening` random realistic pods (empty terms, matchFields, nodeSelectors,
+  every operator) through the webhook's decision, each patch applied as the apiserver
+  applies it; a pod is loosened when the patched pod admits a node the original did not
+  (tests/support/affinity.py reads node affinity as kube-scheduler does). Target: 0.
 - soak: `--rate` valid filter calls a second for `--soak-seconds`, each naming a new tag
   on a refused registry (a failing lookup each, the case where RSS used to creep), with
   archfit's RSS sampled every second.
+- idle flood: a 32 MiB body of one-letter strings to each listener, then `--idle-flood`
+  connections to the webhook that never finish a TLS handshake (silent, then with the
+  first ClientHello bytes) with RSS and a real client beside them, then how long an idle
+  connection lives on each listener.
 
 It prints requests sent, answers by status, 5xx, hung requests, whether the process
 survived, the good request's worst latency and the RSS slope over the soak.
 
     .venv/bin/python bench/fuzz.py [--requests 100000] [--rate 200] [--soak-seconds 120]
+                                   [--loosening 20000]
 """
 
 from __future__ import annotations
@@ -34,9 +43,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import jsonpatch  # noqa: E402
 import orjson  # noqa: E402
 
+from extender.mutation import MutationRules, decide_mutation  # noqa: E402
+from extender.platforms import Rule  # noqa: E402
 from tests.objects import args_full, args_names, node, pod  # noqa: E402
+from tests.support import affinity  # noqa: E402
 from tests.support.archfit_process import Archfit, post, running  # noqa: E402
 
 _TIMEOUT = 15.0
@@ -126,6 +139,46 @@ def _bodies(rng: random.Random, count: int) -> list[tuple[str, bytes, bool]]:
             body = orjson.dumps(base).replace(b'"n1"', b'"n1","g":123456789012345678901234', 1)
         else:  # shapes no real request has
             body = b'{"Pod":{"spec":{"containers":[' + b",".join([b"{}"] * 2000) + b"]}}}"
+        made.append((path, body, tls))
+    return made
+
+
+# Byte sequences that are not UTF-8 (RFC 3629), and escapes of half a UTF-16 pair, which
+# are ASCII but no Unicode text.
+_NOT_UTF8 = [
+    b"\xff\xfe",  # never in UTF-8
+    b"\xe9t\xe9",  # Latin-1
+    b"\xc0\xaf",  # overlong "/"
+    b"\xe2\x82",  # cut short
+    b"\xed\xa0\x80",  # a surrogate, encoded
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+    b"\\ud800",
+    b"\\udc00x",
+]
+
+
+def _not_utf8_bodies(rng: random.Random, count: int) -> list[tuple[str, bytes, bool]]:
+    """(path, body, over TLS) of otherwise valid requests with text that is not UTF-8 in
+    a string somewhere (a name, an image, a label, a field archfit skips), on every
+    endpoint, some beside an integer above 64 bits (the standard library's parser)."""
+    image = "127.0.0.1:1/fuzz/app:1"
+    bases = [
+        (args_full(pod(image), node("n1"), node("n2", "arm64")), False),
+        (args_names(pod(image), "n1", "n2"), False),
+        (_review(pod(image)), True),
+    ]
+    made: list[tuple[str, bytes, bool]] = []
+    for _ in range(count):
+        base, tls = rng.choice(bases)
+        path = "/mutate" if tls else rng.choice(_VERBS)
+        raw = orjson.dumps(base)
+        quotes = [i for i, byte in enumerate(raw) if byte == ord('"')]
+        at = rng.choice(quotes) + 1  # just inside a key or a string
+        body = raw[:at] + rng.choice(_NOT_UTF8) + raw[at:]
+        if rng.random() < 0.25:
+            body = body.replace(b"{", b'{"g":123456789012345678901234,', 1)
+        elif rng.random() < 0.05:
+            body = raw.decode().encode("utf-16")  # the whole body in another encoding
         made.append((path, body, tls))
     return made
 
@@ -234,6 +287,7 @@ async def fuzz(
     archfit: Archfit, requests: int, workers: int, seed: int
 ) -> tuple[Tally, list[float], float]:
     jobs = _bodies(random.Random(seed), 3000)
+    jobs += _not_utf8_bodies(random.Random(seed + 1), 600)
     tally, latencies, stop = Tally(), [], asyncio.Event()
     probe = asyncio.create_task(_prober(archfit, stop, latencies))
     started = time.perf_counter()
@@ -286,13 +340,43 @@ def _slope_mb_per_minute(samples: list[tuple[float, int]]) -> float:
     return cov / var * 60 / 1e6 if var else 0.0
 
 
+def loosening(count: int, seed: int) -> tuple[int, int]:
+    """(pods loosened, pods patched) of `count` random pods through the webhook's decision."""
+    rng = random.Random(seed)
+    nodes = affinity.nodes()
+    names = [n.name for n in nodes]
+    loosened = patched_pods = 0
+    for _ in range(count):
+        images = affinity.random_images(rng)
+        obj = affinity.random_pod(rng, tuple(images), names)
+        rules = MutationRules(
+            platforms=frozenset(rng.sample(affinity.PLATFORMS, rng.randint(1, 4))),
+            arch_preference={"arm64": 10, "amd64": 0},
+            rule=rng.choice(list(Rule)),
+        )
+        operations = decide_mutation(obj, tuple(images), dict(images), rules).operations(False)
+        patched_pods += bool(operations)
+        patched = jsonpatch.apply_patch(obj, operations)
+        loosened += any(affinity.admits(patched, n) and not affinity.admits(obj, n) for n in nodes)
+    return loosened, patched_pods
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.loosening > 0:
+        started = time.perf_counter()
+        loosened, patched = loosening(args.loosening, args.seed)
+        print(
+            f"loosening: {loosened} of {args.loosening} random pods loosened (target 0); "
+            f"{patched} patched; {time.perf_counter() - started:.1f} s"
+        )
     server = {"gcIntervalSeconds": args.gc_interval}
     with tempfile.TemporaryDirectory() as tmp, running(Path(tmp), server, webhook=True) as archfit:
         if args.requests > 0:
             await _fuzz_and_print(archfit, args)
         if args.soak_seconds > 0:
             await _soak_and_print(archfit, args)
+        if args.idle_flood > 0:
+            await asyncio.to_thread(_idle_flood_and_print, archfit, args)
         print(f"  archfit still running at the end: {archfit.process.poll() is None}")
         levels: Counter[str] = Counter()
         for line in archfit.log_lines():
@@ -302,6 +386,8 @@ async def main(args: argparse.Namespace) -> None:
             except orjson.JSONDecodeError:
                 levels["not JSON"] += 1
         print(f"  archfit's log lines by level: {dict(levels)}")
+        errors = sum(n for key, n in levels.items() if key.split(":")[0] in ("error", "critical"))
+        print(f"  error-level lines: {errors}")
 
 
 async def _fuzz_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
@@ -336,6 +422,116 @@ async def _soak_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
     )
 
 
+def idle_survival(archfit: Archfit, limit: float = 120.0) -> dict[str, float]:
+    """Seconds an idle connection lives after one request, on each listener (`limit`: never
+    closed within it)."""
+
+    from tests.support.archfit_process import read_responses
+
+    lived: dict[str, float] = {}
+    for name, connect in (("extender", archfit.connect), ("webhook", archfit.connect_webhook)):
+        with connect(timeout=limit + 5) as conn:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            read_responses(conn, 1, seconds=5)
+            started = time.monotonic()
+            conn.settimeout(limit)
+            try:
+                conn.recv(1)
+            except TimeoutError:
+                pass
+            except OSError:
+                pass
+            lived[name] = time.monotonic() - started
+    return lived
+
+
+def idle_flood(archfit: Archfit, count: int = 3000, hello: bool = False) -> dict[str, Any]:
+    """`count` connections to the webhook that never finish a TLS handshake, from 100 loopback
+    addresses (30 each, under the per-client cap): archfit's RSS while they are open, and
+    whether a real TLS client is still served. `hello` sends the first bytes of a ClientHello
+    (so TLS state is allocated) and nothing more."""
+    import socket as sockets
+
+    from tests.support.archfit_process import read_responses
+
+    base = archfit.rss_bytes()
+    conns: list[sockets.socket] = []
+    refused = 0
+    for index in range(count):
+        source = f"127.0.1.{2 + index % 100}"
+        try:
+            conn = sockets.create_connection(
+                ("127.0.0.1", archfit.webhook_port), timeout=10, source_address=(source, 0)
+            )
+        except OSError:
+            refused += 1
+            continue
+        if hello:
+            conn.sendall(b"\x16\x03\x01\x02\x00")
+        conns.append(conn)
+    time.sleep(2)
+    during = archfit.rss_bytes()
+    try:
+        with archfit.connect_webhook() as good:
+            good.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            served = [status for status, _ in read_responses(good, 1, seconds=10)]
+    except OSError as error:
+        served = [f"{type(error).__name__}"]  # type: ignore[list-item]
+    closed_by_archfit = 0
+    for conn in conns:
+        conn.settimeout(0.01)
+        try:
+            closed_by_archfit += conn.recv(1) == b""
+        except TimeoutError:
+            pass
+        except OSError:
+            closed_by_archfit += 1
+        conn.close()
+    return {
+        "base_mib": base >> 20,
+        "during_mib": during >> 20,
+        "peak_mib": archfit.rss_bytes("VmHWM") >> 20,
+        "good_client": served,
+        "closed_by_archfit": closed_by_archfit,
+        "refused_at_connect": refused,
+    }
+
+
+def value_bomb(archfit: Archfit, size: int = (32 << 20) - 4096) -> dict[str, Any]:
+    """A body of one-letter strings, `size` bytes, in a filter call's Pod and as an
+    AdmissionReview: the statuses, and archfit's peak RSS."""
+    import contextlib
+
+    from tests.support.archfit_process import read_responses
+
+    strings = b"[" + b",".join([b'"a"'] * (size // 4)) + b"]"
+    bodies = {
+        "extender": b'{"Pod":{"spec":{"containers":[{"args":' + strings + b'}]}},"NodeNames":[]}',
+        "webhook": b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+        + strings
+        + b"}",
+    }
+    statuses: dict[str, list[int]] = {}
+    for name, body in bodies.items():
+        path = "/scheduler/filter" if name == "extender" else "/mutate"
+        connect = archfit.connect if name == "extender" else archfit.connect_webhook
+        with connect(timeout=60) as conn:
+            with contextlib.suppress(OSError):
+                conn.sendall(post(path, body))
+            statuses[name] = [status for status, _ in read_responses(conn, 1, seconds=60)]
+    return {"statuses": statuses, "peak_mib": archfit.rss_bytes("VmHWM") >> 20}
+
+
+def _idle_flood_and_print(archfit: Archfit, args: argparse.Namespace) -> None:
+    bomb = value_bomb(archfit)
+    print(f"value bomb (32 MiB of one-letter strings): {bomb}")
+    for hello in (False, True):
+        what = "first ClientHello bytes only" if hello else "silent"
+        result = idle_flood(archfit, args.idle_flood, hello)
+        print(f"idle flood, {args.idle_flood} connections, {what}: {result}")
+    print(f"idle connection lifetime after one request, s: {idle_survival(archfit)}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -343,6 +539,12 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=int, default=200, help="soak requests a second")
     parser.add_argument("--soak-seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--loosening", type=int, default=20_000, help="random pods for the loosening check"
+    )
+    parser.add_argument(
+        "--idle-flood", type=int, default=3000, help="connections that never finish TLS (0: off)"
+    )
     parser.add_argument(
         "--gc-interval", type=float, default=60.0, help="server.gcIntervalSeconds (0: off)"
     )

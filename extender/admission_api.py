@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from extender import wire_json
 
 API_VERSION = "admission.k8s.io/v1"
@@ -61,6 +59,10 @@ def parse_review(body: bytes) -> AdmissionRequest:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise WireError("request.uid must be a non-empty string")
+    if not uid.isprintable():
+        # kube-apiserver's uids are UUIDs; a lone surrogate (which the standard library's
+        # parser lets through) could not even be written back in the answer.
+        raise WireError("request.uid must be printable UTF-8 text")
     kind = request.get("kind")
     if not isinstance(kind, dict):
         raise WireError("request.kind must be an object")
@@ -83,7 +85,8 @@ def render_allowed(
 ) -> bytes:
     """An AdmissionReview that allows the object, applying `patch` (RFC 6902) if any.
 
-    Raises wire_json.JsonError when the patch (parts of the pod copied) cannot be encoded.
+    Raises wire_json.JsonError when the patch or a warning (parts of the pod copied) cannot
+    be encoded.
     """
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
@@ -91,7 +94,7 @@ def render_allowed(
         response["patch"] = base64.b64encode(wire_json.dumps(list(patch))).decode("ascii")
     if warnings:
         response["warnings"] = list(warnings)
-    return orjson.dumps(
+    return wire_json.dumps(
         {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
     )
 

@@ -33,7 +33,7 @@ from extender.pods import PodError
 from extender.resolution import PlatformResolver
 from extender.scheduler_api import WireError, render_error
 from extender.services import NodeSource, Services, open_services
-from extender.tls import ReloadingCertificate
+from extender.tls import CertificateRefused, ReloadingCertificate
 from extender.verbs import FILTER, NO_NODE_INDEX, PRIORITIZE, NoNodeIndex, Verbs, json_answer
 
 log = structlog.get_logger("archfit")
@@ -68,12 +68,7 @@ def create_app(
     app[METRICS] = Metrics()
     app[VERBS] = Verbs(settings, app[METRICS])
     app[WARNINGS] = OncePerCause()
-    app[GUARD] = ConnectionGuard(
-        settings.server.header_timeout_seconds,
-        settings.server.max_connections,
-        app[METRICS],
-        app[WARNINGS],
-    )
+    app[GUARD] = ConnectionGuard(settings.server, app[METRICS], app[WARNINGS])
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, app[METRICS], resolver, nodes) as services:
@@ -87,7 +82,10 @@ def create_app(
         server = settings.server
         try:
             certificate = ReloadingCertificate(
-                server.cert_file, server.key_file, server.client_ca_file
+                server.cert_file,
+                server.key_file,
+                on_refused=app[METRICS].client_problems.labels("certificate_refused").inc,
+                client_ca_file=server.client_ca_file,
             )
         except (OSError, ssl.SSLError) as error:
             raise ServerCertificateError(
@@ -95,7 +93,7 @@ def create_app(
             ) from error
         try:
             certificate.load()
-        except (OSError, ssl.SSLError) as error:
+        except (OSError, ssl.SSLError, CertificateRefused) as error:
             raise ServerCertificateError(
                 f"server.certFile/keyFile: cannot load {server.cert_file}: {error}"
             ) from error
@@ -164,7 +162,9 @@ async def _self_managed_certificate(
     manager = SelfManagedCertificate(services.kube, settings.webhook)
 
     def expiry(when: datetime.datetime) -> None:
-        metrics.webhook_certificate_expiry.set(when.timestamp())
+        # The gauge follows the certificate the listener serves (extender.webhook.serving),
+        # which may be an older one if this one is refused.
+        pass
 
     task = asyncio.create_task(manager.keep(expiry))
     # The listener's first handshake should already have a certificate: give the first

@@ -123,6 +123,44 @@ def needs_renewal(bundle: Bundle, hosts: Sequence[str], now: dt.datetime) -> str
     return None
 
 
+def serving_problem(cert_pem: bytes, names: Sequence[str], now: dt.datetime) -> str | None:
+    """Why a PEM chain's first certificate cannot serve TLS now (or None): not yet valid,
+    expired, a CA, no subject alternative names, or missing one of `names`."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError as error:
+        return f"unreadable: {error}"
+    if now < cert.not_valid_before_utc:
+        return f"not valid before {cert.not_valid_before_utc.isoformat()}"
+    if now >= cert.not_valid_after_utc:
+        return f"expired at {cert.not_valid_after_utc.isoformat()}"
+    try:
+        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return "a CA certificate, not a serving one"
+    except x509.ExtensionNotFound:
+        pass
+    have = san_names(cert_pem)
+    if not have:
+        return "no subject alternative names (clients check the name there)"
+    missing = [name for name in names if str(_san(name).value) not in have]
+    if missing:
+        return f"does not name {', '.join(missing)}"
+    return None
+
+
+def san_names(cert_pem: bytes) -> frozenset[str]:
+    """The DNS names and IP addresses a PEM chain's first certificate is for."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return frozenset()
+    return frozenset(
+        [str(v) for v in names.get_values_for_type(x509.DNSName)]
+        + [str(v) for v in names.get_values_for_type(x509.IPAddress)]
+    )
+
+
 def ca_usable(ca: KeyPair, now: dt.datetime) -> bool:
     """Whether a stored CA can sign a new serving pair (readable, >30 days left)."""
     try:

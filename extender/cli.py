@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if command == "audit":
         return _audit(settings, args)
+    if command == "release":
+        return _release(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(settings_doc.configuration_page(), end="")
     else:
         print(_config_origin(config.source(args.config), os.environ))
-        print(yaml.safe_dump(config.to_mapping(settings), sort_keys=False), end="")
+        shown = _without_passwords(config.to_mapping(settings))
+        print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
 
 
@@ -84,6 +87,24 @@ def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
         )
     overrides = sorted(k for k in environ if k.startswith(config.ENV_PREFIX) and "__" in k)
     return origin + (f", overridden by {', '.join(overrides)}" if overrides else "")
+
+
+def _without_passwords(value: Any) -> Any:
+    """Settings as `archfit config` shows them: every URL's password (a proxy's, Redis's)
+    replaced by `***`, so the output can be pasted into an issue."""
+    if isinstance(value, dict):
+        return {key: _without_passwords(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_passwords(item) for item in value]
+    if isinstance(value, str) and "://" in value and "@" in value:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(value)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        if at and ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return value
 
 
 def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float) -> int:
@@ -198,7 +219,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
     from aiohttp import web
 
     from extender.app import GUARD, SETTINGS
-    from extender.listener import GuardedSite
+    from extender.listener import GuardedSite, handler_options
 
     server = app[SETTINGS].server
     # Before the runner starts the services: a taken port is then the only line, not one
@@ -209,6 +230,7 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
         access_log=None,  # the summary line per request says more
         shutdown_timeout=server.shutdown_grace_seconds,
         handle_signals=False,
+        **handler_options(server),
     )
     log = structlog.get_logger("archfit")
     await runner.setup()
@@ -249,13 +271,15 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.run import AuditOptions, run_audit
     from extender.kube.client import current_namespace
 
-    if args.kubeconfig is not None or args.context is not None:
-        # As kubectl's flags: they choose the kubeconfig, whatever kubernetes.mode says.
+    contexts: list[str] = args.context or []
+    if args.kubeconfig is not None or len(contexts) == 1:
+        # As kubectl's flags: they choose the kubeconfig (and with one --context, the
+        # cluster), whatever kubernetes.mode says.
         kube = dataclasses.replace(
             settings.kubernetes,
             mode="kubeconfig",
             kubeconfig=args.kubeconfig or settings.kubernetes.kubeconfig,
-            context=args.context or settings.kubernetes.context,
+            context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
         )
         settings = dataclasses.replace(settings, kubernetes=kube)
     namespace = None if args.all_namespaces else args.namespace
@@ -267,8 +291,56 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
         output=args.output,
         fail_on_blockers=args.fail_on == "blockers",
         pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
+        newer_tags=args.newer_tags,
     )
+    if len(contexts) > 1 or args.all_contexts:
+        return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _audit_clusters(
+    settings: config.Settings, args: argparse.Namespace, contexts: list[str], options: Any
+) -> int:
+    """`--context a --context b` or `--all-contexts`: one report for several clusters."""
+    import dataclasses
+
+    from extender.audit.clusters import run_fleet_audit
+    from extender.kube.client import KubeConfigError, context_names, current_namespace
+
+    if args.all_contexts:
+        try:
+            contexts = context_names(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    namespaces: dict[str, str | None] = {}
+    for name in dict.fromkeys(contexts):  # each once, in the order given
+        kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=name)
+        namespaces[name] = (
+            None if args.all_namespaces else args.namespace or current_namespace(kube)
+        )
+    return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.gated_pods import release_all
+
+    try:
+        api = build_api_client(settings.kubernetes, required=True)
+    except KubeConfigError as error:
+        print(f"archfit: {error}", file=sys.stderr)
+        return 2
+    assert api is not None  # required=True: a client or KubeConfigError
+    with api:
+        released = asyncio.run(
+            release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
+        )
+    for namespace, name in released:
+        print(f"released {namespace}/{name}")
+    where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
+    print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
+    return 0
 
 
 def tune_gc() -> None:
@@ -345,6 +417,18 @@ def _parser() -> argparse.ArgumentParser:
         help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
     )
     _audit_parser(commands, common)
+    release = commands.add_parser(
+        "release",
+        parents=[common],
+        help="remove archfit's scheduling gate from held pods (when uninstalling)",
+        description="Remove archfit's scheduling gate (archfit.io/platforms-unknown) from "
+        "every pod it holds, without constraints, and write an Event on each. For "
+        "uninstalling archfit, or when it is down for long: see deploy/README.md.",
+    )
+    release.add_argument(
+        "--all", action="store_true", required=True, help="every held pod (required)"
+    )
+    release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
@@ -379,8 +463,26 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)",
     )
+    clusters = audit.add_mutually_exclusive_group()
+    clusters.add_argument(
+        "--context",
+        action="append",
+        metavar="CONTEXT",
+        help="kubeconfig context (default: kubernetes.context or current-context); repeat it "
+        "to audit several clusters in one run, with one lookup per distinct image",
+    )
+    clusters.add_argument(
+        "--all-contexts",
+        action="store_true",
+        help="audit the cluster of every context in the kubeconfig, in one run",
+    )
     audit.add_argument(
-        "--context", help="kubeconfig context (default: kubernetes.context or current-context)"
+        "--newer-tags",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="for each image that blocks arm64 and has a version tag, look up the N highest "
+        "newer tags of the same shape and name the lowest that runs on arm64 (default 3; 0: off)",
     )
     audit.add_argument(
         "-o",
@@ -421,6 +523,12 @@ def _non_negative(text: str) -> float:
     if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
 
 
 def _fraction(text: str) -> float:

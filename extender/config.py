@@ -49,7 +49,15 @@ class ServerSettings:
     body_timeout_seconds: float = 10.0
     """A request body must arrive in full within this once its headers have; else 408."""
     max_connections: int = 512
-    """Open client connections per listener; more are closed at once (the webhook has its own)."""
+    """Open client connections per listener, counted from accept (before a TLS handshake).
+    A new one past the cap closes the oldest idle connection, or is closed if none is idle."""
+    max_idle_per_client: int = 32
+    """Idle connections one client address may hold per listener; a new connection past it
+    closes that address's oldest idle one. kube-scheduler and kube-apiserver keep at most 25."""
+    keepalive_timeout_seconds: float = 30.0
+    """An idle keep-alive connection is closed after this (aiohttp's own default is 3,630 s)."""
+    handshake_timeout_seconds: float = 5.0
+    """A TLS client must finish its handshake within this of connecting; else it is closed."""
     gc_interval_seconds: float = 60.0
     """How often a full garbage collection runs between requests; 0 leaves it to thresholds."""
     event_loop: Literal["asyncio", "uvloop", "auto"] = "asyncio"
@@ -89,6 +97,10 @@ class ServerSettings:
             raise ValueError("headerTimeoutSeconds and bodyTimeoutSeconds: must be above 0")
         if self.max_connections < 1:
             raise ValueError("maxConnections: must be at least 1")
+        if self.max_idle_per_client < 1:
+            raise ValueError("maxIdlePerClient: must be at least 1")
+        if self.keepalive_timeout_seconds <= 0 or self.handshake_timeout_seconds <= 0:
+            raise ValueError("keepaliveTimeoutSeconds and handshakeTimeoutSeconds: must be above 0")
         if self.gc_interval_seconds < 0:
             raise ValueError("gcIntervalSeconds: must not be negative")
         if self.shutdown_grace_seconds < 0:
@@ -107,6 +119,11 @@ class PolicySettings:
     """Score (0..10) per architecture, for pods whose images run on two or more candidates."""
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; `strict` or `loose` judge all nodes alike."""
+    arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
+    """Whether a 32-bit Arm build (arm/v5..v8) counts on an arm64 node whose runtime pulls it
+    (containerd < 2.1). Many arm64 CPUs cannot run it (Neoverse N2/V2 such as Graviton4,
+    AmpereOne). `labelled`: only on nodes labelled `archfit.io/aarch32: "true"`, and never in
+    the webhook's constraint; `pull-rule`: on every such node. Never a reason to prefer arm64."""
     resolve_deadline_seconds: float = 1.5
     """Time a request waits for registries; keep it below the scheduler's httpTimeout."""
 
@@ -136,9 +153,11 @@ class PolicySettings:
 @dataclass(frozen=True)
 class KubernetesSettings:
     mode: Literal["auto", "in-cluster", "kubeconfig", "off"] = "auto"
-    """API server access. `auto`: in-cluster in a pod, else `kubeconfig` if set, else off."""
+    """API server access. `auto`, for `serve` and `audit` alike: `kubeconfig` if set, else
+    the pod's service account, else $KUBECONFIG, else ~/.kube/config if it exists, else off
+    (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
-    """Kubeconfig path for `mode: kubeconfig` (empty: $KUBECONFIG or ~/.kube/config)."""
+    """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
     context: str = ""
     """Kubeconfig context to use (empty: the file's current-context), as kubectl --context."""
     node_index: bool = True
@@ -195,6 +214,39 @@ class WebhookCertificateSettings:
 
 
 @dataclass(frozen=True)
+class WebhookGateSettings:
+    max_wait_seconds: float = 120.0
+    """Longest a pod is held by archfit's scheduling gate; then it is released with `fallback`."""
+    fallback: str = "known"
+    """How a pod is released at the cap: `known` (the constraint of the images that did
+    resolve: never excludes a node that could run the pod), `admit` (unconstrained), or an
+    architecture (`amd64`: required `kubernetes.io/arch In [amd64]`)."""
+    releases_per_second: float = 50.0
+    """Pod updates the releaser sends per second at most (a cold rollout of many replicas)."""
+    retry_seconds: float = 1.0
+    """First wait before a held pod's lookup is tried again; it doubles up to 10 s."""
+    lease_name: str = "archfit-releaser"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one releaser."""
+
+    def __post_init__(self) -> None:
+        if not 5 <= self.max_wait_seconds <= 3600:
+            raise ValueError("maxWaitSeconds: must be in 5..3600")
+        if self.releases_per_second <= 0:
+            raise ValueError("releasesPerSecond: must be above 0")
+        if not 0.05 <= self.retry_seconds <= 60:
+            raise ValueError("retrySeconds: must be in 0.05..60")
+        if self.fallback not in ("known", "admit"):
+            arch = normalize("linux", self.fallback).architecture
+            if not arch or "/" in arch:
+                raise ValueError(
+                    f"fallback: {self.fallback!r} is not `known`, `admit` or an architecture"
+                )
+            object.__setattr__(self, "fallback", arch)
+        if not self.lease_name:
+            raise ValueError("leaseName: must not be empty")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     enabled: bool = False
     """Serve the mutating admission webhook (POST <path>, HTTPS only) on its own listener."""
@@ -210,6 +262,9 @@ class WebhookSettings:
     """PEM private key of that certificate."""
     cert_reload_seconds: float = 10.0
     """How often the certificate files are checked for rotation."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest AdmissionReview accepted; larger ones get 413. kube-apiserver takes request bodies
+    of at most 3 MiB, so a pod's review is smaller (server.maxBodyBytes is the extender's)."""
     resolve_deadline_seconds: float = 2.0
     """Time one pod CREATE waits for registries; keep it below the webhook's timeoutSeconds."""
     architectures: tuple[str, ...] = ("linux/amd64", "linux/arm64")
@@ -222,6 +277,12 @@ class WebhookSettings:
     scheduler that calls archfit)."""
     certificate: WebhookCertificateSettings = field(default_factory=WebhookCertificateSettings)
     """Where the serving certificate comes from when archfit manages it itself."""
+    unknown_images: Literal["gate", "admit"] = "gate"
+    """A pod with an image whose platforms are still unknown at the deadline: `gate` holds it
+    with a scheduling gate until the lookup answers (then constrains and releases it), `admit`
+    lets it through constrained only by the images that did resolve (docs/webhook.md)."""
+    gate: WebhookGateSettings = field(default_factory=WebhookGateSettings)
+    """How held pods are released."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -230,6 +291,8 @@ class WebhookSettings:
             raise ValueError(f"path: {self.path!r} must start with /")
         if self.cert_reload_seconds < 0.1:
             raise ValueError("certReloadSeconds: must be at least 0.1")
+        if self.max_body_bytes < 1024:
+            raise ValueError("maxBodyBytes: must be at least 1024")
         if not 0 < self.resolve_deadline_seconds <= 29:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 29] (timeoutSeconds is 1..30)")
         for index, text in enumerate(self.architectures):

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from extender.placement import FilterDecision, Policy, Resolved, ScoreDecision, Unknown
-from extender.platforms import summarise_platforms
+from extender.placement import FilterDecision, Policy, ScoreDecision
+from extender.platforms import Resolved, Unknown, summarise_platforms
 from extender.pods import PodFacts
 
 if TYPE_CHECKING:  # the webhook's type: the extender alone need not import the mutation code
@@ -124,8 +124,9 @@ def admitted(
     started: float,
 ) -> None:
     """The one line per pod CREATE the webhook examined: what it found and what it wrote."""
+    policy = "gate" if mutation.outcome == "gated" else "fail-open"
     for image, why in unknown_images(resolved).items():
-        log.warning("image_platforms_unknown", image=image, error=why, failure_policy="fail-open")
+        log.warning("image_platforms_unknown", image=image, error=why, failure_policy=policy)
     log.info(
         "pod_admitted",
         outcome=mutation.outcome,

@@ -14,9 +14,9 @@ from extender.config import Settings
 def missing(settings: Settings) -> list[str]:
     """One message per setting whose library is not installed."""
     problems = []
-    if settings.cache.is_redis and not _importable("redis"):
+    if settings.cache.is_redis and not (_importable("redis") and _importable("aiocache")):
         problems.append(
-            "cache.url is a Redis URL, but the redis library is not installed: "
+            "cache.url is a Redis URL, but the redis and aiocache libraries are not installed: "
             "pip install 'archfit[redis]' (the archfit image includes it)"
         )
     return problems

@@ -2,6 +2,8 @@
 
 Uses the same registry settings and credential chain as the extender: the mounted docker
 config and the kubelet credential provider plugins (a pod's pull secrets need a pod).
+With a shared Redis cache an answer may be a tag's last good digest while its registry
+fails (`cache.staleIfErrorSeconds`); both outputs say so.
 """
 
 from __future__ import annotations
@@ -71,9 +73,18 @@ def _json(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
                 "mediaType": outcome.media_type,
                 "platforms": _platforms(outcome),
                 "artifact": outcome.artifact,
+                "stale": _stale(outcome),
             }
         )
     return orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
+    """Why the answer is the tag's last good digest, or None for the registry's own answer."""
+    stale = resolution.stale
+    if stale is None:
+        return None
+    return {"ageSeconds": round(stale.age_seconds), "error": stale.error}
 
 
 def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: TextIO) -> None:
@@ -89,6 +100,12 @@ def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: Tex
             cells = (image, outcome.digest, "(artifact: not a runnable image)")
         else:
             platforms = ", ".join(_platforms(outcome)) or "(no usable platform entries)"
+            if outcome.stale is not None:
+                stale = outcome.stale
+                platforms += (
+                    f" (STALE: last good answer, {round(stale.age_seconds)}s old;"
+                    f" registry failed: {snippet(stale.error, 300)})"
+                )
             cells = (image, outcome.digest, platforms)
         table.add_row(*(Text(cell) for cell in cells))  # Text: "[x]" in a name is not markup
     print_table(table, out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from typing import Literal, TextIO
@@ -46,7 +47,7 @@ def configure(
             processors=[
                 *shared,
                 structlog.processors.format_exc_info,
-                structlog.processors.JSONRenderer(serializer=orjson.dumps),
+                structlog.processors.JSONRenderer(serializer=_json_bytes),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
             logger_factory=structlog.BytesLoggerFactory(file=out.buffer),
@@ -87,4 +88,13 @@ def _route_stdlib(
 
 
 def _json_text(value: object, **_: object) -> str:
-    return orjson.dumps(value, default=str).decode()
+    return _json_bytes(value).decode()
+
+
+def _json_bytes(value: object, **_: object) -> bytes:
+    """One log line: orjson, or the standard library (\\u escapes) for text orjson cannot
+    write, such as a lone surrogate from a pod's image name."""
+    try:
+        return orjson.dumps(value, default=str)
+    except TypeError:
+        return json.dumps(value, default=str).encode()

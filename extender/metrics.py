@@ -86,6 +86,13 @@ class Metrics:
         self.cache_lookups = Counter(
             "archfit_cache_lookups", "Resolver cache lookups.", ["kind", "result"], registry=r
         )
+        self.cache_stale_answers = Counter(
+            "archfit_cache_stale_answers",
+            "Tags answered from their last good digest (cache.staleIfErrorSeconds) because the "
+            "registry failed, by the failure: Timeout, Unreachable, UnexpectedStatus.",
+            ["error"],
+            registry=r,
+        )
         self.registry_ratelimit_remaining = Gauge(
             "archfit_registry_ratelimit_remaining",
             "Pulls left, as reported by a registry's ratelimit-remaining header.",
@@ -101,7 +108,8 @@ class Metrics:
         self.client_problems = Counter(
             "archfit_client_problems",
             "Client mistakes and configuration problems, by cause: bad_request, no_node_index, "
-            "disconnected, malformed_http, body_timeout, header_timeout, connection_limit, "
+            "disconnected, malformed_http, body_timeout, header_timeout, handshake_timeout, "
+            "connection_limit, idle_connection_closed, certificate_refused, "
             "admission_unreadable_pod.",
             ["cause"],
             registry=r,
@@ -110,7 +118,8 @@ class Metrics:
         self.admissions = Counter(
             "archfit_admission_reviews",
             "Pod admissions by outcome: mutated, unchanged, conflict (warned), unknown "
-            "(failed open), skipped, dry_run, bad_request, error.",
+            "(failed open), gated (held until its images are known), skipped, dry_run, "
+            "bad_request, error.",
             ["outcome"],
             registry=r,
         )
@@ -125,6 +134,36 @@ class Metrics:
             "archfit_admission_duration_seconds",
             "Time to answer one AdmissionReview.",
             buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gated_pods = Gauge(
+            "archfit_gated_pods",
+            "Pods held by archfit's scheduling gate now, as the releaser sees them (0 on "
+            "replicas that do not hold the releaser's Lease).",
+            registry=r,
+        )
+        self.gate_oldest_seconds = Gauge(
+            "archfit_gate_oldest_seconds",
+            "Age of the oldest pod held by archfit's gate (0 when none).",
+            registry=r,
+        )
+        self.gate_wait_seconds = Histogram(
+            "archfit_gate_wait_seconds",
+            "From a held pod's creation to its release.",
+            buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+            registry=r,
+        )
+        self.gate_releases = Counter(
+            "archfit_gate_releases",
+            "Held pods released, by outcome: resolved (every image known), fallback (released "
+            "at the cap with webhook.gate.fallback), removed (someone else removed the gate).",
+            ["outcome"],
+            registry=r,
+        )
+        self.gate_release_errors = Counter(
+            "archfit_gate_release_errors",
+            "Release patches that failed, by cause: refused (422), conflict (409), error.",
+            ["cause"],
             registry=r,
         )
         self.webhook_certificate_expiry = Gauge(
@@ -193,6 +232,10 @@ class Metrics:
                 if sample.name.endswith("_total")
             )
         )
+
+    def stale_answer(self, error: str) -> None:
+        """Count one tag answered from its last good digest."""
+        self._child(self.cache_stale_answers, error).inc()
 
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""

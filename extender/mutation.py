@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from extender.placement import Resolved, annotation_preference, short_image
-from extender.platforms import Platform, Rule, any_accepts
-from extender.pods import PREFER_ARCH_ANNOTATION, prefer_arch
+from extender.platforms import Platform, Resolved, Rule, any_accepts
+from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
+from extender.text import short_image
 
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
@@ -25,6 +25,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # The API documents about 120 characters as what a warning should stay under.
 _MAX_WARNING = 120
 _MAX_ANNOTATED_PLATFORMS = 16
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class MutationRules:
     """How image entries match a platform. The webhook cannot see which runtime a pod
     will meet, so under `policy.matching: auto` it takes the most permissive rule: a
     constraint must never exclude a node that could run the images."""
+    aarch32: bool = False
+    """Whether arm64 runs 32-bit Arm builds (platforms.accepts). A constraint names
+    architectures, not nodes, so only `policy.arm32OnArm64: pull-rule` sets it."""
     scheduler_name: str = ""
     """Send pods that asked for the default scheduler to this one (off when empty)."""
 
@@ -86,37 +90,46 @@ def decide_mutation(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     rules: MutationRules,
+    *,
+    known_only: bool = False,
 ) -> Mutation:
     """The JSONPatch that pins `pod` to the platforms its images run on.
 
-    Unknown images fail open: no constraint and no toleration, only routing. A pod
-    whose own constraints exclude every platform its images run on is left alone,
-    with a warning, because adding a constraint could only make it unschedulable.
+    Unknown images fail open: no toleration, no preference, only routing, and with
+    `known_only` the required constraint of the images that did resolve. A pod needs every
+    image, so what the known ones run on bounds where the pod can run: that constraint never
+    excludes a node that could run the whole pod. A pod whose own constraints exclude every
+    platform its images run on is left alone, with a warning, because adding a constraint
+    could only make it unschedulable.
     """
     spec = _mapping(pod.get("spec"), "spec")
     mutation = Mutation()
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
         mutation.unknown, mutation.outcome = unknown, "unknown"
+        if known_only:
+            _require_known(spec, images, resolved, rules, mutation)
         _route(spec, rules, mutation)
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
-    supported = frozenset(
-        p for p in rules.platforms if all(any_accepts(p, ps, rule=rules.rule) for _, ps in known)
-    )
+    supported = frozenset(_runs_on(known, rules.platforms, rules))
     mutation.runs_on = tuple(sorted(supported))
-    _annotate(pod, _platforms_in_common(known, rules.rule), mutation)
+    # The images' platforms and the cluster's: the annotation names every one supported has.
+    entries = {p for _, platforms in known for p in platforms} | rules.platforms
+    _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
     allowed = _allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_none_fits(known, rules.platforms, rules.rule))
+        mutation.warnings.append(_none_fits(known, rules.platforms, rules))
     elif not supported & allowed:
         mutation.outcome = "conflict"
-        mutation.warnings.append(_pod_requires_other(known, allowed, rules.rule))
+        mutation.warnings.append(_pod_requires_other(known, allowed, rules))
     else:
         node_affinity = _node_affinity(spec)
         changed = _require(node_affinity, supported, allowed, mutation)
-        changed |= _prefer(node_affinity, supported & allowed, pod, rules, mutation)
+        # Only native builds earn a preference: a 32-bit Arm one never makes arm64 preferred.
+        native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+        changed |= _prefer(node_affinity, native & allowed, pod, rules, mutation)
         if changed:
             _set_node_affinity(spec, node_affinity, mutation)
         _tolerate(spec, supported & allowed, rules.taints, mutation)
@@ -124,6 +137,25 @@ def decide_mutation(
     if mutation.changes and mutation.outcome == "unchanged":
         mutation.outcome = "mutated"
     return mutation
+
+
+def _require_known(
+    spec: Mapping[str, Any],
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    rules: MutationRules,
+    mutation: Mutation,
+) -> None:
+    known = [(i, r) for i in images if isinstance(r := resolved.get(i), frozenset)]
+    if not known:
+        return
+    supported = frozenset(_runs_on(known, rules.platforms, rules))
+    allowed = _allowed_by_pod(spec, rules.platforms)
+    if not supported & allowed:
+        return  # a conflict: no constraint could help, and the unknown image may explain it
+    node_affinity = _node_affinity(spec)
+    if _require(node_affinity, supported, allowed, mutation):
+        _set_node_affinity(spec, node_affinity, mutation)
 
 
 # --- what the pod already says -------------------------------------------------------
@@ -136,7 +168,8 @@ def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> f
     return frozenset(
         p
         for p in platforms
-        if _selector_admits(selector, p) and (not terms or any(_term_admits(t, p) for t in terms))
+        if _selector_admits(selector, p)
+        and (terms is None or any(_term_admits(t, p) for t in terms))
     )
 
 
@@ -146,7 +179,12 @@ def _selector_admits(selector: Mapping[str, Any], platform: Platform) -> bool:
 
 
 def _term_admits(term: Mapping[str, Any], platform: Platform) -> bool:
-    """Whether a nodeSelectorTerm's arch/os expressions admit a node of this platform."""
+    """Whether a nodeSelectorTerm's arch/os expressions admit a node of this platform.
+
+    An empty term admits no node at all, as kube-scheduler reads it.
+    """
+    if _is_empty_term(term):
+        return False
     values = {ARCH_LABEL: platform.architecture, OS_LABEL: platform.os}
     for index, expression in enumerate(_list(term.get("matchExpressions"), "matchExpressions")):
         expression = _mapping(expression, f"matchExpressions[{index}]")
@@ -190,14 +228,18 @@ def _require(
         # Only variants or os/arch pairs tell them apart, which labels cannot say;
         # the extender still judges each node. Never add an empty term: it matches nothing.
         return False
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.get("nodeSelectorTerms") or []
-    required["nodeSelectorTerms"] = terms
-    if not terms:
-        terms.append({})
+    required = node_affinity.get(_REQUIRED)
+    if required is None:
+        node_affinity[_REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        mutation.changes.append("required_affinity")
+        return True
     changed = False
-    for term in terms:
-        present = term.setdefault("matchExpressions", [])
+    for term in required.get("nodeSelectorTerms") or ():
+        if _is_empty_term(term):
+            # It matches no node; an expression ANDed into it would make it match some.
+            continue
+        present = term.get("matchExpressions") or []
+        term["matchExpressions"] = present
         for expression in expressions:
             # Idempotent: the webhook may be called again for the same pod.
             if expression not in present:
@@ -206,6 +248,12 @@ def _require(
     if changed:
         mutation.changes.append("required_affinity")
     return changed
+
+
+def _is_empty_term(term: Mapping[str, Any]) -> bool:
+    """A term with no expressions and no fields, which kube-scheduler reads as matching no
+    node (component-helpers nodeaffinity: `nodeSelectorTerm.isEmpty`)."""
+    return not term.get("matchExpressions") and not term.get("matchFields")
 
 
 # --- preferred node affinity ----------------------------------------------------------
@@ -274,16 +322,23 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = _mapping(
-        copied.get("requiredDuringSchedulingIgnoredDuringExecution"), "requiredDuringScheduling"
-    )
-    for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
-        _mapping(term, f"nodeSelectorTerms[{index}]")
+    required = _mapping(copied.get(_REQUIRED), "requiredDuringScheduling")
+    terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
+    for index, term in enumerate(terms):
+        # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
+        terms[index] = dict(_mapping(term, f"nodeSelectorTerms[{index}]"))
     return copied
 
 
-def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The required terms, or None when the pod requires nothing.
+
+    A required node selector with no terms admits no node (the apiserver refuses it as
+    `nodeSelectorTerms: Required value`); it is an empty list, not None.
+    """
+    required = node_affinity.get(_REQUIRED)
+    if required is None:
+        return None
     return list(required.get("nodeSelectorTerms") or [])
 
 
@@ -381,23 +436,31 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     mutation.annotation.append(op)
 
 
-def _platforms_in_common(
-    known: Sequence[tuple[str, frozenset[Platform]]], rule: Rule
-) -> list[Platform]:
-    """Platforms (of any image's entries) that every image runs on: what the pod runs on."""
-    entries = {p for _, platforms in known for p in platforms}
-    return sorted(p for p in entries if all(any_accepts(p, ps, rule=rule) for _, ps in known))
+def _runs_on(
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    platforms: Iterable[Platform],
+    rules: MutationRules,
+) -> Iterable[Platform]:
+    """Those of `platforms` that every image runs on."""
+    return (p for p in platforms if all(_runs(p, ps, rules) for _, ps in known))
+
+
+def _runs(platform: Platform, image_platforms: frozenset[Platform], rules: MutationRules) -> bool:
+    """Whether an image with these entries runs on `platform`, under the rules' matching."""
+    return any_accepts(platform, image_platforms, rule=rules.rule, aarch32=rules.aarch32)
 
 
 # --- warnings ---------------------------------------------------------------------------
 
 
 def _none_fits(
-    known: Sequence[tuple[str, frozenset[Platform]]], platforms: Iterable[Platform], rule: Rule
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    platforms: Iterable[Platform],
+    rules: MutationRules,
 ) -> str:
     wanted = sorted(platforms)
     for image, image_platforms in known:
-        if not any(any_accepts(p, image_platforms, rule=rule) for p in wanted):
+        if not any(_runs(p, image_platforms, rules) for p in wanted):
             names = ", ".join(str(p) for p in wanted)
             return _warning(image, f"runs on none of this cluster's platforms ({names})")
     # Each image runs somewhere, just not all on the same platform.
@@ -405,15 +468,25 @@ def _none_fits(
 
 
 def _pod_requires_other(
-    known: Sequence[tuple[str, frozenset[Platform]]], allowed: frozenset[Platform], rule: Rule
+    known: Sequence[tuple[str, frozenset[Platform]]],
+    allowed: frozenset[Platform],
+    rules: MutationRules,
 ) -> str:
+    if not allowed:
+        return _OWN_CONSTRAINTS_ADMIT_NONE
     required = sorted(allowed)
-    arches = ",".join(sorted({p.architecture for p in required})) or "no known platform"
+    arches = ",".join(sorted({p.architecture for p in required}))
     for platform in required:
         for image, image_platforms in known:
-            if not any_accepts(platform, image_platforms, rule=rule):
+            if not _runs(platform, image_platforms, rules):
                 return _warning(image, f"has no {platform}, but this pod requires {arches}")
     return _warning(known[0][0], f"does not fit this pod's required {arches}")
+
+
+_OWN_CONSTRAINTS_ADMIT_NONE = (
+    "archfit: this pod's own nodeSelector or required node affinity admits none of "
+    "this cluster's platforms"
+)
 
 
 def _warning(image: str, text: str) -> str:

@@ -1,7 +1,7 @@
 """The parts of a v1.Node archfit reads, decoded without the rest, and the facts they give.
 
 Pure. A Node as the API server or kube-scheduler writes it is 2 to 3 KB of JSON, of which
-archfit needs six strings: three labels, and the OS, architecture and runtime version
+archfit needs seven strings: four labels, and the OS, architecture and runtime version
 from status.nodeInfo (runtimes.node_facts). msgspec skips everything else without
 building it, which is what makes full-Node requests and the node index cheap
 (docs/benchmarks.md).
@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from extender.runtimes import NodeFacts, node_facts
+from extender.runtimes import AARCH32_LABEL, NodeFacts, node_facts
+from extender.shared import Interner
 
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
@@ -27,6 +28,7 @@ class _Labels(msgspec.Struct, frozen=True):
     arch: str = msgspec.field(name=ARCH_LABEL, default="")
     os: str = msgspec.field(name=OS_LABEL, default="")
     windows_build: str = msgspec.field(name=WINDOWS_BUILD_LABEL, default="")
+    aarch32: str = msgspec.field(name=AARCH32_LABEL, default="")
 
 
 class _Metadata(msgspec.Struct, frozen=True):
@@ -49,7 +51,7 @@ _Key = tuple[_Labels | None, _NodeInfo | None]
 
 
 class NodeParts(msgspec.Struct, frozen=True):
-    """metadata.name, resourceVersion, the three labels and nodeInfo's three strings.
+    """metadata.name, resourceVersion, the four labels and nodeInfo's three strings.
 
     `metadata` and `status` are never None (a JSON null there fails the typed decode and
     takes decode_node's loose path), so the hot path reads them without checks."""
@@ -82,7 +84,7 @@ _loose_decoder = msgspec.json.Decoder(_LooseNode)
 
 
 class NodeDecodeError(ValueError):
-    """The bytes are not a JSON object; the message says what they are."""
+    """The bytes are not a JSON object (or not UTF-8); the message says what they are."""
 
 
 def decode_node(raw: bytes | memoryview | msgspec.Raw) -> NodeParts:
@@ -93,11 +95,12 @@ def decode_node(raw: bytes | memoryview | msgspec.Raw) -> NodeParts:
         return _decoder.decode(raw)
     except msgspec.ValidationError:
         pass
-    except msgspec.DecodeError as error:
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:
+        # msgspec raises UnicodeDecodeError for invalid bytes in a string it reads.
         raise NodeDecodeError(str(error)) from error
     try:
         loose = _loose_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as error:
         raise NodeDecodeError(str(error)) from error
     return _from_loose(loose)
 
@@ -115,7 +118,10 @@ def _from_loose(loose: _LooseNode) -> NodeParts:
         _Metadata(
             text(meta, "name"),
             _Labels(
-                text(labels, ARCH_LABEL), text(labels, OS_LABEL), text(labels, WINDOWS_BUILD_LABEL)
+                text(labels, ARCH_LABEL),
+                text(labels, OS_LABEL),
+                text(labels, WINDOWS_BUILD_LABEL),
+                text(labels, AARCH32_LABEL),
             ),
             text(meta, "resourceVersion"),
         ),
@@ -144,7 +150,7 @@ class FactsOf:
 
     def __init__(self, limit: int = 4096) -> None:
         self._known: dict[_Key, NodeFacts] = {}
-        self._shared: dict[NodeFacts, NodeFacts] = {}
+        self._shared: Interner[NodeFacts] = Interner(limit)
         self._limit = limit
 
     def __call__(self, node: NodeParts) -> NodeFacts:
@@ -158,6 +164,7 @@ class FactsOf:
                     ARCH_LABEL: labels.arch,
                     OS_LABEL: labels.os,
                     WINDOWS_BUILD_LABEL: labels.windows_build,
+                    AARCH32_LABEL: labels.aarch32,
                 }
             by_info = {}
             if info is not None:
@@ -169,7 +176,7 @@ class FactsOf:
             # Different keys can give equal facts (a label or nodeInfo naming the arch):
             # those share one object too.
             facts = node_facts(by_label, by_info)
-            facts = self._shared.setdefault(facts, facts)
+            facts = self._shared(facts)
             if len(self._known) >= self._limit:
                 self._known.clear()
                 self._shared.clear()

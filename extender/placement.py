@@ -11,29 +11,16 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Literal
 
-from extender.platforms import Platform, Rule, any_accepts
+from extender.platforms import Platform, Resolved, Rule, Unknown, any_accepts
+from extender.pods import annotation_preference
 from extender.runtimes import NodeFacts
-
-# kube-scheduler cuts the event message at 1024 bytes and groups identical
-# reasons; an image name longer than this is cut so the clause stays short.
-_MAX_IMAGE_IN_REASON = 120
+from extender.text import short_image
 
 MAX_SCORE = 10
 """kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """An image whose platforms could not be learned in time, and why."""
-
-    reason: str
-
-
-Resolved = frozenset[Platform] | Unknown
-"""What a request knows of one image: its platforms, or that it does not know."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +31,19 @@ class Policy:
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; the others force one rule on all."""
     arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+    arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
+    """Which arm64 nodes run a 32-bit Arm build their runtime pulls: those labelled
+    runtimes.AARCH32_LABEL, or all (platforms.accepts)."""
 
     def rule_for(self, runtime_rule: Rule) -> Rule:
         """The rule a node whose runtime follows `runtime_rule` is judged by."""
         if self.matching == "auto":
             return runtime_rule
         return Rule.LOOSE if self.matching == "loose" else Rule.STRICT
+
+    def aarch32_for(self, labelled: bool) -> bool:
+        """Whether a node (`labelled` with runtimes.AARCH32_LABEL or not) runs 32-bit Arm code."""
+        return labelled or self.arm32_on_arm64 == "pull-rule"
 
 
 Outcome = Literal["pass", "reject", "doubt"]
@@ -230,12 +224,12 @@ def _judge(
     policy: Policy,
     fail_open: bool,
 ) -> Verdict:
-    platform, runtime_rule = node
+    platform, runtime_rule, labelled = node
     if platform is None:
         return Verdict("doubt", fail_open, None, runtime_rule, UNKNOWN_NODE_REASON)
-    rule = policy.rule_for(runtime_rule)
+    rule, aarch32 = policy.rule_for(runtime_rule), policy.aarch32_for(labelled)
     for image, platforms in known:
-        if not any_accepts(platform, platforms, rule=rule):
+        if not any_accepts(platform, platforms, rule=rule, aarch32=aarch32):
             reason = mismatch_reason(image, platform, platforms)
             return Verdict("reject", False, platform, rule, reason, image, platforms)
     if unknown is not None:
@@ -273,8 +267,9 @@ def decide_scores(
     if not images or len(known) != len(images):
         return ScoreDecision({}, False, ())
     runnable: dict[int, str] = {}
-    """id(facts) → architecture, for the facts the pod runs on."""
-    for key, (platform, runtime_rule) in candidates.distinct.items():
+    """id(facts) → architecture, for the facts the pod runs on natively: a 32-bit Arm build
+    lets a pod onto an arm64 node (decide_filter), but is never a reason to prefer arm64."""
+    for key, (platform, runtime_rule, _) in candidates.distinct.items():
         rule = policy.rule_for(runtime_rule)
         if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
             runnable[key] = platform.architecture
@@ -288,17 +283,3 @@ def decide_scores(
         if score:  # hosts of a group share its score: dict.fromkeys builds them in C
             scores.update(dict.fromkeys(candidates.names_in([key]), score))
     return ScoreDecision(scores, True, arches)
-
-
-def annotation_preference(order: Sequence[str]) -> dict[str, int]:
-    """`amd64,arm64` → {amd64: 10, arm64: 5}: first is best, unlisted get 0."""
-    step = 10 // len(order)
-    return {arch: 10 - i * step for i, arch in enumerate(order)}
-
-
-def short_image(image: str, limit: int = _MAX_IMAGE_IN_REASON) -> str:
-    """The image name made printable and cut to `limit` characters, for reasons and warnings."""
-    printable = "".join(ch if ch.isprintable() else "?" for ch in image)
-    if len(printable) <= limit:
-        return printable
-    return printable[: limit - 3] + "..."

@@ -1,4 +1,5 @@
-"""Platforms: normalising `os/arch/variant` and matching them the way container runtimes do.
+"""Platforms: normalising `os/arch/variant` and matching them the way container runtimes do,
+and what a lookup learned of an image's platforms (`Resolved`).
 
 Pure functions over plain data; no I/O. The rules are ports of
 github.com/containerd/platforms v1.0.0-rc.5 (database.go, compare.go,
@@ -12,7 +13,10 @@ import functools
 import heapq
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, NewType
+
+from extender.shared import Interner
 
 
 class Platform(NamedTuple):
@@ -31,6 +35,42 @@ class Platform(NamedTuple):
         if self.variant:
             text += f"/{self.variant}"
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An image whose platforms could not be learned in time, and why."""
+
+    reason: str
+
+
+SharedPlatforms = NewType("SharedPlatforms", frozenset[Platform])
+"""A platform set that is the one object of its value: made only by `PlatformSets`. The verbs'
+decision cache keys by `id()`, so it takes only these (extender.shared)."""
+
+
+class PlatformSets(Interner[frozenset[Platform]]):
+    """Hands out one SharedPlatforms per distinct set of platforms."""
+
+    __slots__ = ()
+
+    def __call__(self, value: frozenset[Platform]) -> SharedPlatforms:
+        return SharedPlatforms(super().__call__(value))
+
+
+Resolved = frozenset[Platform] | Unknown
+"""What a request knows of one image: its platforms, or that it does not know."""
+
+SharedResolved = SharedPlatforms | Unknown
+"""Resolved as `extender.resolution.Resolution` answers it: its platform sets shared."""
+
+
+def describe_failure(error: BaseException) -> str:
+    """Why a lookup failed (an Unknown's reason), short enough for a log line, an event or a
+    report cell."""
+    text = str(error) or type(error).__name__
+    # Registry error bodies can be long; the reason ends up in logs and events.
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class Rule(enum.StrEnum):
@@ -105,15 +145,24 @@ def node_platform(labels: Mapping[str, str], node_info: Mapping[str, str]) -> Pl
 
 
 def accepts(
-    node: Platform, image: Platform, *, rule: Rule = Rule.STRICT, loose: bool = False
+    node: Platform,
+    image: Platform,
+    *,
+    rule: Rule = Rule.STRICT,
+    loose: bool = False,
+    aarch32: bool = False,
 ) -> bool:
-    """Whether a node of platform `node`, pulling by `rule`, takes an image entry `image`.
+    """Whether a node of platform `node`, pulling by `rule`, takes an image entry `image`
+    and can run it.
 
-    `loose=True` is the older spelling of `rule=Rule.LOOSE`.
+    `aarch32` says the node's CPUs execute 32-bit Arm code. containerd's pull rule assumes
+    every arm64 CPU does, but many do not (Arm Neoverse N2 and V2 designs such as AWS
+    Graviton4, AmpereOne): pulling is not running, so an arm64 node takes a 32-bit Arm
+    entry only when `aarch32` is set. `loose=True` is the older spelling of `rule=Rule.LOOSE`.
     """
     if loose:
         rule = Rule.LOOSE
-    if (image.os, image.architecture, image.variant) not in _accepted(node, rule):
+    if (image.os, image.architecture, image.variant) not in _accepted(node, rule, aarch32):
         return False
     # containers/image ignores os.version; containerd's NewMatcher checks it on Windows.
     if rule is Rule.CONTAINERS_IMAGE or node.os != "windows":
@@ -122,7 +171,12 @@ def accepts(
 
 
 def any_accepts(
-    node: Platform, images: Iterable[Platform], *, rule: Rule = Rule.STRICT, loose: bool = False
+    node: Platform,
+    images: Iterable[Platform],
+    *,
+    rule: Rule = Rule.STRICT,
+    loose: bool = False,
+    aarch32: bool = False,
 ) -> bool:
     """Whether any of an image's entries runs on the node under `rule` (see `accepts`).
 
@@ -132,10 +186,10 @@ def any_accepts(
     if loose:
         rule = Rule.LOOSE
     if not isinstance(images, frozenset) or len(images) <= _SMALL:
-        return any(accepts(node, image, rule=rule) for image in images)
+        return any(accepts(node, image, rule=rule, aarch32=aarch32) for image in images)
     index = _by_key(images)
     check_version = rule is not Rule.CONTAINERS_IMAGE and node.os == "windows"
-    for key in _accepted(node, rule):
+    for key in _accepted(node, rule, aarch32):
         versions = index.get(key)
         if versions is not None and (
             not check_version or any(windows_compatible(node.os_version, v) for v in versions)
@@ -179,14 +233,17 @@ _Key = tuple[str, str, str]
 
 
 @functools.lru_cache(maxsize=512)
-def _accepted(node: Platform, rule: Rule) -> frozenset[_Key]:
-    """The normalised (os, arch, variant) entries the node's runtime takes, computed once."""
+def _accepted(node: Platform, rule: Rule, aarch32: bool) -> frozenset[_Key]:
+    """The normalised (os, arch, variant) entries the node's runtime takes and its CPUs run
+    (`accepts`), computed once."""
     if rule is Rule.STRICT:
         wanted = [node]
     elif rule is Rule.LOOSE:
         wanted = _platform_vector(node)
     else:
         wanted = _containers_image_wanted(node)
+    if node.architecture == "arm64" and not aarch32:
+        wanted = [p for p in wanted if p.architecture != "arm"]
     # containerd's NewMatcher normalises each platform it matches against.
     normal = (normalize(p.os, p.architecture, p.variant) for p in wanted)
     return frozenset((p.os, p.architecture, p.variant) for p in normal)

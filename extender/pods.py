@@ -5,7 +5,7 @@ Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sized
+from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,13 @@ def prefer_arch(value: object) -> tuple[str, ...]:
         if item.strip():
             order.setdefault(normalize("linux", item.strip()).architecture, None)
     return tuple(order)
+
+
+def annotation_preference(order: Sequence[str]) -> dict[str, int]:
+    """`amd64,arm64` (prefer_arch's order) → {amd64: 10, arm64: 5}: first is best, unlisted
+    get 0."""
+    step = 10 // len(order)
+    return {arch: 10 - i * step for i, arch in enumerate(order)}
 
 
 def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:

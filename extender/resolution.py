@@ -7,27 +7,21 @@ declares what it must provide and bounds how long a request waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from extender.placement import Resolved, Unknown
-from extender.platforms import Platform
-from extender.pods import PullSecretsRef
-from extender.ttlmap import TTLMap
-
-request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "request_deadline", default=None
+from extender.platforms import (
+    Platform,
+    PlatformSets,
+    SharedPlatforms,
+    SharedResolved,
+    Unknown,
+    describe_failure,
 )
-"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
-None outside a request (inspect, audit). The registry layer bounds its requests by it."""
-
-
-def request_seconds_left() -> float | None:
-    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
-    deadline = request_deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
+from extender.pods import PullSecretsRef
+from extender.registry.deadline import request_deadline, skip_remembered_failures
+from extender.ttlmap import TTLMap
 
 
 class PlatformResolver(Protocol):
@@ -57,6 +51,8 @@ class Resolution:
     dict lookup, where a task per image and `asyncio.wait` cost far more than the request's
     own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
     once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
+
+    Platforms are answered as SharedPlatforms: equal answers are one object (extender.shared).
     """
 
     def __init__(
@@ -69,23 +65,33 @@ class Resolution:
     ) -> None:
         self.resolver = resolver
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
-        self._recent: TTLMap[tuple[str, PullSecretsRef], frozenset[Platform]] = TTLMap(
+        self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
             max_recent, clock
         )
+        self._shared = PlatformSets()
+        """Every answer as the one object of its value, whatever the resolver hands out: the
+        verbs' decision cache finds a question again by the ids of its answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
 
     async def resolve(
-        self, images: Iterable[str], pull: PullSecretsRef, deadline: float
-    ) -> dict[str, Resolved]:
+        self,
+        images: Iterable[str],
+        pull: PullSecretsRef,
+        deadline: float,
+        *,
+        fresh_failures: bool = False,
+    ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
 
         The lookups carry the deadline (`request_deadline`), so registry requests can be
-        bounded by it rather than by a timeout the request never waits for.
+        bounded by it rather than by a timeout the request never waits for. With
+        `fresh_failures` they ask the registry again rather than repeat a failure the cache
+        remembers (`skip_remembered_failures`).
         """
         images = tuple(images)
         recent = self._recent
-        answered: dict[str, Resolved] = {}
+        answered: dict[str, SharedResolved] = {}
         for image in images:
             known = recent.get((image, pull))
             if known is None:
@@ -96,17 +102,19 @@ class Resolution:
                 self._on_recent(len(answered))
             return answered
         token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
+        fresh = skip_remembered_failures.set(fresh_failures)
         try:  # tasks copy the context as it is now, the deadline included
             tasks = {
                 image: asyncio.ensure_future(self.resolver.platforms(image, pull))
                 for image in images
             }
         finally:
+            skip_remembered_failures.reset(fresh)
             request_deadline.reset(token)
         if not tasks:
             return {}
         _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))
-        results: dict[str, Resolved] = {}
+        results: dict[str, SharedResolved] = {}
         for image, task in tasks.items():
             if task in pending:
                 self._background.add(task)
@@ -120,7 +128,7 @@ class Resolution:
             elif (error := task.exception()) is not None:
                 results[image] = Unknown(describe_failure(error))
             else:
-                results[image] = platforms = task.result()
+                results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
         return results
 
@@ -135,10 +143,3 @@ class Resolution:
             task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def describe_failure(error: BaseException) -> str:
-    """Why a lookup failed, short enough for a log line, an event or a report cell."""
-    text = str(error) or type(error).__name__
-    # Registry error bodies can be long; the reason ends up in logs and events.
-    return text if len(text) <= 200 else text[:197] + "..."

@@ -28,6 +28,10 @@ MAX_PRIORITY = 10
 MAX_NODES = 10_000
 """Candidates one call may carry: twice the 5,000 nodes Kubernetes is tested to scale to."""
 
+_MAX_NAME_LIST_BYTES = MAX_NODES * (253 + len('"",')) + len("[]")
+"""The longest NodeNames of MAX_NODES names (a node name is a DNS subdomain, at most 253
+characters): checked before the list is decoded, so a longer one builds no strings."""
+
 
 class WireError(ValueError):
     """The request body is not a valid ExtenderArgs; the message says what is wrong."""
@@ -38,7 +42,7 @@ class WireError(ValueError):
 
 class _ExtenderArgs(msgspec.Struct):
     Pod: msgspec.Raw = msgspec.Raw(b"null")
-    """Kept raw until its size is checked (wire_json.check_containers)."""
+    """Kept raw until its size is checked (wire_json.check_bounds)."""
     Nodes: msgspec.Raw = msgspec.Raw(b"null")
     """Kept raw: when every node passes, these very bytes are the answer's Nodes."""
     NodeNames: msgspec.Raw = msgspec.Raw(b"null")
@@ -142,10 +146,15 @@ def parse_args(
     `facts_of` shares NodeFacts between requests and `name_lists` NodeNames lists (both
     app-wide); fresh ones otherwise.
     """
-    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only six
+    # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only seven
     # strings of each are decoded), so only the pod's bytes need the bound on containers.
     try:
+        # Before any decoding: msgspec skips what it does not read without checking it,
+        # and would hand invalid bytes in a kept fragment to a later decode, or back.
+        wire_json.check_utf8(body)
         args = _args_decoder.decode(body)
+    except wire_json.JsonError as error:
+        raise WireError(str(error)) from error
     except RecursionError as error:
         raise WireError("body is not valid JSON: nested too deeply") from error
     except msgspec.ValidationError as error:  # a DecodeError too: test it first
@@ -153,7 +162,7 @@ def parse_args(
     except msgspec.DecodeError as error:
         raise WireError(f"body is not valid JSON: {error}") from error
     try:
-        wire_json.check_containers(args.Pod)
+        wire_json.check_bounds(args.Pod)
         pod = _pod_decoder.decode(args.Pod)
     except wire_json.JsonError as error:
         raise WireError(f"Pod: {error}") from error
@@ -163,6 +172,8 @@ def parse_args(
         raise WireError(f"Pod is not a v1.Pod: {error}") from error
     if pod is None:
         raise WireError("Pod is missing")
+    if len(args.NodeNames) > _MAX_NAME_LIST_BYTES:
+        raise WireError(f"NodeNames is longer than {MAX_NODES} node names can be")
     try:
         names = (name_lists or NameLists()).decode(args.NodeNames)
     except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
@@ -170,6 +181,11 @@ def parse_args(
     if names is not None:
         _check_count("NodeNames", len(names))
         return ExtenderArgs(pod, names, None)
+    try:
+        # Only six strings of each node are built, but each item is an object: bound them.
+        wire_json.check_bounds(args.Nodes, values=False)
+    except wire_json.JsonError as error:
+        raise WireError(f"Nodes: {error}") from error
     try:
         listed = _nodes_decoder.decode(args.Nodes)
     except RecursionError as error:

@@ -62,11 +62,13 @@ async def open_services(
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
         )
+        kube_off = ""
         if wants_kube:
             # Imported here, and `kubernetes` only inside it when a client is built: with
             # access off, nothing of the client package is loaded (docs/architecture.md).
-            from extender.kube.client import build_api_client
+            from extender.kube.client import access, build_api_client
 
+            kube_off = access(settings.kubernetes)[1]
             api = build_api_client(settings.kubernetes)
             if api is not None:
                 stack.callback(api.close)
@@ -94,10 +96,17 @@ async def open_services(
             resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits
         )
         stack.push_async_callback(resolution.aclose)
+        # Why NodeNames requests would fail with "no node index": said once, at start.
+        node_index_off = None
+        if nodes is None:
+            node_index_off = (
+                kube_off if settings.kubernetes.node_index else "kubernetes.nodeIndex is false"
+            )
         log.info(
             "services_ready",
             resolver=type(resolver).__name__,
             node_index=nodes is not None,
+            node_index_off=node_index_off,
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )

@@ -2,14 +2,17 @@
 
 Secrets mounted by kubelet, cert-manager renewals and archfit's own self-managed
 certificate all replace the files in place. Each handshake picks the context built
-from the newest pair that loaded cleanly; a half-written pair keeps the old one.
+from the newest pair that loaded cleanly and can serve: a half-written pair, or one that
+is expired, not yet valid, a CA, or lacks the names served so far, keeps the old one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import ssl
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -17,18 +20,47 @@ import structlog
 log = structlog.get_logger("archfit.tls")
 
 
+class CertificateRefused(ValueError):
+    """The pair loads but cannot serve (expired, not yet valid, a CA, wrong names)."""
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 class ReloadingCertificate:
-    """Serves `cert_file`/`key_file`, checking them for changes on `reload()`."""
+    """Serves `cert_file`/`key_file`, checking them for changes on `reload()`.
+
+    `names`: hosts every certificate must name; without them, a rotated certificate must
+    name what the one it replaces named (clients keep asking for those). `on_loaded` hears
+    the expiry of each pair put in use, `on_refused` each pair refused. `client_ca_file`:
+    every client must present a certificate that CA signed (mutual TLS).
+    """
 
     def __init__(
-        self, cert_file: str | Path, key_file: str | Path, client_ca_file: str | Path = ""
+        self,
+        cert_file: str | Path,
+        key_file: str | Path,
+        *,
+        names: Sequence[str] = (),
+        clock: Callable[[], dt.datetime] = _now,
+        on_loaded: Callable[[dt.datetime], None] | None = None,
+        on_refused: Callable[[], None] | None = None,
+        client_ca_file: str | Path = "",
     ) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
         self.client_ca_file = Path(client_ca_file) if client_ca_file else None
         """With it, every handshake must present a client certificate this CA signed."""
+        self._names = tuple(names)
+        self._clock = clock
+        self._on_loaded = on_loaded
+        self._on_refused = on_refused
         self._stamp: tuple[object, ...] | None = None
         self._current: ssl.SSLContext | None = None
+        self._served_names: frozenset[str] = frozenset()
+        self.not_after: dt.datetime | None = None
+        """When the certificate in use expires."""
         self.loads = 0
         """How many times a new pair was loaded (the first one included)."""
         # The listener's own context only hands each handshake the newest context:
@@ -39,27 +71,51 @@ class ReloadingCertificate:
 
     @property
     def ready(self) -> bool:
-        """Whether a certificate is loaded and handshakes can succeed."""
-        return self._current is not None
+        """Whether a certificate is in use and still valid, so handshakes can succeed."""
+        return (
+            self._current is not None
+            and self.not_after is not None
+            and self._clock() < self.not_after
+        )
 
     def load(self) -> None:
-        """Load the pair now; raises OSError or ssl.SSLError if it is missing or broken."""
+        """Load the pair now; raises OSError or ssl.SSLError if it is missing or broken,
+        CertificateRefused if it cannot serve."""
+        # Here, not at the top: plain HTTP serving loads no cryptography (docs/architecture.md).
+        from extender import certs
+
         stamp = self._read_stamp()
         context = self._new_context()
         context.load_cert_chain(self.cert_file, self.key_file)
+        pem = self.cert_file.read_bytes()
+        required = self._names or sorted(self._served_names)
+        problem = certs.serving_problem(pem, required, self._clock())
+        if problem is not None:
+            # Remembered, so the same refused pair is not read and logged every interval.
+            self._stamp = stamp
+            raise CertificateRefused(f"{self.cert_file}: {problem}")
         self._current, self._stamp = context, stamp
+        self._served_names = certs.san_names(pem)
+        self.not_after = certs.not_after(pem)
         self.loads += 1
+        if self._on_loaded is not None:
+            self._on_loaded(self.not_after)
 
     def reload(self) -> bool:
         """Load the pair again if either file changed; True when a new pair is in use.
 
-        A pair that fails to load (mid-rotation, or broken) is logged and the old one
-        stays in use, so a bad rotation never takes the listener down.
+        A pair that fails to load (mid-rotation, or broken) or cannot serve is logged and
+        the old one stays in use, so a bad rotation never takes the listener down.
         """
         try:
             if self._read_stamp() == self._stamp:
                 return False
             self.load()
+        except CertificateRefused as error:
+            log.warning("tls_certificate_refused", cert_file=str(self.cert_file), error=str(error))
+            if self._on_refused is not None:
+                self._on_refused()
+            return False
         except (OSError, ssl.SSLError) as error:
             log.warning(
                 "tls_certificate_reload_failed", cert_file=str(self.cert_file), error=str(error)

@@ -56,6 +56,11 @@ class TTLMap(Generic[K, V]):
         entry = self._live(key)
         return None if entry is None else entry[0]
 
+    def get_with_ttl(self, key: K) -> tuple[V, float] | None:
+        """The live value under `key` and the seconds it has left, or None."""
+        entry = self._live(key)
+        return None if entry is None else (entry[0], entry[1] - self._clock())
+
     def put(self, key: K, value: V, ttl: float) -> None:
         """Keep `value` for `ttl` seconds; a `ttl` of zero or less forgets `key` instead."""
         if ttl <= 0:

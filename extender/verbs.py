@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 from aiohttp import web
@@ -28,11 +28,11 @@ from extender.placement import (
     Candidates,
     FilterDecision,
     Policy,
-    Resolved,
     ScoreDecision,
     decide_filter,
     decide_scores,
 )
+from extender.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.pods import PodFacts, facts, skip_reason
 from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.scheduler_api import (
@@ -70,6 +70,7 @@ def policy_of(settings: Settings) -> Policy:
         failure_policy=settings.policy.failure_policy,
         matching=settings.policy.matching,
         arch_preference=settings.policy.arch_preference,
+        arm32_on_arm64=settings.policy.arm32_on_arm64,
     )
 
 
@@ -230,9 +231,38 @@ FILTER = _Filter()
 PRIORITIZE = _Prioritize()
 
 
-_Decided = tuple[Candidates, tuple[Resolved, ...], Any, bytes | None]
-"""What `Verbs._decided` keeps: the inputs it was decided from (held, so their ids stay
-theirs), the decision and the rendered answer (None in dry-run, which answers neutrally)."""
+class Decided(NamedTuple):
+    """What `Verbs._decided` keeps for one question, under `decision_key`."""
+
+    candidates: Candidates
+    """The nodes it was decided for: held, so that their id stays theirs."""
+    platforms: tuple[SharedPlatforms, ...]
+    """Each image's platforms, in the pod's order: held for the same reason."""
+    decision: Any
+    answer: bytes | None
+    """The rendered answer; None in dry-run, which answers neutrally."""
+
+    def answers(self, candidates: Candidates, platforms: tuple[SharedPlatforms, ...]) -> bool:
+        """Whether this entry was decided from these very objects (not only equal ones)."""
+        return self.candidates is candidates and all(
+            a is b for a, b in zip(self.platforms, platforms, strict=True)
+        )
+
+
+DecisionKey = tuple[Any, ...]
+
+
+def decision_key(
+    verb: str,
+    candidates: Candidates,
+    images: tuple[str, ...],
+    platforms: tuple[SharedPlatforms, ...],
+    prefer_arch: tuple[str, ...],
+) -> DecisionKey:
+    """A question by the identities of its answers: only SharedPlatforms (one object per
+    value, extender.shared), so equal answers are one key. A copy would never be found again."""
+    return (verb, id(candidates), images, *map(id, platforms), *prefer_arch)
+
 
 _UNEXAMINED = Candidates.of((), ())
 
@@ -252,7 +282,9 @@ class Verbs:
         self.name_lists = NameLists()
         self._candidates: TTLMap[tuple[int, int], tuple[object, object, Candidates]]
         self._candidates = TTLMap(64)
-        self._decisions: TTLMap[tuple[Any, ...], _Decided] = TTLMap(256)
+        self._decisions: TTLMap[DecisionKey, Decided] = TTLMap(256)
+        self.decisions_reused = 0
+        """Calls answered with a decision kept from an earlier call (tests read it)."""
 
     async def serve(self, request: web.Request, verb: _Verb, services: Services) -> web.Response:
         """decode → resolve → decide → explain → count → render, the same for every verb."""
@@ -320,7 +352,7 @@ class Verbs:
         return candidates
 
     def _decided(
-        self, verb: _Verb, call: _Call, resolved: Mapping[str, Resolved]
+        self, verb: _Verb, call: _Call, resolved: Mapping[str, SharedResolved]
     ) -> tuple[Any, bytes | None]:
         """The verb's decision and rendered answer (None in dry-run), reused for the same
         nodes and images.
@@ -330,22 +362,19 @@ class Verbs:
         so identity is the key, and deciding and rendering 500 nodes is done once per
         distinct question. Unknown images and full Node lists are decided anew.
         """
-        values = tuple(resolved[image] for image in call.pod.images)
+        pod = call.pod
+        platforms = tuple(p for image in pod.images if isinstance(p := resolved[image], frozenset))
         key = None
-        if call.args.full is None and all(type(v) is frozenset for v in values):
-            key = (verb.name, id(call.candidates), call.pod.images, *map(id, values))
-            key += call.pod.prefer_arch
+        if call.args.full is None and len(platforms) == len(pod.images):
+            key = decision_key(verb.name, call.candidates, pod.images, platforms, pod.prefer_arch)
             hit = self._decisions.get(key)
-            if (
-                hit is not None
-                and hit[0] is call.candidates
-                and all(a is b for a, b in zip(hit[1], values, strict=True))
-            ):
-                return hit[2], hit[3]
+            if hit is not None and hit.answers(call.candidates, platforms):
+                self.decisions_reused += 1
+                return hit.decision, hit.answer
         decision = verb.decide(call, resolved, self.policy)
         answer = None if call.dry_run else verb.render(call, decision)
         if key is not None:
-            entry = (call.candidates, values, decision, answer)
+            entry = Decided(call.candidates, platforms, decision, answer)
             self._decisions.put(key, entry, _DECISIONS_SECONDS)
         return decision, answer
 

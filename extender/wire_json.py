@@ -8,6 +8,7 @@ bodies it cannot round-trip fall back to the standard library, which can.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -20,6 +21,16 @@ A Node as kube-scheduler sends it holds about 27 (tests/objects.py), plus two pe
 entry of `status.images`: 5,000 nodes with 50 images each stay under 650,000. A body
 of empty objects at 3 bytes each would otherwise cost orjson about 0.22 s and 100
 bytes of memory per million bytes read, holding the event loop the whole time.
+"""
+
+MAX_VALUES = 2_000_000
+"""JSON values one decoded body may hold, of any type (counted as `,` and `:` bytes plus
+`[`, so an upper bound: a separator inside a string counts too).
+
+A Node of tests/objects.py holds about 170, plus eight per entry of `status.images`:
+5,000 nodes with 20 images each stay under 1,700,000. Each value costs the parser
+up to 72 bytes (a short string): a 32 MiB array of one-letter strings would take
+about 600 MiB, two million of them about 150 MiB.
 """
 
 # Digits map to "0" and a minus sign stays, everything else to a space: then a run of
@@ -37,22 +48,45 @@ class JsonError(ValueError):
     """The body cannot be read or written as JSON within the bounds; the message says why."""
 
 
-def check_containers(body: bytes | msgspec.Raw) -> None:
-    """Refuse a body that holds more objects and arrays than any real request, before any
-    parser builds them. Raises JsonError."""
+def check_bounds(body: bytes | msgspec.Raw, *, values: bool = True) -> None:
+    """Refuse a body that holds more objects and arrays (and, with `values`, more values)
+    than any real request, before any parser builds them. Raises JsonError."""
     data = body if isinstance(body, bytes) else memoryview(body).tobytes()
-    containers = data.count(b"{") + data.count(b"[")
+    arrays = data.count(b"[")
+    containers = data.count(b"{") + arrays
     if containers > MAX_CONTAINERS:
         raise JsonError(
             f"body holds {containers} JSON objects and arrays, more than any real request "
             f"({MAX_CONTAINERS})"
         )
+    if not values:
+        return
+    count = data.count(b",") + data.count(b":") + arrays + 1
+    if count > MAX_VALUES:
+        raise JsonError(
+            f"body holds up to {count} JSON values, more than any real request ({MAX_VALUES})"
+        )
+
+
+def check_utf8(body: bytes) -> None:
+    """Refuse a body that is not UTF-8 (RFC 8259 §8.1), wherever the bad bytes sit: parsers
+    skip the fields they do not read without looking, and kept fragments are decoded later
+    or echoed back as they came. Raises JsonError naming the first bad byte."""
+    if body.isascii():  # almost every body, and no copy made to know it
+        return
+    try:
+        body.decode()
+    except UnicodeDecodeError as error:
+        raise JsonError(
+            f"body is not UTF-8: byte 0x{body[error.start]:02x} at offset {error.start}"
+        ) from error
 
 
 def loads(body: bytes) -> Any:
     """Parse a request body: orjson, or the standard library when it holds integers
     orjson would turn into floats. Raises JsonError naming the problem."""
-    check_containers(body)
+    check_bounds(body)
+    check_utf8(body)
     if _has_big_integer(body):
         return _exact_loads(body)
     try:
@@ -87,10 +121,39 @@ def _reject_constant(name: str) -> Any:
 
 def _exact_loads(body: bytes) -> Any:
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(body, parse_constant=_reject_constant)
     except RecursionError as error:
         raise JsonError("body is not valid JSON: nested too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
         if isinstance(error, JsonError):
             raise
         raise JsonError(f"body is not valid JSON: {error}") from error
+    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
+        raise JsonError(
+            "body is not valid JSON: a lone surrogate escape (\\ud800-\\udfff) is not a "
+            "Unicode character"
+        )
+    return value
+
+
+# The standard library reads "\\ud800" alone as a string no encoder can write again;
+# orjson and msgspec refuse it. A pair is one character: only a lone half is refused.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a key or string anywhere in `value` holds half a UTF-16 pair (iteratively:
+    the value may be nested as deep as the parser allows)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # Real servers the integration tests start: CNCF distribution, redis, htpasswd, a forward
 # proxy; promtool (Debian's prometheus package) to check the alert rules; and what builds
 # and runs the image (tests/image): buildah, mmdebstrap, runc, and qemu-user-static with
-# arch-test for the arm64 image on an amd64 machine.
+# arch-test for the arm64 image on an amd64 machine; chromium renders `archfit audit -o html`
+# headless (tests/support/browser.py).
 packages=(docker-registry redis-server apache2-utils tinyproxy prometheus buildah mmdebstrap
-          runc qemu-user-static arch-test)
+          runc qemu-user-static arch-test chromium)
 sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
 missing=()
 for pkg in "${packages[@]}"; do

@@ -4,5 +4,5 @@
 data out); `resolve` looks images up, `render` writes the report, `run` wires them together.
 """
 
-FORMATS = ("table", "json", "csv", "markdown")
+FORMATS = ("table", "json", "csv", "markdown", "html")
 """The report formats of `archfit audit -o` (audit.render writes each)."""

@@ -47,23 +47,26 @@ def find(
     owners: Owners,
     node_arch: Mapping[str, str],
 ) -> list[Breakage]:
-    """Every broken pod and image, once, from statuses first and then events."""
-    by_name = {(_meta(pod, "namespace"), _meta(pod, "name")): pod for pod in pods}
+    """Every broken pod and image, once, from statuses first and then events.
+
+    An event belongs to the pod whose uid it names, as `kubectl describe` matches them: a pod
+    recreated under the same name (a StatefulSet's) is not broken by its predecessor's events.
+    """
+    pods = list(pods)
+    by_uid = {_meta(pod, "uid"): pod for pod in pods if _meta(pod, "uid")}
     found: dict[tuple[str, str, str, str], Breakage] = {}
-    for pod in by_name.values():
+    for pod in pods:
         for image, symptom, message in _from_status(pod):
             _add(found, pod, image, symptom, message, owners, node_arch)
     for event in events:
         involved = event.get("involvedObject") or {}
         if involved.get("kind") != "Pod":
             continue
-        subject = by_name.get(
-            (str(involved.get("namespace") or ""), str(involved.get("name") or ""))
-        )
+        subject = by_uid.get(str(involved.get("uid") or ""))
         text = str(event.get("message") or "")
         problem = _problem(text)
         if subject is None or problem is None:
-            continue  # a pod that is gone is not broken now
+            continue  # a pod that is gone, or an earlier one of the same name, is not broken now
         image = _image_of_event(subject, str(involved.get("fieldPath") or ""), text)
         _add(found, subject, image, problem, text, owners, node_arch)
     return sorted(found.values(), key=lambda b: (b.namespace, b.pod, b.image, b.problem))

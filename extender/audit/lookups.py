@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
+from extender.audit.budget import PullBudget
 from extender.audit.report import Lookups
 from extender.audit.workloads import Workload
-from extender.placement import Resolved, Unknown
+from extender.platforms import Resolved, Unknown, describe_failure
 from extender.pods import PullSecretsRef
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse
-from extender.resolution import PlatformResolver, describe_failure
+from extender.resolution import PlatformResolver
 
 Pair = tuple[str, PullSecretsRef]
 
@@ -35,31 +36,56 @@ def distinct_pairs(workloads: Iterable[Workload]) -> list[Pair]:
     return list(pairs)
 
 
+class Looker:
+    """Looks images up, at most `per_host` at a time per registry host, within `budget`;
+    never raises for an image's trouble: a failure becomes Unknown with its reason."""
+
+    def __init__(
+        self,
+        resolver: PlatformResolver,
+        per_host: int,
+        budget: PullBudget | None = None,
+        on_done: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._resolver = resolver
+        self._per_host = per_host
+        self._budget = budget
+        self._on_done = on_done
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    async def one(self, image: str, pull: PullSecretsRef) -> Resolved:
+        """The image's platforms, or Unknown with why."""
+        try:
+            ref = parse(image)
+        except RegistryError as error:
+            self._on_done()
+            return Unknown(describe_failure(error))
+        gate = self._gates.setdefault(ref.domain, asyncio.Semaphore(self._per_host))
+        try:
+            async with gate:
+                if self._budget is None:
+                    return await self._resolver.platforms(image, pull)
+                with self._budget.spend(ref.api_host) as refused:
+                    if refused is not None:
+                        return Unknown(refused)
+                    return await self._resolver.platforms(image, pull)
+        except Exception as error:  # any failure means "cannot tell", never "unsupported"
+            return Unknown(describe_failure(error))
+        finally:
+            self._on_done()
+
+    async def all(self, pairs: Iterable[Pair]) -> Lookups:
+        """Every pair's answer."""
+        pairs = list(pairs)
+        outcomes = await asyncio.gather(*(self.one(image, pull) for image, pull in pairs))
+        return dict(zip(pairs, outcomes, strict=True))
+
+
 async def look_up(
     resolver: PlatformResolver,
     pairs: Iterable[Pair],
     per_host: int,
     on_done: Callable[[], None] = lambda: None,
 ) -> Lookups:
-    """Resolve every pair, at most `per_host` at a time per registry host; never raises
-    for an image's trouble: a failure becomes Unknown with its reason."""
-    gates: dict[str, asyncio.Semaphore] = {}
-
-    async def one(image: str, pull: PullSecretsRef) -> Resolved:
-        try:
-            host = parse(image).domain
-        except RegistryError as error:
-            on_done()
-            return Unknown(describe_failure(error))
-        gate = gates.setdefault(host, asyncio.Semaphore(per_host))
-        try:
-            async with gate:
-                return await resolver.platforms(image, pull)
-        except Exception as error:  # any failure means "cannot tell", never "unsupported"
-            return Unknown(describe_failure(error))
-        finally:
-            on_done()
-
-    pairs = list(pairs)
-    outcomes = await asyncio.gather(*(one(image, pull) for image, pull in pairs))
-    return dict(zip(pairs, outcomes, strict=True))
+    """Resolve every pair, at most `per_host` at a time per registry host (Looker)."""
+    return await Looker(resolver, per_host, on_done=on_done).all(pairs)

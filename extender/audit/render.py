@@ -1,24 +1,28 @@
-"""The audit report as a terminal table (rich), JSON, CSV or Markdown.
+"""The audit report as a terminal table (rich), JSON, CSV or Markdown (HTML: html_report).
 
 Image names, reasons and kubelet messages come from the cluster, written by anyone who can
-create a pod: every cell is made printable, rich markup is never interpreted, and Markdown
-pipes are escaped, so a hostile name cannot forge rows or styles.
+create a pod: every cell is made printable, rich markup is never interpreted, Markdown
+special characters are escaped and CSV cells never start a formula, so a hostile name cannot
+forge rows, styles, links or spreadsheet formulas. JSON stays exact.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TextIO
 
 import orjson
 from rich import box
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from extender.audit.report import BLOCKED, READY, Report, WorkloadReport, document
+from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
 from extender.registry.errors import snippet
 from extender.tables import print_table
 
@@ -39,74 +43,169 @@ def write(report: Report, output: str, out: TextIO) -> None:
         out.write(as_csv(report))
     elif output == "markdown":
         out.write(as_markdown(report))
+    elif output == "html":
+        from extender.audit import fleet_report, html_report  # they build on this module
+
+        out.write(html_report.page(fleet_report.single(report)))
     else:
-        print_table(Group(*table_parts(report)), out)
+        write_table(report, out)
 
 
 def headline(report: Report) -> list[str]:
     """The summary in a few sentences, shared by the table and Markdown."""
     s = report.summary
+    # Figures that a missing right makes bounds say so where they are printed.
+    at_least = "at least " if s.bounded("brokenNow") else ""
+    at_most = "at most " if s.bounded("movableVcpu") else ""
     lines = [
         f"Ready for arm64: {s.ready} of {s.workloads} workloads ({_percent(s.ready_share)}), "
         f"{_vcpu(s.ready_cpu_millis)} of {_vcpu(s.cpu_millis)} requested vCPU "
         f"({_percent(s.ready_cpu_share)}).",
         f"Blocked: {s.blocked}. Unknown (images that could not be read): {s.unknown}. "
-        f"Broken now: {s.broken}.",
+        f"Broken now: {at_least}{s.broken}.",
     ]
     discount = f"{s.pricing.arm64_discount:.0%}"
     if s.monthly_saving is not None:
         lines.append(
-            f"Estimated saving: {s.monthly_saving:,.2f} a month, moving "
-            f"{_vcpu(s.movable_cpu_millis)} vCPU at {s.pricing.price_per_vcpu_hour:g} a "
-            f"vCPU-hour and a {discount} arm64 discount."
+            f"Estimated saving: {at_most}{s.monthly_saving:,.2f} a month, moving "
+            f"{at_most}{_vcpu(s.movable_cpu_millis)} vCPU at {s.pricing.price_per_vcpu_hour:g} "
+            f"a vCPU-hour and a {discount} arm64 discount."
         )
     else:
         lines.append(
-            f"Movable now: {_vcpu(s.movable_cpu_millis)} vCPU; give --price-per-vcpu-hour "
-            f"for the saving at a {discount} arm64 discount."
+            f"Movable now: {at_most}{_vcpu(s.movable_cpu_millis)} vCPU; give "
+            f"--price-per-vcpu-hour for the saving at a {discount} arm64 discount."
         )
+    lines += [left_out_line(item) for item in s.left_out]
     return lines
 
 
-def table_parts(report: Report) -> list[RenderableType]:
-    """Tables for a terminal: summary, workloads, blockers, unknown images, broken pods."""
-    parts: list[RenderableType] = [Text(line) for line in headline(report)]
-    workloads = _table("NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY", "PODS NOW",
-                       "VCPU", "MEMORY", title="Workloads")  # fmt: skip
-    for w in report.workloads:
-        key = w.workload.key
-        workloads.add_row(
-            *_cells(key.namespace, key.kind, key.name),
-            Text(w.verdict, style=_STYLE.get(w.verdict, "yellow")),
-            *_cells(
-                _runs_on(w),
-                _why(w) or "-",
-                _running(w.running),
-                _vcpu(w.cpu_millis),
-                _memory(w.memory_bytes),
-            ),
-        )
-    parts.append(workloads)
+def left_out_line(item: LeftOut) -> str:
+    """What was not read and what that does to the figures: on stderr and in the summary."""
+    return f"Not read: {item.kind}s ({snippet(item.reason, 200)}); {item.effect}."
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """One table of the terminal report: its rows as printable, cut cells."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: list[list[str]]
+    verdict_column: int | None = None
+    """The column to colour by verdict on a terminal."""
+
+    @property
+    def widths(self) -> list[int]:
+        widths = [cell_len(h) for h in self.headers]
+        for row in self.rows:
+            for index, cell in enumerate(row):
+                widths[index] = max(widths[index], cell_len(cell))
+        return widths
+
+
+def _sections(report: Report) -> Iterator[_Section]:
+    def cells(*values: str) -> list[str]:
+        return [snippet(value, _CELL) for value in values]
+
+    yield _Section(
+        "Workloads",
+        ("NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY", "PODS NOW", "VCPU", "MEMORY"),
+        [
+            cells(w.workload.key.namespace, w.workload.key.kind, w.workload.key.name,
+                  w.verdict, _runs_on(w), _why(w) or "-", _running(w.running),
+                  _vcpu(w.cpu_millis), _memory(w.memory_bytes))
+            for w in report.workloads
+        ],
+        verdict_column=3,
+    )  # fmt: skip
     if report.blockers:
-        blockers = _table("IMAGE", "HAS", "WORKLOADS", "VCPU",
-                          title="Images that block arm64, most workloads first")  # fmt: skip
-        for b in report.blockers:
-            blockers.add_row(*_cells(b.image, _platforms(b.platforms), str(b.workloads),
-                                     _vcpu(b.cpu_millis)))  # fmt: skip
-        parts.append(blockers)
+        action = ("ACTION",) if report.hints else ()
+        yield _Section(
+            "Images that block arm64, most workloads first",
+            ("IMAGE", "HAS", "WORKLOADS", "VCPU", *action),
+            [cells(b.image, _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis),
+                   *_action(report, b.image))
+             for b in report.blockers],
+        )  # fmt: skip
     if report.unknown_images:
-        unknown = _table("IMAGE", "REASON", "WORKLOADS", title="Images that could not be read")
-        for u in report.unknown_images:
-            unknown.add_row(*_cells(u.image, u.reason, str(u.workloads)))
-        parts.append(unknown)
+        yield _Section(
+            "Images that could not be read",
+            ("IMAGE", "REASON", "WORKLOADS"),
+            [cells(u.image, u.reason, str(u.workloads)) for u in report.unknown_images],
+        )
     if report.broken:
-        broken = _table("POD", "IMAGE", "NODE", "PROBLEM", title="Broken now")
-        for item in report.broken:
-            node = f"{item.node or '-'} ({item.node_arch})"
-            broken.add_row(*_cells(f"{item.namespace}/{item.pod}", item.image, node, item.problem))
-        parts.append(broken)
-    parts += [Text(f"skipped: {snippet(reason, 300)}") for reason in report.skipped]
-    return parts
+        yield _Section(
+            "Broken now",
+            ("POD", "IMAGE", "NODE", "PROBLEM"),
+            [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
+                   b.problem) for b in report.broken],
+        )  # fmt: skip
+
+
+def _footer(report: Report) -> list[str]:
+    return [f"skipped: {snippet(reason, 300)}" for reason in report.skipped]
+
+
+def write_table(report: Report, out: TextIO) -> None:
+    """The terminal report: rich on a terminal; plain aligned lines, streamed, elsewhere."""
+    if out.isatty():
+        for part in table_parts(report):
+            print_table(part, out)
+        return
+    # rich lays a table out whole, with every cell an object: 50,000 workloads took 40 s
+    # and 400 MB. Plain lines, written as they are made, look the same in a file.
+    out.write("".join(line + "\n" for line in headline(report)))
+    for section in _sections(report):
+        widths = section.widths
+        out.write(f"\n{section.title}\n")
+        out.write(_plain_row(section.headers, widths))
+        out.write(_plain_row(["─" * width for width in widths], widths))
+        for row in section.rows:
+            out.write(_plain_row(row, widths))
+    out.write("".join(line + "\n" for line in _footer(report)))
+
+
+def _plain_row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    padded = [
+        cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, widths, strict=True)
+    ]
+    return ("  " + "  ".join(padded)).rstrip() + "\n"
+
+
+def table_parts(report: Report) -> Iterator[RenderableType]:
+    """Tables for a terminal, each long one in chunks of rows with the same column widths."""
+    yield Group(*(Text(line) for line in headline(report)))
+    for section in _sections(report):
+        yield from _chunked_table(section)
+    for line in _footer(report):
+        yield Text(line)
+
+
+_CHUNK_ROWS = 1000
+
+
+def _chunked_table(section: _Section) -> Iterator[Table]:
+    widths = section.widths
+    for start in range(0, max(len(section.rows), 1), _CHUNK_ROWS):
+        first = start == 0
+        table = Table(
+            title=section.title if first else None,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            highlight=False,
+            show_header=first,
+        )
+        for header, width in zip(section.headers, widths, strict=True):
+            table.add_column(header, overflow="fold", width=width)
+        for row in section.rows[start : start + _CHUNK_ROWS]:
+            # Text, not str: rich would read "[red]" in an image name as markup.
+            texts = [Text(cell) for cell in row]
+            if section.verdict_column is not None:
+                verdict = row[section.verdict_column]
+                texts[section.verdict_column].stylize(_STYLE.get(verdict, "yellow"))
+            table.add_row(*texts)
+        yield table
 
 
 def as_markdown(report: Report) -> str:
@@ -114,12 +213,12 @@ def as_markdown(report: Report) -> str:
     parts = ["## arm64 readiness", "", *(f"- {line}" for line in headline(report)), ""]
     rows = [
         (
-            f"{w.workload.key.namespace}/{w.workload.key.name}",
-            w.workload.key.kind,
-            f"**{w.verdict}**",
-            _runs_on(w),
-            _why(w) or "-",
-            _running(w.running),
+            _md(f"{w.workload.key.namespace}/{w.workload.key.name}"),
+            _md(w.workload.key.kind),
+            f"**{_md(w.verdict)}**",
+            _md(_runs_on(w)),
+            _md(_why(w) or "-"),
+            _md(_running(w.running)),
             _vcpu(w.cpu_millis),
         )
         for w in report.workloads
@@ -129,22 +228,23 @@ def as_markdown(report: Report) -> str:
     )
     if report.blockers:
         parts += _markdown_table(
-            ("image", "has", "workloads", "vCPU"),
-            [(_code(b.image), _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis))
+            ("image", "has", "workloads", "vCPU", *(("action",) if report.hints else ())),
+            [(_code(b.image), _md(_platforms(b.platforms)), str(b.workloads),
+              _vcpu(b.cpu_millis), *(_md(a) for a in _action(report, b.image)))
              for b in report.blockers],
             "Images that block arm64, most workloads first",
         )  # fmt: skip
     if report.unknown_images:
         parts += _markdown_table(
             ("image", "reason", "workloads"),
-            [(_code(u.image), u.reason, str(u.workloads)) for u in report.unknown_images],
+            [(_code(u.image), _md(u.reason), str(u.workloads)) for u in report.unknown_images],
             "Images that could not be read",
         )
     if report.broken:
         parts += _markdown_table(
             ("pod", "image", "node", "problem"),
-            [(f"{b.namespace}/{b.pod}", _code(b.image), f"{b.node or '-'} ({b.node_arch})",
-              b.problem) for b in report.broken],
+            [(_md(f"{b.namespace}/{b.pod}"), _code(b.image),
+              _md(f"{b.node or '-'} ({b.node_arch})"), _md(b.problem)) for b in report.broken],
             "Broken now",
         )  # fmt: skip
     return "\n".join(parts)
@@ -159,15 +259,15 @@ def as_csv(report: Report) -> str:
         key = w.workload.key
         writer.writerow(
             [
-                key.namespace,
-                key.kind,
-                key.name,
+                _csv_cell(key.namespace),
+                _csv_cell(key.kind),
+                _csv_cell(key.name),
                 w.verdict,
-                " ".join(w.runs_on),
-                " ".join(b.image for b in w.blockers["arm64"]),
-                " ".join(b.image for b in w.blockers["amd64"]),
-                " ".join(u.image for u in w.unknown),
-                " ".join(f"{arch}={count}" for arch, count in w.running.items()),
+                _csv_cell(" ".join(w.runs_on)),
+                _csv_cell(" ".join(b.image for b in w.blockers["arm64"])),
+                _csv_cell(" ".join(b.image for b in w.blockers["amd64"])),
+                _csv_cell(" ".join(u.image for u in w.unknown)),
+                _csv_cell(" ".join(f"{arch}={count}" for arch, count in w.running.items())),
                 w.workload.replicas,
                 f"{w.cpu_millis / 1000:g}",
                 w.memory_bytes,
@@ -192,10 +292,32 @@ def _runs_on(w: WorkloadReport) -> str:
 
 
 def _code(image: str) -> str:
-    return "`" + image.replace("`", "'") + "`"
+    # A code span renders no links or HTML; only its own delimiter and the table's need care.
+    return "`" + snippet(image, 300).replace("`", "'").replace("|", "\\|") + "`"
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP, CSV Injection)."""
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&])")
+"""ASCII punctuation CommonMark lets a backslash escape: links, HTML, emphasis, autolinks
+(`http\\://` is no link) and table pipes all lose their meaning."""
+
+
+def _csv_cell(text: str) -> str:
+    """A cell no spreadsheet runs: control characters (ESC, CR, U+202E ...) become spaces,
+    and a cell that starts like a formula gets a leading `'` (OWASP's rule)."""
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _md(text: str) -> str:
+    """Cluster text as inert Markdown: printable, cut, every special character escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", snippet(text, 300))
 
 
 def _table(*headers: str, title: str) -> Table:
+    """An empty rich table of the report's look (the multi-cluster tables build their own)."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, highlight=False)
     for header in headers:
         table.add_column(header, overflow="fold")
@@ -214,7 +336,8 @@ def _markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]], title
 
 
 def _markdown_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(snippet(c, 300).replace("|", "\\|") for c in cells) + " |"
+    # Cells come escaped (_md, _code) or are archfit's own text.
+    return "| " + " | ".join(cells) + " |"
 
 
 def _platforms(platforms: Sequence[str]) -> str:
@@ -238,3 +361,22 @@ def _memory(size: int) -> str:
 
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
+
+
+def _action(report: Report, image: str) -> tuple[str, ...]:
+    """The blocker's ACTION cell when newer tags were looked up (audit.hints), else none."""
+    if not report.hints:
+        return ()
+    hint = report.hint(image)
+    return (hint.action if hint is not None else "rebuild for arm64",)
+
+
+def verdict_text(verdict: str) -> Text:
+    """A verdict, coloured for a terminal."""
+    return Text(verdict, style=_STYLE.get(verdict, "yellow"))
+
+
+# The cell helpers, shared with the multi-cluster tables (audit.render_fleet).
+table, cells, markdown_table, code, md = _table, _cells, _markdown_table, _code, _md
+csv_cell = _csv_cell
+why, runs_on, running, platforms, vcpu = _why, _runs_on, _running, _platforms, _vcpu

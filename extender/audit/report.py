@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.audit.breakage import Breakage
+from extender.audit.newer_tags import TagHint
 from extender.audit.workloads import KINDS, Workload, WorkloadKey
-from extender.placement import Resolved, Unknown
-from extender.platforms import any_accepts, normalize
+from extender.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.pods import PullSecretsRef
+from extender.registry.errors import RegistryError
+from extender.registry.reference import parse as parse_reference
 
 TARGETS = ("arm64", "amd64")
 """The architectures a workload is judged against; arm64 is the one moved to."""
@@ -97,6 +99,39 @@ class RankedUnknown:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A kind of object the audit had no right to list: the figures it feeds are bounds."""
+
+    kind: str
+    """"Node" or "Event"."""
+    reason: str
+    """The API server's answer (`403 nodes is forbidden: ...`)."""
+
+    @property
+    def figures(self) -> tuple[str, ...]:
+        """The summary figures (as `document()` names them) that are bounds, not counts."""
+        return _BOUNDED.get(self.kind, ((), ""))[0]
+
+    @property
+    def effect(self) -> str:
+        """What leaving it out does to the report, in a sentence."""
+        return _BOUNDED.get(self.kind, ((), "the report may be incomplete"))[1]
+
+
+_BOUNDED = {
+    "Node": (
+        ("movableVcpu", "monthlySaving"),
+        "where pods run is unknown, so no replica counts as on arm64 already: "
+        "movable vCPU and the saving are upper bounds",
+    ),
+    "Event": (
+        ("brokenNow",),
+        "broken pods are found from their statuses alone: broken now is a lower bound",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """The figures for a planning meeting."""
 
@@ -112,6 +147,12 @@ class Summary:
     """movable vCPU * price * HOURS_PER_MONTH * discount; None without a price."""
     pricing: Pricing
     broken: int
+    left_out: tuple[LeftOut, ...] = ()
+    """What could not be read; LeftOut.figures names the figures that are bounds."""
+
+    def bounded(self, figure: str) -> bool:
+        """Whether `figure` (a `document()` summary key) is a bound because of what is left out."""
+        return any(figure in item.figures for item in self.left_out)
 
     @property
     def ready_share(self) -> float | None:
@@ -134,6 +175,12 @@ class Report:
     broken: tuple[Breakage, ...]
     skipped: tuple[str, ...] = field(default=())
     """Workloads that could not be read, each with the reason."""
+    hints: Mapping[str, TagHint] = field(default_factory=dict)
+    """Newer tags of blocking images that run on arm64, by `same_image` (audit.hints)."""
+
+    def hint(self, image: str) -> TagHint | None:
+        """The newer-tag hint for a blocker, if one was looked up."""
+        return self.hints.get(same_image(image))
 
 
 def judge(
@@ -182,6 +229,7 @@ def build(
     *,
     skipped: Sequence[str] = (),
     loose: bool = False,
+    left_out: Sequence[LeftOut] = (),
 ) -> Report:
     """Judge every workload and sum up."""
     broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
@@ -193,7 +241,7 @@ def build(
         for w in ordered
     )
     return Report(
-        summary=_summary(reports, pricing, len(broken)),
+        summary=_summary(reports, pricing, len(broken), tuple(left_out)),
         workloads=reports,
         blockers=_rank_blockers(reports),
         unknown_images=_rank_unknown(reports),
@@ -207,7 +255,12 @@ def _order(workload: Workload) -> tuple[str, int, str]:
     return key.namespace, KINDS.index(key.kind) if key.kind in KINDS else len(KINDS), key.name
 
 
-def _summary(reports: Sequence[WorkloadReport], pricing: Pricing, broken: int) -> Summary:
+def _summary(
+    reports: Sequence[WorkloadReport],
+    pricing: Pricing,
+    broken: int,
+    left_out: tuple[LeftOut, ...] = (),
+) -> Summary:
     verdicts = Counter(report.verdict for report in reports)
     ready = [report for report in reports if report.verdict == READY]
     movable = sum(
@@ -230,6 +283,7 @@ def _summary(reports: Sequence[WorkloadReport], pricing: Pricing, broken: int) -
         monthly_saving=saving,
         pricing=pricing,
         broken=broken,
+        left_out=left_out,
     )
 
 
@@ -237,24 +291,47 @@ def _rank_blockers(reports: Sequence[WorkloadReport]) -> tuple[RankedBlocker, ..
     counts: Counter[str] = Counter()
     cpu: Counter[str] = Counter()
     platforms: dict[str, tuple[str, ...]] = {}
+    spellings: dict[str, Counter[str]] = {}
     for report in reports:
         for blocker in report.blockers["arm64"]:
-            counts[blocker.image] += 1
-            cpu[blocker.image] += report.cpu_millis
-            platforms[blocker.image] = blocker.platforms
-    ranked = sorted(counts, key=lambda image: (-counts[image], -cpu[image], image))
-    return tuple(RankedBlocker(i, platforms[i], counts[i], cpu[i]) for i in ranked)
+            key = same_image(blocker.image)
+            counts[key] += 1
+            cpu[key] += report.cpu_millis
+            platforms[key] = blocker.platforms
+            spellings.setdefault(key, Counter())[blocker.image] += 1
+    ranked = sorted(counts, key=lambda key: (-counts[key], -cpu[key], key))
+    return tuple(
+        RankedBlocker(_shown(spellings[k]), platforms[k], counts[k], cpu[k]) for k in ranked
+    )
 
 
 def _rank_unknown(reports: Sequence[WorkloadReport]) -> tuple[RankedUnknown, ...]:
     counts: Counter[str] = Counter()
     reasons: dict[str, str] = {}
+    spellings: dict[str, Counter[str]] = {}
     for report in reports:
         for item in report.unknown:
-            counts[item.image] += 1
-            reasons.setdefault(item.image, item.reason)
-    ranked = sorted(counts, key=lambda image: (-counts[image], image))
-    return tuple(RankedUnknown(i, reasons[i], counts[i]) for i in ranked)
+            key = same_image(item.image)
+            counts[key] += 1
+            reasons.setdefault(key, item.reason)
+            spellings.setdefault(key, Counter())[item.image] += 1
+    ranked = sorted(counts, key=lambda key: (-counts[key], key))
+    return tuple(RankedUnknown(_shown(spellings[k]), reasons[k], counts[k]) for k in ranked)
+
+
+def same_image(image: str) -> str:
+    """One key for every spelling of an image (`legacy-app:2`, `docker.io/library/legacy-app:2`,
+    `index.docker.io/library/legacy-app:2`): its normalised reference, or the text itself
+    when it is no reference at all."""
+    try:
+        return str(parse_reference(image))
+    except RegistryError:
+        return image
+
+
+def _shown(spellings: Counter[str]) -> str:
+    """The spelling most workloads use (then the shortest): what a search of manifests finds."""
+    return min(spellings, key=lambda text: (-spellings[text], len(text), text))
 
 
 def document(report: Report) -> dict[str, Any]:
@@ -275,6 +352,10 @@ def document(report: Report) -> dict[str, Any]:
             "arm64Discount": summary.pricing.arm64_discount,
             "monthlySaving": summary.monthly_saving,
             "brokenNow": summary.broken,
+            "leftOut": [
+                {"kind": item.kind, "reason": item.reason, "bounds": list(item.figures)}
+                for item in summary.left_out
+            ],
         },
         "blockers": [
             {
@@ -282,6 +363,7 @@ def document(report: Report) -> dict[str, Any]:
                 "platforms": list(b.platforms),
                 "workloads": b.workloads,
                 "vcpu": b.cpu_millis / 1000,
+                **hint_document(report.hint(b.image)),
             }
             for b in report.blockers
         ],
@@ -292,6 +374,17 @@ def document(report: Report) -> dict[str, Any]:
         "workloads": [_workload_document(w) for w in report.workloads],
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
+    }
+
+
+def hint_document(hint: TagHint | None) -> dict[str, Any]:
+    """A blocker's newer-tag fields: none when no hint was looked up."""
+    if hint is None:
+        return {}
+    return {
+        "arm64FromTag": hint.arm64_tag,
+        "newerTagsChecked": list(hint.checked),
+        "action": hint.action,
     }
 
 

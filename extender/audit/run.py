@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -16,8 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from extender.audit import breakage, render
-from extender.audit.lookups import Pair, distinct_pairs, look_up
-from extender.audit.report import Lookups, Pricing, Report, build
+from extender.audit.lookups import Pair, distinct_pairs
+from extender.audit.newer_tags import LIMIT as NEWER_TAGS
+from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
+from extender.audit.resolving import Resolution
 from extender.audit.workloads import (
     Owners,
     Workload,
@@ -42,6 +45,8 @@ class AuditOptions:
     output: str = "table"
     fail_on_blockers: bool = False
     pricing: Pricing = field(default_factory=Pricing)
+    newer_tags: int = NEWER_TAGS
+    """Newer tags looked up per arm64 blocker with a version tag; 0: none (audit.hints)."""
 
 
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
@@ -66,8 +71,9 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
             return 2
         workloads, skipped = parse_workloads(fleet.workloads)
         pairs = distinct_pairs(workloads)
-        with _progress(err, len(pairs)) as advance:
-            lookups = asyncio.run(_look_up(settings, api, pairs, advance))
+        with progress(err, len(pairs)) as advance:
+            resolution = asyncio.run(_look_up(settings, api, pairs, advance, options, err))
+        lookups = resolution.lookups
     finally:
         api.close()
     report = judge_fleet(
@@ -81,7 +87,11 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         skipped=skipped,
         only_audited=bool(options.selector),
         loose=settings.policy.loose_matching,
+        left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
     )
+    report = dataclasses.replace(report, hints=resolution.hints)
+    for item in report.summary.left_out:
+        print(f"archfit: {render.left_out_line(item)}", file=err)
     render.write(report, options.output, out)
     return 1 if options.fail_on_blockers and report.summary.blocked else 0
 
@@ -113,6 +123,7 @@ def judge_fleet(
     skipped: Sequence[str] = (),
     only_audited: bool = False,
     loose: bool = False,
+    left_out: Sequence[LeftOut] = (),
 ) -> Report:
     """Attribute pods to workloads, find what is broken now, and build the report."""
     owners = Owners(workloads, intermediates)
@@ -129,22 +140,31 @@ def judge_fleet(
         pricing,
         skipped=skipped,
         loose=loose,
+        left_out=left_out,
     )
 
 
 async def _look_up(
-    settings: Settings, api: Any, pairs: Sequence[Pair], advance: Callable[[], None]
-) -> Lookups:
+    settings: Settings,
+    api: Any,
+    pairs: Sequence[Pair],
+    advance: Callable[[], None],
+    options: AuditOptions,
+    err: TextIO,
+) -> Resolution:
+    from extender.audit.clusters import look_up_with
+    from extender.metrics import Metrics
     from extender.services import registry_resolver
 
+    metrics = Metrics()  # for what registries say of their pull limits (audit.budget)
     async with registry_resolver(
-        settings, None, api, queue_secret_reads=_SECRET_LOOKUPS
+        settings, metrics, api, queue_secret_reads=_SECRET_LOOKUPS
     ) as resolver:
-        return await look_up(resolver, pairs, settings.registry.max_connections_per_host, advance)
+        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
 
 
 @contextlib.contextmanager
-def _progress(err: TextIO, total: int) -> Iterator[Callable[[], None]]:
+def progress(err: TextIO, total: int) -> Iterator[Callable[[], None]]:
     """A progress bar on stderr while images resolve, only when stderr is a terminal."""
     if not (err.isatty() and total):
         yield lambda: None

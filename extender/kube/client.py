@@ -1,13 +1,14 @@
 """Building a Kubernetes API client from settings (in-cluster, kubeconfig, or none).
 
 `kubernetes` is imported only once a client is really built: with `kubernetes.mode: off`
-(or `auto` outside a cluster) archfit never loads it (~20 MB and ~0.4 s of start-up).
+(or `auto` with nothing to use) archfit never loads it (~20 MB and ~0.4 s of start-up).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from extender.config import KubernetesSettings
@@ -16,36 +17,77 @@ from extender.kube.errors import KubeConfigError
 if TYPE_CHECKING:
     from kubernetes import client
 
-__all__ = ["KubeConfigError", "build_api_client", "current_namespace", "resolved_mode"]
+__all__ = [
+    "KubeConfigError",
+    "access",
+    "build_api_client",
+    "context_names",
+    "current_namespace",
+    "resolved_mode",
+]
+
+_DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
-def resolved_mode(settings: KubernetesSettings, *, required: bool = False) -> str:
-    """`in-cluster`, `kubeconfig` or `off`: what `auto` means here, and the others as set.
+def access(settings: KubernetesSettings) -> tuple[str, str]:
+    """(`in-cluster` | `kubeconfig` | `off`, why): how archfit reaches the API server here.
 
-    `required` (a command that only reads the cluster): `auto` outside a cluster falls back
-    to the default kubeconfig as kubectl does.
+    `auto` means the same for every command, what an operator expects of a tool that runs
+    both in a pod and on a laptop: `kubernetes.kubeconfig` if set; else, in a pod, its
+    service account; else $KUBECONFIG; else ~/.kube/config if it exists; else off.
     """
     mode = settings.mode
-    if mode == "auto":
-        # Inside a pod the service-account token is mounted and this env var is set.
-        mode = "in-cluster" if os.environ.get("KUBERNETES_SERVICE_HOST") else "off"
-        if settings.kubeconfig or (required and mode == "off"):
-            mode = "kubeconfig"
-    return mode
+    if mode != "auto":
+        return mode, f"kubernetes.mode is {mode}"
+    if settings.kubeconfig:
+        return "kubeconfig", f"kubernetes.kubeconfig is {settings.kubeconfig}"
+    # Inside a pod the service-account token is mounted and this env var is set.
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "in-cluster", "in a pod (KUBERNETES_SERVICE_HOST is set): its service account"
+    if os.environ.get("KUBECONFIG"):
+        return "kubeconfig", f"$KUBECONFIG is {os.environ['KUBECONFIG']}"
+    default = Path(_DEFAULT_KUBECONFIG).expanduser()
+    if default.is_file():
+        return "kubeconfig", f"{default} exists"
+    return "off", (
+        "kubernetes.mode is auto and there is no service account (KUBERNETES_SERVICE_HOST is "
+        f"unset), no $KUBECONFIG and no {default}"
+    )
+
+
+def _kubeconfig(settings: KubernetesSettings) -> str:
+    """The kubeconfig file(s) to read, as kubectl picks them. Read now, not at import: the
+    client library reads $KUBECONFIG once, when it is first imported. Raises KubeConfigError
+    naming them when none exists (the client says only "Invalid kube-config file. No
+    configuration found.")."""
+    if settings.kubeconfig:
+        chosen, origin = settings.kubeconfig, "kubernetes.kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        chosen, origin = os.environ["KUBECONFIG"], "$KUBECONFIG"
+    else:
+        chosen, origin = str(Path(_DEFAULT_KUBECONFIG).expanduser()), "the default"
+    paths = [p for p in chosen.split(os.pathsep) if p]
+    if not any(Path(p).expanduser().is_file() for p in paths):
+        raise KubeConfigError(f"no kubeconfig file at {', '.join(paths)} ({origin})")
+    return chosen
+
+
+def resolved_mode(settings: KubernetesSettings) -> str:
+    """`in-cluster`, `kubeconfig` or `off`: what `auto` means here (`access`)."""
+    return access(settings)[0]
 
 
 def build_api_client(
     settings: KubernetesSettings, *, required: bool = False
 ) -> client.ApiClient | None:
-    """An ApiClient, or None when Kubernetes access is off (or `auto` outside a cluster).
+    """An ApiClient, or None when Kubernetes access is off (`access`).
 
-    `required` (a command that only reads the cluster): `auto` outside a cluster falls back
-    to the default kubeconfig as kubectl does, and `off` is an error.
+    `required` (a command that only reads the cluster): no access is an error saying why.
     """
-    mode = resolved_mode(settings, required=required)
+    mode, why = access(settings)
     if mode == "off":
         if required:
-            raise KubeConfigError("kubernetes.mode is off, and this command reads the cluster")
+            raise KubeConfigError(f"{why}, and this command reads the cluster")
         return None
     from kubernetes import client, config
 
@@ -55,12 +97,12 @@ def build_api_client(
             config.load_incluster_config(client_configuration=configuration)
         else:
             config.load_kube_config(
-                config_file=_kubeconfig(settings.kubeconfig),
+                config_file=_kubeconfig(settings),
                 context=settings.context or None,
                 client_configuration=configuration,
             )
     except (config.ConfigException, OSError) as error:
-        raise KubeConfigError(f"kubernetes.mode={settings.mode}: {error}") from error
+        raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
     # own deadlines and retry loops, so one attempt is enough. A command that only reads
     # the cluster makes none: a refused connection is one line, not a retry warning first.
@@ -69,22 +111,6 @@ def build_api_client(
     if required:
         _check_reachable(api, configuration.host)
     return api
-
-
-def _kubeconfig(path: str) -> str:
-    """The kubeconfig file(s) to read: `path`, else $KUBECONFIG as it is now (the client
-    reads it once, at import), else ~/.kube/config. Raises KubeConfigError naming them when
-    none exists (the client says only "Invalid kube-config file. No configuration found.")."""
-    if path:
-        chosen, origin = path, "kubernetes.kubeconfig"
-    elif os.environ.get("KUBECONFIG"):
-        chosen, origin = os.environ["KUBECONFIG"], "$KUBECONFIG"
-    else:
-        chosen, origin = "~/.kube/config", "the default"
-    paths = [p for p in chosen.split(os.pathsep) if p]
-    if not any(os.path.isfile(os.path.expanduser(p)) for p in paths):
-        raise KubeConfigError(f"no kubeconfig file at {', '.join(paths)} ({origin})")
-    return chosen
 
 
 def _check_reachable(api: client.ApiClient, host: str) -> None:
@@ -111,20 +137,27 @@ def current_namespace(settings: KubernetesSettings) -> str:
     else `default`."""
     from kubernetes import config
 
-    in_cluster = settings.mode == "in-cluster" or (
-        settings.mode == "auto"
-        and not settings.kubeconfig
-        and os.environ.get("KUBERNETES_SERVICE_HOST")
-    )
     try:
-        if in_cluster:
+        if resolved_mode(settings) == "in-cluster":
             with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
                 return file.read().strip() or "default"
-        contexts, active = config.list_kube_config_contexts(
-            config_file=_kubeconfig(settings.kubeconfig)
-        )
+        contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
     except (config.ConfigException, OSError, KubeConfigError):
         return "default"  # building the client reports what is wrong with the config
     if settings.context:
         active = next((c for c in contexts if c.get("name") == settings.context), None)
     return str((active or {}).get("context", {}).get("namespace") or "default")
+
+
+def context_names(settings: KubernetesSettings) -> list[str]:
+    """Every context of the kubeconfig file(s), in file order (`archfit audit --all-contexts`).
+
+    Raises KubeConfigError when the kubeconfig cannot be read.
+    """
+    from kubernetes import config
+
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
+    except (config.ConfigException, OSError) as error:
+        raise KubeConfigError(f"cannot list kubeconfig contexts: {error}") from error
+    return [str(context["name"]) for context in contexts or ()]

@@ -17,6 +17,7 @@ from kubernetes import client
 
 _PAGE = 500
 _NOT_FOUND = 404
+_DENIED = (401, 403)
 
 # kind → (API group class, namespaced list method, all-namespaces list method)
 _LISTS: dict[str, tuple[Callable[[client.ApiClient], Any], str, str]] = {
@@ -68,6 +69,9 @@ class Fleet:
     nodes: list[dict[str, Any]]
     events: list[dict[str, Any]]
     """Events about pods."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Kind ("Event", "Node") → the API server's answer, for what the identity may not list:
+    the audit goes on without them (extender.audit.report.LeftOut)."""
 
 
 def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
@@ -76,15 +80,16 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
     def read(kind: str, selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
         return _list(api, kind, scope, selector, field_selector, timeout_seconds)
 
+    left_out: dict[str, str] = {}
+
     def events() -> list[dict[str, Any]]:
         """Events only add to "broken now"; without the right to list them, statuses remain."""
         try:
             return read("Event", field_selector="involvedObject.kind=Pod")
         except FleetError as error:
-            if isinstance(error.__cause__, client.ApiException) and error.__cause__.status in (
-                401,
-                403,
-            ):
+            cause = error.__cause__
+            if isinstance(cause, client.ApiException) and cause.status in _DENIED:
+                left_out["Event"] = _api_reason(cause)
                 return []
             raise
 
@@ -105,8 +110,9 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
         workloads=workloads,
         intermediates=read("ReplicaSet") + jobs,
         pods=pods,
-        nodes=_nodes(api, timeout_seconds),
+        nodes=_nodes(api, timeout_seconds, left_out),
         events=events(),
+        left_out=left_out,
     )
 
 
@@ -157,7 +163,7 @@ def _list(
             return items
 
 
-def _nodes(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
+def _nodes(api: client.ApiClient, timeout: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
     """Nodes, for their architectures; without the right to list them, none are known."""
     try:
         response: Any = client.CoreV1Api(api).list_node(
@@ -165,7 +171,8 @@ def _nodes(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
         )
         nodes: list[dict[str, Any]] = orjson.loads(response.data).get("items") or []
     except client.ApiException as error:
-        if error.status in (401, 403, _NOT_FOUND):
+        if error.status in (*_DENIED, _NOT_FOUND):
+            left_out["Node"] = _api_reason(error)
             return []  # where pods run is then counted as "unknown"
         raise FleetError(f"cannot list Nodes: {_api_reason(error)}") from error
     except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:

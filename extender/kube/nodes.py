@@ -5,7 +5,7 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
 - Each page and each watch event is decoded by msgspec into extender.node_parts' Structs,
   the same ones full-Node requests use, which hold only the fields runtimes.node_facts
-  reads: the name, three labels, the resourceVersion and three fields of status.nodeInfo.
+  reads: the name, four labels, the resourceVersion and three fields of status.nodeInfo.
   Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
   skipped by the decoder and never become Python objects, so nothing of them is left
   behind in the heap either.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -30,6 +30,7 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.kube.watching import Expired, list_watch_forever, watch_lines
 from extender.node_parts import FactsOf, NodeParts, decode_node
 from extender.platforms import Platform
 from extender.runtimes import NodeFacts
@@ -44,7 +45,6 @@ instead of 10 (measured against a real kube-apiserver; bench/memory.py measures 
 # A server-side watch timeout bounds how long the thread can block in a read, even if
 # stop() could not cut the connection.
 _WATCH_SECONDS = 30
-_BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 
 class _Failure(msgspec.Struct, frozen=True):
@@ -142,22 +142,13 @@ class NodeIndex:
             await asyncio.to_thread(self._thread.join, 1.0)
 
     def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                version = self._list()
-                failures = 0
-                while not self._stop.is_set():
-                    version = self._watch_from(version)
-            except _Expired:
-                log.info("node_watch_expired", action="relist")
-            except Exception as error:  # the thread must survive any API hiccup
-                if self._stop.is_set():
-                    break  # the connection was cut because we are stopping
-                delay = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)]
-                failures += 1
-                log.warning("node_index_error", error=_short(error), retry_in_s=delay)
-                self._stop.wait(delay)
+        list_watch_forever(
+            self._stop,
+            self._list,
+            self._watch_from,
+            log,
+            ("node_watch_expired", "node_index_error"),
+        )
 
     def _list(self) -> str:
         """List every node, a page at a time, and publish them at once; returns the version."""
@@ -187,7 +178,7 @@ class NodeIndex:
             )
         except ApiException as error:
             if error.status == 410:  # the continue token outlived etcd's compaction
-                raise _Expired from error
+                raise Expired from error
             raise
         try:
             return bytes(response.data)
@@ -208,11 +199,11 @@ class NodeIndex:
             )
         except ApiException as error:
             if error.status == 410:
-                raise _Expired from error
+                raise Expired from error
             raise
         self._response = response
         try:
-            for line in _lines(response):
+            for line in watch_lines(response):
                 version = self._apply(_decode_event(line), version)
                 if self._stop.is_set():
                     break
@@ -226,7 +217,7 @@ class NodeIndex:
         if kind == "ERROR":
             failure = _decode_failure(event.object)
             if failure.code == 410:
-                raise _Expired
+                raise Expired
             raise RuntimeError(f"watch error {failure.code}: {failure.message}")
         obj = decode_node(event.object)
         new_version = obj.resource_version or version
@@ -249,29 +240,9 @@ class NodeIndex:
 
     def _publish(self, nodes: dict[str, NodeFacts]) -> None:
         self._nodes = nodes  # one reference swap: readers see old or new, never half
-        self._platforms = frozenset(p for p, _ in nodes.values() if p is not None)
+        self._platforms = frozenset(p for p, _, _ in nodes.values() if p is not None)
         if self._on_change is not None:
             self._on_change(len(nodes))
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The non-empty lines of a streamed watch body: one JSON event each."""
-    pending = b""
-    for chunk in response.stream(decode_content=True):
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        yield from (line for line in complete if line.strip())
-    if pending.strip():
-        yield pending
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion (or a list's continue token) is too old: list again."""
-
-
-def _short(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class _ImageEntry(msgspec.Struct, frozen=True):

@@ -1,44 +1,55 @@
 """The resolver cache: wraps an ImageSource and keeps its Protocol (noe's NewCachedRegistry).
 
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
-seconds. Answers live in this process's bounded memory, and, with a Redis URL, also in
-Redis for replicas to share. Memory is asked first, so a hung or dead Redis never
-changes or slows an answer memory already has. Concurrent lookups of one key share one
-fetch (the memory tier's single flight, `extender.ttlmap`).
+seconds. A tag's last good digest outlives its tag→digest by `cache.staleIfErrorSeconds`,
+so that a registry failing after the TTL can be answered from it (see `last_digest`).
+Answers live in this process's bounded memory, and, with a Redis URL, also in Redis for
+replicas to share (and a restart to keep). Memory is asked first, so a hung or dead Redis
+never changes or slows an answer memory already has. Concurrent lookups of one key share
+one fetch (the memory tier's single flight, `extender.ttlmap`).
 
-`cache.maxEntries` counts images: a tag's digest, that digest's facts and a recent failure
-are kept in three maps of that size, so as many images keep all three.
+`cache.maxEntries` counts images: a tag's digest, the tag's last good digest, that digest's
+facts and a recent failure are kept in four maps of that size, so as many images keep all
+four.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
-import structlog
 
 from extender.metrics import Metrics
 from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
-from extender.registry.redis_tier import RedisTier
+from extender.registry.deadline import request_seconds_left, skip_remembered_failures
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
+from extender.shared import Interner
 from extender.ttlmap import TTLMap
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from extender.registry.redis_tier import RedisTier
+
 T = TypeVar("T")
 
-Kind = Literal["tag", "digest", "failure"]
-"""What a memory tier holds: a tag's digest, a digest's facts, a lookup's recent failure."""
-_KINDS: tuple[Kind, ...] = ("tag", "digest", "failure")
-_MAX_SHAPES = 1_024
-"""Distinct ImageFacts kept for sharing; a few cover nearly every image (amd64+arm64 ...)."""
+Kind = Literal["tag", "known", "digest", "failure"]
+"""What a memory tier holds: a tag's digest, the tag's last good digest (kept
+`staleIfErrorSeconds` longer), a digest's facts, a lookup's recent failure."""
+_KINDS: tuple[Kind, ...] = ("tag", "known", "digest", "failure")
+_REDIS_SUFFIX: dict[Kind, str] = {"tag": "", "known": ":known", "digest": "", "failure": ":failed"}
+"""What sets a kind's Redis keys apart. In memory each kind has its own map, so a tag's
+digest, its last good digest and its failure share one key string there."""
+_TAG_SHARE = 0.8
+"""Of the time a request has left, the share a tag's fetch may take when the tag's last good
+digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
 
 
 class Store:
@@ -46,8 +57,9 @@ class Store:
 
     Memory holds decoded values, so a warm answer costs a dict lookup; Redis holds their
     text. A failing or slow Redis is a miss, never an error. Memory keeps each kind of
-    value in its own map of `maxEntries`, so that many images keep their tag's digest,
-    their digest's facts and a recent failure all at once: the bound counts images.
+    value in its own map of `maxEntries`, so that many images keep their tag's digest, its
+    last good digest, their digest's facts and a recent failure all at once: the bound
+    counts images.
     """
 
     def __init__(
@@ -60,7 +72,12 @@ class Store:
         self._local: dict[Kind, TTLMap[str, Any]] = {
             kind: TTLMap(settings.max_entries, clock) for kind in _KINDS
         }
-        self._redis = RedisTier(settings, clock, metrics) if settings.is_redis else None
+        self._redis: RedisTier | None = None
+        if settings.is_redis:
+            # aiocache and redis-py are the `redis` extra: loaded only with a Redis URL.
+            from extender.registry.redis_tier import RedisTier
+
+            self._redis = RedisTier(settings, clock, metrics)
 
     def key(self, *parts: str) -> str:
         """A namespaced key."""
@@ -71,21 +88,32 @@ class Store:
 
         `ttl` bounds how long a value read from Redis stays in memory.
         """
-        local = self._local[kind]
-        value: T | None = local.get(key)
+        value: T | None = self._local[kind].get(key)
         if value is not None or self._redis is None:
             return value
-        found = await self._redis.get(key)
+        found = await self._from_redis(self._redis, kind, key, decode, ttl)
+        return None if found is None else found[0]
+
+    async def get_with_ttl(
+        self, kind: Kind, key: str, decode: Callable[[str], T], ttl: float
+    ) -> tuple[T, float] | None:
+        """As `get`, with the seconds the value has left."""
+        entry: tuple[T, float] | None = self._local[kind].get_with_ttl(key)
+        if entry is not None or self._redis is None:
+            return entry
+        return await self._from_redis(self._redis, kind, key, decode, ttl)
+
+    async def _from_redis(
+        self, redis: RedisTier, kind: Kind, key: str, decode: Callable[[str], T], ttl: float
+    ) -> tuple[T, float] | None:
+        """The value under `key` in Redis and its seconds left, now also kept in memory."""
+        found = await redis.get(key + _REDIS_SUFFIX[kind], decode)
         if found is None:
             return None
-        text, remaining = found
-        try:
-            decoded = decode(text)
-        except (ValueError, KeyError, TypeError):
-            log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
-            return None
-        local.put(key, decoded, min(ttl, remaining) if remaining else ttl)
-        return decoded
+        decoded, remaining = found
+        left = min(ttl, remaining) if remaining else ttl
+        self._local[kind].put(key, decoded, left)
+        return decoded, left
 
     async def set(
         self, kind: Kind, key: str, value: T, encode: Callable[[T], str], ttl: int
@@ -93,7 +121,7 @@ class Store:
         """Keep `value` for `ttl` seconds, in memory and in Redis."""
         self._local[kind].put(key, value, ttl)
         if self._redis is not None:
-            await self._redis.set(key, encode(value), ttl)
+            await self._redis.set(key + _REDIS_SUFFIX[kind], value, encode, ttl)
 
     async def load(
         self,
@@ -121,7 +149,7 @@ class Store:
         """Forget `key` everywhere."""
         self._local[kind].pop(key)
         if self._redis is not None:
-            await self._redis.delete(key)
+            await self._redis.delete(key + _REDIS_SUFFIX[kind])
 
     async def aclose(self) -> None:
         """Cancel loads still running and close Redis connections."""
@@ -129,6 +157,13 @@ class Store:
             await local.aclose()
         if self._redis is not None:
             await self._redis.aclose()
+
+
+class KnownDigest(NamedTuple):
+    """The digest a tag pointed at when the registry last answered, and how long ago."""
+
+    digest: str
+    age_seconds: float
 
 
 class CachedSource:
@@ -139,13 +174,37 @@ class CachedSource:
         self._store = store
         self._settings = store.settings
         self._metrics = metrics
-        self._shapes: TTLMap[ImageFacts, ImageFacts] = TTLMap(_MAX_SHAPES)
+        self._shared: Interner[ImageFacts] = Interner()
         """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
-        fetch = lambda: self._inner.digest(ref, creds)  # noqa: E731
+        key = self._tag_key(ref, creds)
+
+        async def fetch() -> str:
+            digest = await self._inner.digest(ref, creds)
+            if self._settings.stale_if_error_seconds:
+                await self._store.set("known", key, digest, str, self._known_ttl)
+            return digest
+
         ttl = self._settings.tag_ttl_seconds
-        return await self._cached("tag", self._tag_key(ref, creds), ttl, fetch, str, str)
+        until = lambda load: self._until_deadline(ref, key, load)  # noqa: E731
+        return await self._cached("tag", key, ttl, fetch, str, str, until)
+
+    async def last_digest(self, ref: Reference, creds: CredentialChain) -> KnownDigest | None:
+        """The digest the registry last gave for the tag, up to `staleIfErrorSeconds` after
+        that answer's TTL ran out, or None. Only for a registry that fails to answer now.
+
+        Its age is read from the record's time left, so it holds across replicas and restarts
+        that share Redis.
+        """
+        if not self._settings.stale_if_error_seconds:
+            return None
+        key = self._tag_key(ref, creds)
+        found = await self._store.get_with_ttl("known", key, str, self._known_ttl)
+        if found is None:
+            return None
+        digest, left = found
+        return KnownDigest(digest, max(self._known_ttl - left, 0.0))
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         key = self._store.key("digest", creds.identity, f"{ref.name}@{digest}")
@@ -161,17 +220,17 @@ class CachedSource:
 
     async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
         """Drop what the tag was said to point at (its digest's body failed verification)."""
-        await self._store.delete("tag", self._tag_key(ref, creds))
+        key = self._tag_key(ref, creds)
+        await self._store.delete("tag", key)
+        await self._store.delete("known", key)
 
     def _tag_key(self, ref: Reference, creds: CredentialChain) -> str:
         return self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
 
-    def _shared(self, facts: ImageFacts) -> ImageFacts:
-        kept = self._shapes.get(facts)
-        if kept is not None:
-            return kept
-        self._shapes.put(facts, facts, self._settings.digest_ttl_seconds)
-        return facts
+    @property
+    def _known_ttl(self) -> int:
+        """How long a tag's last good digest is kept: its TTL, then the stale-if-error time."""
+        return self._settings.tag_ttl_seconds + self._settings.stale_if_error_seconds
 
     async def _cached(
         self,
@@ -181,20 +240,41 @@ class CachedSource:
         fetch: Callable[[], Awaitable[T]],
         encode: Callable[[T], str],
         decode: Callable[[str], T],
+        wait: Callable[[Awaitable[T]], Awaitable[T]] | None = None,
     ) -> T:
+        """The value from the store, else a remembered failure raised, else a shared fetch,
+        awaited through `wait` if given."""
         hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
             self._count(kind, "hit")
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
-        failure = await self._store.get("failure", f"{key}:failed", _decode_failure, failure_ttl)
-        if failure is not None:
-            self._count(kind, "failure")
-            raise failure.error()
+        if not skip_remembered_failures.get():
+            failure = await self._store.get("failure", key, _decode_failure, failure_ttl)
+            if failure is not None:
+                self._count(kind, "failure")
+                raise failure.error()
         self._count(kind, "miss")
-        return await self._store.load(
-            kind, key, lambda: self._remember_failure(key, fetch), encode, ttl
-        )
+        load = self._store.load(kind, key, lambda: self._remember_failure(key, fetch), encode, ttl)
+        return await (load if wait is None else wait(load))
+
+    async def _until_deadline(self, ref: Reference, key: str, load: Awaitable[str]) -> str:
+        """The tag's fetch; but if the tag has a last good digest to answer with instead, a
+        Timeout when most of the request's time is gone (the fetch goes on, to fill the cache).
+
+        A registry slower than the request's deadline is, for that request, one that failed.
+        """
+        left = request_seconds_left()
+        if left is None or not self._settings.stale_if_error_seconds:
+            return await load
+        if await self._store.get("known", key, str, self._known_ttl) is None:
+            return await load
+        task = asyncio.ensure_future(load)
+        done, _ = await asyncio.wait({task}, timeout=max(left * _TAG_SHARE, 0.0))
+        if task in done:
+            return task.result()
+        task.add_done_callback(_retrieve)
+        raise errors.Timeout(f"{ref.domain}: no answer for the tag within the request's deadline")
 
     async def _remember_failure(self, key: str, fetch: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -202,7 +282,7 @@ class CachedSource:
         except errors.RegistryError as error:
             failure_ttl = self._settings.failure_ttl_seconds
             record = Failure.of(error)
-            await self._store.set("failure", f"{key}:failed", record, _encode_failure, failure_ttl)
+            await self._store.set("failure", key, record, _encode_failure, failure_ttl)
             raise
 
     def _count(self, kind: str, result: str) -> None:
@@ -230,6 +310,12 @@ class Failure:
         if isinstance(kind, type) and issubclass(kind, errors.RegistryError):
             return kind(self.message)
         return errors.RegistryError(self.message)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a fetch nobody waits for any more as seen, so asyncio does not log its error."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _encode_facts(facts: ImageFacts) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import orjson
@@ -23,6 +24,7 @@ from extender.registry.errors import (
     RegistryError,
     Unauthorized,
     UnexpectedStatus,
+    forget,
     snippet,
 )
 from extender.registry.hosts import Endpoint, HostTable
@@ -112,6 +114,34 @@ class RegistryClient:
 
         return await self._each(ref, creds, attempt, resolve=False)
 
+    async def tags(
+        self, ref: Reference, creds: Sequence[Credential], *, page_size: int, pages: int
+    ) -> TagList:
+        """The repository's tags (`GET /v2/<name>/tags/list`), at most `pages` pages of
+        `page_size`: each page is one request, so a lookup costs at most `pages` of them."""
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> TagList:
+            found: list[str] = []
+            last = ""
+            for _page in range(pages):
+                url = endpoint.url(ref.path, "tags", "list").update_query(n=str(page_size))
+                if last:
+                    url = url.update_query(last=last)
+                cap = self._settings.max_manifest_bytes
+                response = await self._request("GET", endpoint, url, ref, cred, "tags", cap)
+                if response.status != 200:
+                    raise _status_error(response, endpoint, ref, " tags")
+                page = _tag_page(response.body, endpoint, ref)
+                found += page
+                # The next page starts after this one's last tag; the Link header says only
+                # whether there is one (its URL is not followed: it could name another host).
+                if not page or 'rel="next"' not in response.headers.get("Link", ""):
+                    return TagList(tuple(found), complete=True)
+                last = page[-1]
+            return TagList(tuple(found), complete=False)
+
+        return await self._each(ref, creds, attempt, resolve=True)
+
     async def _each(
         self,
         ref: Reference,
@@ -143,14 +173,22 @@ class RegistryClient:
         # A credential just refused for this repository is not offered again for a while:
         # each of a lookup's requests would otherwise pay for the same refusal.
         fresh = [c for c in creds if self._refused.get(_key(endpoint, ref, c)) is None]
+        if endpoint.is_mirror:
+            # A registry's credentials are not the mirror's (docs/private-registries.md).
+            fresh = [c for c in fresh if c.serves(endpoint.host)]
         refused: Unauthorized | None = None
         for cred in (*fresh, None):
             try:
                 return await attempt(endpoint, cred)
             except Unauthorized as error:
+                forget(error, cred.sent_forms() if cred is not None else ())
                 refused = error  # kubelet tries the next credential, then anonymous
                 if cred is not None:
                     self._refused.put(_key(endpoint, ref, cred), True, _REFUSED_SECONDS)
+            except RegistryError as error:
+                # An upstream may echo what it was sent; none of it goes further.
+                forget(error, cred.sent_forms() if cred is not None else ())
+                raise
         assert refused is not None
         raise refused
 
@@ -198,6 +236,28 @@ class RegistryClient:
         if response.status == 403:
             raise _unauthorized(endpoint, ref, cred, response)
         return response
+
+
+@dataclass(frozen=True, slots=True)
+class TagList:
+    """A repository's tags as the registry listed them (lexically, as distribution does)."""
+
+    tags: tuple[str, ...]
+    complete: bool
+    """False when the listing was cut at its page bound: later tags were not read."""
+
+
+def _tag_page(body: bytes, endpoint: Endpoint, ref: Reference) -> list[str]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise ManifestInvalid(f"{endpoint.host}/{ref.path}: tag list is not JSON") from error
+    tags = document.get("tags") if isinstance(document, dict) else None
+    if tags is None:
+        return []  # distribution answers `"tags": null` for a repository without tags
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise ManifestInvalid(f"{endpoint.host}/{ref.path}: tag list is not a list of names")
+    return tags
 
 
 def _key(endpoint: Endpoint, ref: Reference, cred: Credential) -> tuple[str, str, str]:

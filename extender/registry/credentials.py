@@ -38,6 +38,9 @@ class Credential:
     password: str = field(repr=False)
     source: str = ""
     """Where it came from (`secret default/regcred`), for logs."""
+    server: str = ""
+    """The key it is stored under (`registry.example.com`, `*.example.com:5000/team`): like
+    containerd's ServerAddress, it says which hosts may receive it (`serves`)."""
 
     @property
     def identity(self) -> str:
@@ -48,8 +51,26 @@ class Credential:
 
     def basic(self) -> str:
         """The value of an `Authorization: Basic` header."""
-        raw = f"{self.username}:{self.password}".encode()
-        return "Basic " + base64.b64encode(raw).decode()
+        return "Basic " + self._pair_base64()
+
+    def _pair_base64(self) -> str:
+        return base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+
+    def sent_forms(self) -> tuple[str, ...]:
+        """Every form archfit sends this credential in, for scrubbing echoes of it:
+        the password, the user:password pair, and the pair's base64 (padded or not)."""
+        encoded = self._pair_base64()
+        return (self.password, f"{self.username}:{self.password}", encoded, encoded.rstrip("="))
+
+    def serves(self, host: str) -> bool:
+        """Whether `host` (host[:port]) is the server this credential is for.
+
+        containerd's CRI sends a pull credential only to the host its ServerAddress names
+        (ParseAuth); a registry's mirror is another host, so it gets no credential unless
+        one is stored for the mirror itself. Host labels glob-match as kubelet's keys do.
+        """
+        key_host = self.server.partition("/")[0]
+        return bool(key_host) and _match(key_host, host)
 
     def __repr__(self) -> str:
         return f"Credential(source={self.source!r}, identity={self.identity!r})"
@@ -198,7 +219,8 @@ def _entries(auths: Mapping[str, Any], source: str) -> list[tuple[str, Credentia
         if isinstance(encoded, str) and encoded:
             username, password = _decode_auth(encoded, source)
         if isinstance(username, str) and isinstance(password, str) and (username or password):
-            entries.append((strip_key(key), Credential(username, password, source)))
+            server = strip_key(key)
+            entries.append((server, Credential(username, password, source, server)))
     return entries
 
 

@@ -15,12 +15,14 @@
         └── Schema1Unsupported  a Docker schema 1 manifest (containerd 2.x refuses them)
 
 Messages never carry credentials: every message passes `redact` (a registry's error body
-may echo the request's headers), and bodies are cut with `snippet`.
+may echo the request's headers), and bodies are cut with `snippet`. `transient` tells a
+failure that may pass on its own (no answer, 5xx, 429) from a definite answer (401, 404 ...).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _SNIPPET = 200
 _REDACTED = "[redacted]"
@@ -32,9 +34,12 @@ _SECRETS = (
     re.compile(
         r"(?i)\b(basic|bearer)(\s+)(?!(?:realm|service|scope|error)\b)[A-Za-z0-9._~+/=-]{4,}"
     ),
+    # A field whose name ends in a secret-sounding word (`SecretAccessKey`, `api_key`,
+    # `sessionToken`, `client-secret`), quoted values whole.
     re.compile(
-        r"(?i)\b((?:password|passwd|secret|access_token|refresh_token|identitytoken|token|auth)"
-        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}&]+"
+        r"(?i)\b([\w-]*(?:password|passwd|secret|token|auth|credentials?"
+        r"|(?:access|secret|private|api|signing|session|account)[_-]?key)"
+        r"[\"']?\s*[:=]\s*)(\"(?:[^\"\\]|\\.)*\"?|'[^']*'?|[^\s\"',}&]+)"
     ),
 )
 
@@ -43,13 +48,36 @@ def redact(text: str) -> str:
     """`text` with anything that looks like a credential replaced by `[redacted]`."""
     text = _SECRETS[0].sub(lambda m: m.group(1) + _REDACTED, text)
     text = _SECRETS[1].sub(lambda m: m.group(1) + m.group(2) + _REDACTED, text)
-    return _SECRETS[2].sub(lambda m: m.group(1) + _REDACTED, text)
+    return _SECRETS[2].sub(lambda m: m.group(1) + _quoted_like(m.group(2)), text)
+
+
+def _quoted_like(value: str) -> str:
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return quote + _REDACTED + quote
+
+
+def forget(error: BaseException, secrets: Iterable[str]) -> None:
+    """Remove every one of `secrets` (what archfit itself sent) from `error`'s message.
+
+    A registry may echo what it was sent in any encoding; the caller names the encodings
+    it used (credentials.Credential.sent_forms). The longest go first, so a password inside
+    a `user:password` pair does not leave the rest of the pair behind.
+    """
+    if not error.args or not isinstance(error.args[0], str):
+        return
+    text = error.args[0]
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, _REDACTED)
+    error.args = (text, *error.args[1:])
 
 
 def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
-    """The start of an error body, made printable and cut to `limit` characters."""
+    """The start of an error body, redacted, made printable and cut to `limit` characters.
+
+    Redacted before it is cut, so a cut never leaves half a secret behind its name.
+    """
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    text = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    text = redact("".join(ch if ch.isprintable() else " " for ch in text)).strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -59,6 +87,11 @@ class RegistryError(Exception):
     def __init__(self, message: str = "") -> None:
         # Redacted here, once, so no subclass or caller can forget it.
         super().__init__(redact(message))
+
+    @property
+    def transient(self) -> bool:
+        """True when asking again later may succeed: the registry did not really answer."""
+        return False
 
 
 class InvalidReference(RegistryError, ValueError):
@@ -71,6 +104,10 @@ class AddressForbidden(RegistryError):
 
 class Unreachable(RegistryError):
     """The registry gave no HTTP answer (DNS, connection or TLS failure)."""
+
+    @property
+    def transient(self) -> bool:
+        return True
 
 
 class Timeout(Unreachable):
@@ -95,6 +132,11 @@ class UnexpectedStatus(RegistryError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """A server error or a rate limit; not a redirect loop or another 4xx."""
+        return self.status >= 500 or self.status == 429
 
 
 class TooLarge(RegistryError):

@@ -143,10 +143,11 @@ ALLOW_HINT = (
 
 
 class GuardedResolver(AbstractResolver):
-    """Resolves with getaddrinfo, then drops addresses the guard refuses.
+    """Resolves with getaddrinfo, and refuses a name if the guard refuses any of its addresses.
 
-    The connector connects to exactly what this returns, so a name that resolves to a
-    private address (DNS rebinding included) never gets a connection.
+    Every address, not just one: through a proxy the proxy resolves the name again and may
+    pick the refused one; without one, a name that mixes public and private addresses is
+    not a public registry's (DNS rebinding included).
     """
 
     def __init__(self, guard: AddressGuard, inner: AbstractResolver | None = None) -> None:
@@ -159,13 +160,13 @@ class GuardedResolver(AbstractResolver):
         results = await self._inner.resolve(host, port, family)
         if self._guard.name_allowed(host, port):
             return results
-        allowed = [r for r in results if self._guard.address_allowed(_ip(r["host"]), port)]
-        if not allowed:
+        refused = [r for r in results if not self._guard.address_allowed(_ip(r["host"]), port)]
+        if refused:
             raise AddressForbidden(
-                f"refusing to contact {host[:100]}: it resolves only to non-public addresses;"
-                f" {ALLOW_HINT}"
+                f"refusing to contact {host[:100]}: it resolves to non-public address"
+                f" {refused[0]['host']}; {ALLOW_HINT}"
             )
-        return allowed
+        return results
 
     async def close(self) -> None:
         await self._inner.close()

@@ -159,6 +159,8 @@ def _provider(entry: object, where: str) -> Provider:
     args = entry.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise PluginConfigError(f"{where}.args: must be a list of strings")
+    if any("\0" in a for a in args):
+        raise PluginConfigError(f"{where}.args: a NUL character cannot be passed to a program")
     return Provider(
         name=name,
         match_images=tuple(match_images),
@@ -179,6 +181,8 @@ def _env(entries: object, where: str) -> tuple[tuple[str, str], ...]:
         name, value = item.get("name"), item.get("value", "")
         if not isinstance(name, str) or not name or "=" in name or not isinstance(value, str):
             raise PluginConfigError(f"{where}[{i}]: needs a string name (no =) and value")
+        if "\0" in name or "\0" in value:
+            raise PluginConfigError(f"{where}[{i}]: a NUL character cannot be in the environment")
         pairs.append((name, value))
     return tuple(pairs)
 
@@ -236,8 +240,9 @@ def _auth(value: object, name: str) -> tuple[tuple[str, Credential], ...]:
         if not isinstance(username, str) or not isinstance(password, str):
             raise PluginAnswerError("answer's auth username and password must be strings")
         if username or password:
-            credential = Credential(username, password, f"credential provider {name}")
-            entries.append((strip_key(key), credential))
+            server = strip_key(key)
+            credential = Credential(username, password, f"credential provider {name}", server)
+            entries.append((server, credential))
     return tuple(entries)
 
 

@@ -40,7 +40,6 @@ Clock = Callable[[], float]
 Entries = tuple[tuple[str, Credential], ...]
 _MAX_CACHED = 4096
 _MAX_CONFIG_BYTES = 1_048_576
-_STDERR_CAP = 65_536
 _FAILURE_SECONDS = 10.0
 """A failed run is not repeated for this long, so a broken plugin is not run per request."""
 _FAILED = "Failed"
@@ -225,23 +224,32 @@ class CredentialPlugins:
     async def _run(self, provider: Provider, image: str) -> PluginAnswer:
         binary = self._bin_dir / provider.name
         cap = self._settings.max_output_bytes
+        # stdout is a pipe of our own, not asyncio's: a child that escapes the process group
+        # (setsid) and keeps its end open can then neither hold our end nor delay the exit.
+        read_end, write_end = os.pipe()
         try:
             process = await asyncio.create_subprocess_exec(
                 binary,
                 *provider.args,
                 stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdout=write_end,
+                stderr=asyncio.subprocess.DEVNULL,  # never read, never logged
                 env=plugin_environment(provider, self._environ),
                 cwd=self._bin_dir,
                 start_new_session=True,  # its own process group, so a kill takes its children
             )
-        except OSError as error:
-            raise PluginFailed(f"cannot start {binary}: {error.strerror}") from None
+        except (OSError, ValueError) as error:  # ValueError: a NUL in an argument
+            os.close(read_end)
+            raise PluginFailed(f"cannot start {binary}: {_why(error)}") from None
+        finally:
+            os.close(write_end)
+        inode = os.fstat(read_end).st_ino
+        stdout, transport = await _reader(read_end)
+        output = bytearray()
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
-                stdout, _stderr, code = await _communicate(
-                    process, request_body(provider, image), cap
+                code = await _communicate(
+                    process, request_body(provider, image), stdout, output, cap
                 )
         except TimeoutError:
             raise PluginFailed(
@@ -249,10 +257,13 @@ class CredentialPlugins:
             ) from None
         finally:
             await _kill_group(process)
+            if not transport.is_closing():  # no EOF: someone else still holds the pipe
+                _kill_holders(inode)
+            transport.close()
         if code != 0:
             raise PluginFailed(f"exited with status {code}")
         try:
-            return parse_answer(stdout, provider)
+            return parse_answer(bytes(output), provider)
         except PluginAnswerError as error:
             raise PluginFailed(str(error)) from None
 
@@ -262,15 +273,56 @@ class CredentialPlugins:
 
 
 _REAP_SECONDS = 5.0
-"""Longest wait for a killed plugin's pipes to close and its exit to be reaped."""
+"""Longest wait for a killed plugin's exit to be reaped."""
+_AFTER_EXIT_SECONDS = 0.2
+"""How long output may still arrive once the plugin has exited: what it wrote before exiting
+is in the pipe already; a child of it that keeps the pipe open does not delay the answer."""
+
+
+def _why(error: OSError | ValueError) -> str:
+    return error.strerror or str(error) if isinstance(error, OSError) else str(error)
+
+
+async def _reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTransport]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader, transport
+
+
+def _kill_holders(inode: int) -> None:
+    """Kill every other process that still holds the plugin's stdout: a child that left the
+    plugin's process group (setsid), which the group kill missed. Only ours can be seen
+    and killed (archfit's own PID namespace in a pod)."""
+    target = f"pipe:[{inode}]"
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        with contextlib.suppress(OSError):
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(_link(f"/proc/{entry}/fd/{fd}") == target for fd in fds):
+                os.kill(int(entry), signal.SIGKILL)
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 async def _communicate(
-    process: asyncio.subprocess.Process, request: bytes, cap: int
-) -> tuple[bytes, bytes, int]:
-    """Write the request, read stdout (at most `cap` bytes) and some stderr, wait for exit."""
-    assert process.stdout is not None
-    assert process.stderr is not None
+    process: asyncio.subprocess.Process,
+    request: bytes,
+    stdout: asyncio.StreamReader,
+    output: bytearray,
+    cap: int,
+) -> int:
+    """Write the request, collect stdout into `output` (at most `cap` bytes) until the
+    plugin has exited and its output is read, and return its exit status."""
 
     async def feed() -> None:
         assert process.stdin is not None
@@ -279,49 +331,39 @@ async def _communicate(
             await process.stdin.drain()
             process.stdin.close()
 
-    async def drain_stderr() -> bytes:
-        assert process.stderr is not None
-        kept = await _read_capped(process.stderr, _STDERR_CAP)
-        while await process.stderr.read(65_536):  # keep it flowing, keep nothing
-            pass
-        return kept
+    async def collect() -> None:
+        while chunk := await stdout.read(65_536):
+            output.extend(chunk)
+            if len(output) > cap:
+                raise PluginFailed(f"answer larger than {cap} bytes")
 
+    reading = asyncio.create_task(collect())
     try:
-        # A TaskGroup, unlike gather, stops the other readers when one of them fails.
-        async with asyncio.TaskGroup() as group:
-            group.create_task(feed())
-            out = group.create_task(_read_capped(process.stdout, cap, strict=True))
-            err = group.create_task(drain_stderr())
-    except ExceptionGroup as failure:
-        raise failure.exceptions[0] from None
-    stdout, stderr = out.result(), err.result()
-    return stdout, stderr, await process.wait()
-
-
-async def _read_capped(stream: asyncio.StreamReader, cap: int, *, strict: bool = False) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size <= cap:
-        chunk = await stream.read(65_536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-    if strict:
-        raise PluginFailed(f"answer larger than {cap} bytes")
-    return b"".join(chunks)[:cap]
+        await feed()
+        exited = asyncio.create_task(process.wait())
+        await asyncio.wait({reading, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if reading.done():
+            reading.result()  # raises PluginFailed past the cap
+        code = await exited
+        if not reading.done():
+            await asyncio.wait({reading}, timeout=_AFTER_EXIT_SECONDS)
+        if reading.done():
+            reading.result()
+        return code
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
 
 
 async def _kill_group(process: asyncio.subprocess.Process) -> None:
     """Kill what is left of the plugin's process group, and reap the plugin."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    # On Python 3.11 wait() returns only once every pipe is closed (base_subprocess.py
-    # _call_connection_lost), and a pipe whose reader stopped at its cap stays open: drain
-    # them to EOF, which the kill makes near. Bounded, so a stray holder cannot hang us.
+    # stdin is asyncio's only pipe to the plugin, closed once the request is written (or
+    # the plugin is gone): wait() needs no pipe drained. Bounded all the same.
+    if process.stdin is not None:
+        process.stdin.close()
     with contextlib.suppress(TimeoutError, ProcessLookupError):
         async with asyncio.timeout(_REAP_SECONDS):
-            for stream in (process.stdout, process.stderr):
-                while stream is not None and await stream.read(65_536):
-                    pass
             await process.wait()

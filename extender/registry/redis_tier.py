@@ -1,83 +1,110 @@
-"""The shared Redis tier of the resolver cache, behind a circuit breaker and a connection cap.
+"""The shared Redis tier of the resolver cache: aiocache's RedisCache, behind a circuit breaker,
+a connection cap and one time limit per operation.
 
 Redis only ever saves a registry request: every operation has a time limit, at most
 `redisMaxConnections` connections are open (a lookup that finds none free skips Redis
 rather than wait), and after repeated failures the breaker skips Redis for a while at no
 cost per call. A hung or dead Redis is then a miss, never a wait.
+
+Imported only with a Redis URL: aiocache and redis-py are the `redis` extra.
 """
 
 from __future__ import annotations
 
 import asyncio
 import urllib.parse
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import structlog
+from aiocache import RedisCache  # type: ignore[import-untyped]
+from aiocache.serializers import StringSerializer  # type: ignore[import-untyped]
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from extender.metrics import Metrics
 from extender.registry.breaker import CircuitBreaker, Clock
 from extender.registry.settings import CacheSettings
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 _POOL_FULL = "Too many connections"
 """redis-py's message when the pool is at max_connections (MaxConnectionsError from 6.0)."""
 
 
 class RedisTier:
-    """GET (with the entry's remaining TTL), SET with TTL and DEL on one capped pool."""
+    """GET (with the entry's remaining TTL), SET with TTL and DEL on one capped pool.
+
+    The client is aiocache's RedisCache with its StringSerializer: Redis holds text, and each
+    kind of answer is written and read by the encode and decode its caller gives, as
+    aiocache's per-call `dumps_fn` and `loads_fn`, so the text is the same whatever wrote it.
+    """
 
     def __init__(self, settings: CacheSettings, clock: Clock, metrics: Metrics | None) -> None:
-        from redis.asyncio import ConnectionPool, Redis, SSLConnection  # optional dependency
-
         url = urllib.parse.urlsplit(settings.url)
         timeout = settings.redis_timeout_seconds
-        options: dict[str, Any] = {
-            "host": url.hostname or "127.0.0.1",
-            "port": url.port or 6379,
-            "db": int(url.path.strip("/") or 0),
-            "password": urllib.parse.unquote(url.password) if url.password else None,
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
-            "max_connections": settings.redis_max_connections,
-        }
-        if url.scheme == "rediss":
-            options["connection_class"] = SSLConnection
-        self._client = Redis.from_pool(ConnectionPool(**options))  # closes the pool with it
+        self._cache = RedisCache(
+            serializer=StringSerializer(),
+            endpoint=url.hostname or "127.0.0.1",
+            port=url.port or 6379,
+            db=int(url.path.strip("/") or 0),
+            password=urllib.parse.unquote(url.password) if url.password else None,
+            ssl=url.scheme == "rediss",
+            pool_max_size=settings.redis_max_connections,
+            create_connection_timeout=timeout,
+            connection_pool_kwargs={"socket_timeout": timeout},
+            # aiocache's own limit bounds each command; `_call` bounds an operation as one
+            # (a GET and its PTTL), so aiocache's is off.
+            timeout=None,
+        )
         self._timeout = timeout
         self._breaker = CircuitBreaker(
             settings.redis_breaker_failures, settings.redis_breaker_open_seconds, clock
         )
         self._metrics = metrics
 
-    async def get(self, key: str) -> tuple[str, float | None] | None:
-        """The value and its remaining seconds (None: no expiry), or None: absent or skipped."""
-        found = await self._call("get", self._get, key)
+    async def get(self, key: str, decode: Callable[[str], T]) -> tuple[T, float | None] | None:
+        """The decoded value and its remaining seconds (None: no expiry), or None: absent,
+        skipped, or a value that does not decode (another version's, or damaged)."""
+        found = await self._call("get", self._get, key, decode)
         return found if isinstance(found, tuple) else None
 
-    async def set(self, key: str, value: str, ttl: int) -> None:
-        """Store `value` for `ttl` seconds, unless Redis is being skipped."""
-        await self._call("set", self._client.set, key, value, ex=ttl)
+    async def set(self, key: str, value: T, encode: Callable[[T], str], ttl: int) -> None:
+        """Store `encode(value)` for `ttl` seconds, unless Redis is being skipped."""
+        # A float TTL: aiocache then sends PSETEX (milliseconds); with an int it sends SETEX,
+        # which redis-py 8 reports as deprecated. The entry expires the same.
+        await self._call("set", self._cache.set, key, value, ttl=float(ttl), dumps_fn=encode)
 
     async def delete(self, key: str) -> None:
         """Drop `key`, unless Redis is being skipped."""
-        await self._call("delete", self._client.delete, key)
+        await self._call("delete", self._cache.delete, key)
 
     async def aclose(self) -> None:
-        """Close every pooled connection."""
-        await self._client.aclose()
+        """Close every pooled connection.
 
-    async def _get(self, key: str) -> tuple[str, float | None] | None:
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.get(key)
-            pipe.pttl(key)
-            value, pttl = await pipe.execute()
-        if not isinstance(value, bytes):
+        Through the redis-py client aiocache made (`RedisCache.client`): aiocache 0.12's
+        `close()` calls redis-py's `close()`, deprecated since redis-py 5.0.1 for `aclose()`.
+        """
+        await self._cache.client.aclose()
+
+    async def _get(self, key: str, decode: Callable[[str], T]) -> tuple[T, float | None] | None:
+        def loads(text: str | None) -> T | None:
+            if text is None:
+                return None
+            try:
+                return decode(text)
+            except (ValueError, KeyError, TypeError):
+                log.warning("cache_entry_unreadable", key=key.split(":", 2)[1])
+                return None
+
+        value = await self._cache.get(key, loads_fn=loads)
+        if value is None:
             return None
-        return value.decode(), (pttl / 1000 if isinstance(pttl, int) and pttl > 0 else None)
+        pttl = await self._cache.raw("pttl", key)
+        return value, (pttl / 1000 if isinstance(pttl, int) and pttl > 0 else None)
 
-    async def _call(self, operation: str, func: Any, *args: Any, **kwargs: Any) -> object:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-
+    async def _call(
+        self, operation: str, func: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
+    ) -> object:
         if not self._breaker.allow():
             self._count("skipped")
             return None

@@ -1,20 +1,32 @@
 """The registry-backed PlatformResolver, and the factory the app and CLI build it with.
 
 `build_resolver(...)` wires transport, auth, cache and credentials; `aclose()` undoes it.
+When a tag's registry fails for a while (`RegistryError.transient`), the tag's last good
+digest answers, up to `cache.staleIfErrorSeconds` old; such an answer says it is stale.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
 
 from extender.metrics import Metrics
-from extender.platforms import Platform
+from extender.platforms import Platform, describe_failure
 from extender.pods import PullSecretsRef
-from extender.registry.cache import CachedSource, Store
-from extender.registry.client import RegistryClient
+from extender.registry.breaker import Clock
+from extender.registry.cache import CachedSource, KnownDigest, Store
+from extender.registry.client import RegistryClient, TagList
 from extender.registry.credentials import CredentialChain
-from extender.registry.errors import DigestMismatch, NoCredentials, Unauthorized
+from extender.registry.errors import (
+    DigestMismatch,
+    NoCredentials,
+    RegistryError,
+    Unauthorized,
+)
 from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
 from extender.registry.plugins import CredentialPlugins
@@ -23,7 +35,28 @@ from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
 
+log = structlog.get_logger(__name__)
 Closer = Callable[[], Awaitable[None]]
+
+
+class RememberingSource(ImageSource, Protocol):
+    """An ImageSource that also keeps each tag's last good digest (the cache)."""
+
+    async def last_digest(self, ref: Reference, creds: CredentialChain) -> KnownDigest | None:
+        """The tag's last good digest while it may still answer a failing registry."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """Why an answer is a tag's last good digest rather than the registry's word of now."""
+
+    age_seconds: float
+    """Seconds since the registry last gave this digest for the tag."""
+    error: str
+    """The registry's failure (timeout, no connection, 5xx, 429), cut short."""
+    kind: str
+    """The failure's class: Timeout, Unreachable or UnexpectedStatus."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +72,26 @@ class ImageResolution:
     """Runnable platforms; empty for an artifact or an index without usable entries."""
     artifact: bool
     """True when the manifest is not a runnable image (its config is not an image config)."""
+    stale: Stale | None = None
+    """Set when the registry failed and the tag's last good digest answered instead."""
 
 
 class RegistryResolver:
     """Implements extender.resolution.PlatformResolver by asking registries (through a cache)."""
 
     def __init__(
-        self, source: ImageSource, keychain: Keychain, closers: Sequence[Closer] = ()
+        self,
+        source: RememberingSource,
+        keychain: Keychain,
+        closers: Sequence[Closer] = (),
+        metrics: Metrics | None = None,
+        client: RegistryClient | None = None,
     ) -> None:
         self._source = source
         self._keychain = keychain
         self._closers = tuple(closers)
+        self._metrics = metrics
+        self._client = client
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
         """The image's platforms. Raises a RegistryError when it cannot tell."""
@@ -62,8 +104,12 @@ class RegistryResolver:
         """
         ref = parse(image)
         creds = await self._keychain.credentials(ref, pull)
+        stale: Stale | None = None
         try:
-            digest = ref.digest or await self._source.digest(ref, creds)
+            if ref.digest:
+                digest = ref.digest
+            else:
+                digest, stale = await self._tag_digest(ref, creds)
             try:
                 facts = await self._source.facts(ref, digest, creds)
             except DigestMismatch:
@@ -76,7 +122,45 @@ class RegistryResolver:
             if creds:
                 raise
             raise NoCredentials(f"{_credentials_hint(creds)}: {error}") from error
-        return ImageResolution(ref, digest, facts.media_type, facts.platforms, facts.artifact)
+        if stale is not None:
+            log.warning(
+                "image_answered_stale",
+                image=str(ref),
+                digest=digest,
+                age_seconds=round(stale.age_seconds),
+                error=stale.error,
+            )
+            if self._metrics is not None:
+                self._metrics.stale_answer(stale.kind)
+        return ImageResolution(
+            ref, digest, facts.media_type, facts.platforms, facts.artifact, stale
+        )
+
+    async def tags(
+        self, image: str, pull: PullSecretsRef | None, *, page_size: int, pages: int
+    ) -> TagList:
+        """The tags of `image`'s repository (RegistryClient.tags), with the pod's credentials.
+
+        Raises a RegistryError when they cannot be read.
+        """
+        if self._client is None:
+            raise RegistryError("this resolver reads no tag lists")
+        ref = parse(image)
+        creds = await self._keychain.credentials(ref, pull)
+        return await self._client.tags(ref, creds.items, page_size=page_size, pages=pages)
+
+    async def _tag_digest(self, ref: Reference, creds: CredentialChain) -> tuple[str, Stale | None]:
+        """The tag's digest now, else, if the registry fails for a while, its last good one."""
+        try:
+            return await self._source.digest(ref, creds), None
+        except RegistryError as error:
+            if not error.transient:
+                raise
+            known = await self._source.last_digest(ref, creds)
+            if known is None:
+                raise
+            kind = type(error).__name__
+            return known.digest, Stale(known.age_seconds, describe_failure(error), kind)
 
     async def aclose(self) -> None:
         """Stop background fetches and close connections (cache, sessions)."""
@@ -100,8 +184,11 @@ async def build_resolver(
     cache: CacheSettings,
     metrics: Metrics | None = None,
     secrets: SecretSource | None = None,
+    clock: Clock = time.monotonic,
 ) -> RegistryResolver:
     """Build a resolver; call it inside the running loop and `aclose()` it at shutdown.
+
+    `clock` times the cache's entries (tests move it instead of sleeping).
 
     Raises ValueError naming the setting when a CA bundle, the credential provider config
     or a proxy is unusable.
@@ -110,7 +197,7 @@ async def build_resolver(
     plugins = CredentialPlugins.from_settings(registry.credential_providers, metrics=metrics)
     transport = Transport(registry, metrics)
     client = RegistryClient(transport, hosts)
-    store = Store(cache, metrics)
+    store = Store(cache, metrics, clock)
     source = CachedSource(RegistrySource(client, registry), store, metrics)
     keychain = Keychain(secrets, registry.docker_config_path, plugins)
     # Close in dependency order: stop fetches first, then what they were using. The store
@@ -118,4 +205,4 @@ async def build_resolver(
     closers: list[Closer] = [store.aclose, client.aclose, transport.aclose]
     if plugins is not None:
         closers.insert(0, plugins.aclose)
-    return RegistryResolver(source, keychain, closers)
+    return RegistryResolver(source, keychain, closers, metrics, client)

@@ -192,10 +192,13 @@ class CacheSettings:
     """`memory://` (or empty) for this process only; `redis://host:6379/0` to share."""
     max_entries: int = 10_000
     """Most images kept in this process's memory, which is asked before Redis: each with its
-    tag's digest, its platforms and a recent failure, about 0.7 KB an image. The least
-    recently used go first."""
+    tag's digest, its tag's last good digest, its platforms and a recent failure, about
+    0.85 KB an image. The least recently used go first."""
     tag_ttl_seconds: int = 300
     """How long a tag's digest is trusted before asking the registry again."""
+    stale_if_error_seconds: int = 86_400
+    """How long after `tagTtlSeconds` a tag's last good digest still answers when the registry
+    fails (timeout, no connection, 5xx, 429; never after 401, 403 or 404); 0: never."""
     digest_ttl_seconds: int = 604_800
     """How long a digest's platforms are kept (digest bodies never change)."""
     failure_ttl_seconds: int = 10
@@ -229,6 +232,10 @@ class CacheSettings:
             "redis_breaker_open_seconds",
         ):
             _positive(getattr(self, name), _camel(name))
+        if self.stale_if_error_seconds < 0:
+            raise ValueError(
+                f"staleIfErrorSeconds must be 0 or more, got {self.stale_if_error_seconds}"
+            )
 
     @property
     def is_redis(self) -> bool:

@@ -21,6 +21,7 @@ import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from extender.metrics import Metrics
+from extender.registry.deadline import request_seconds_left
 from extender.registry.errors import (
     AddressForbidden,
     RegistryError,
@@ -34,7 +35,6 @@ from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
 from extender.registry.proxy import routes
 from extender.registry.settings import RegistrySettings
-from extender.resolution import request_seconds_left
 
 USER_AGENT = "archfit/0.1 (kube-scheduler extender)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -1,11 +1,13 @@
 """Malformed requests get a clear 4xx answer and are never logged as archfit's errors."""
 
+from typing import Any
+
 import orjson
 import pytest
 from structlog.testing import capture_logs
 
 from tests.app.conftest import settings
-from tests.objects import args_names, node, pod
+from tests.objects import args_full, args_names, node, pod
 from tests.support.static_nodes import StaticNodes
 
 
@@ -67,3 +69,38 @@ async def test_health_endpoints_answer_and_metrics_are_exposed(make_client):
     )
     text = await (await client.get("/metrics")).text()
     assert "# TYPE archfit_requests_total counter" in text
+
+
+def _spoiled(body: dict[str, Any], marker: str) -> bytes:
+    """`body` as JSON with the string `marker` made into bytes that are not UTF-8."""
+    return orjson.dumps(body).replace(marker.encode(), b"web-\xff\xfe", 1)
+
+
+_NOT_UTF8 = {
+    "pod name": _spoiled(args_names(pod("acme/amd:1", name="MARK"), "n"), "MARK"),
+    "pod image": _spoiled(args_names(pod("MARK"), "n"), "MARK"),
+    "node name": _spoiled(args_names(pod("acme/amd:1"), "MARK"), "MARK"),
+    "node label": _spoiled(args_full(pod("acme/amd:1"), node("n", "MARK")), "MARK"),
+    "a node field archfit skips": _spoiled(
+        args_full(pod("acme/amd:1"), {**node("n"), "spec": {"providerID": "MARK"}}), "MARK"
+    ),
+    "the node list's metadata": _spoiled(
+        {"Pod": pod("acme/amd:1"), "Nodes": {"metadata": {"x": "MARK"}, "items": [node("n")]}},
+        "MARK",
+    ),
+}
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+@pytest.mark.parametrize("where", list(_NOT_UTF8))
+async def test_bytes_that_are_not_utf8_anywhere_in_the_body_get_400_and_a_warning(
+    make_client, verb, where
+):
+    """Invalid UTF-8 is the client's mistake wherever it sits: a 400 naming it, no error line."""
+    client = await make_client(nodes=StaticNodes(node("n")))
+    with capture_logs() as logs:
+        response = await client.post(f"/scheduler/{verb}", data=_NOT_UTF8[where])
+        text = await response.text(errors="replace")
+    assert (400, "body is not UTF-8") == (response.status, orjson.loads(text)["error"][:17])
+    assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
+    assert ["bad_request"] == [e["event"] for e in logs if e["log_level"] == "warning"]

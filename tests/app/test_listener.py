@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -18,6 +19,8 @@ SKIPPED = orjson.dumps(
 )
 """A good request that needs no registry: the pod opts out, so it is answered at once."""
 
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+
 
 def test_a_request_behind_a_deeply_nested_one_on_the_same_connection_is_answered(tmp_path: Path):
     """Pipelined: a Node nested 300 deep, then a good request; both get answers, neither a 500."""
@@ -31,7 +34,7 @@ def test_a_request_behind_a_deeply_nested_one_on_the_same_connection_is_answered
 
 def test_connections_that_never_finish_their_headers_are_closed(tmp_path: Path):
     """Slowloris: 50 connections trickling headers are all closed after headerTimeoutSeconds."""
-    with running(tmp_path, {"headerTimeoutSeconds": 1}) as archfit:
+    with running(tmp_path, {"headerTimeoutSeconds": 1, "maxIdlePerClient": 100}) as archfit:
         conns = [archfit.connect() for _ in range(50)]
         try:
             for conn in conns:
@@ -56,20 +59,39 @@ def test_a_body_that_trickles_in_gets_408_and_the_connection_closes(tmp_path: Pa
     assert ([408], True) == ([status for status, _ in answers], closed)
 
 
-def test_connections_above_the_cap_are_closed_at_once(tmp_path: Path):
-    """maxConnections 5: a sixth idle connection is closed while the five stay open."""
+def test_a_connection_above_the_cap_closes_the_oldest_idle_one(tmp_path: Path):
+    """maxConnections 5: a sixth connection is served, and the oldest idle one is closed."""
     with running(tmp_path, {"maxConnections": 5}) as archfit:
         time.sleep(0.3)  # the start-up probe's connection is gone
         first = [archfit.connect() for _ in range(5)]
         time.sleep(0.3)
         try:
             with archfit.connect() as sixth:
-                extra_closed = is_closed(sixth, seconds=3)
-            kept_open = [not is_closed(conn, seconds=0.1) for conn in first]
+                sixth.sendall(HEALTHZ)
+                served = [status for status, _ in read_responses(sixth, 1, seconds=5)]
+            closed = [is_closed(conn, seconds=0.3) for conn in first]
         finally:
             for conn in first:
                 conn.close()
-    assert (True, [True] * 5) == (extra_closed, kept_open)
+    assert ([200], [True, False, False, False, False]) == (served, closed)
+
+
+def test_connections_above_the_cap_are_closed_at_once_when_none_is_idle(tmp_path: Path):
+    """maxConnections 2, both busy with a body still to come: a third is closed at once."""
+    with running(tmp_path, {"maxConnections": 2, "bodyTimeoutSeconds": 5}) as archfit:
+        time.sleep(0.3)
+        busy = [archfit.connect() for _ in range(2)]
+        try:
+            for conn in busy:
+                conn.sendall(post("/scheduler/filter", b"x" * 1000)[:-500])
+            time.sleep(0.3)
+            with archfit.connect() as third:
+                extra_closed = is_closed(third, seconds=3)
+            kept_open = [not is_closed(conn, seconds=0.1) for conn in busy]
+        finally:
+            for conn in busy:
+                conn.close()
+    assert (True, [True, True]) == (extra_closed, kept_open)
 
 
 def _malformed_http(archfit: Archfit) -> None:
@@ -162,3 +184,100 @@ def test_the_webhook_listener_closes_slow_handshakes_and_slow_headers(tmp_path: 
             silent.close()
             slow.close()
     assert [True, True] == closed
+
+
+def _idle_after_one_request(conn: socket.socket) -> int:
+    conn.sendall(HEALTHZ)
+    return read_responses(conn, 1, seconds=5)[0][0]
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_keepalive_timeout_seconds(tmp_path: Path):
+    """keepaliveTimeoutSeconds 1: after one request, an idle connection is closed within 3 s
+    on the extender's listener and on the webhook's (aiohttp alone keeps it 3,630 s)."""
+    with running(tmp_path, {"keepaliveTimeoutSeconds": 1}, webhook=True) as archfit:
+        plain, tls = archfit.connect(), archfit.connect_webhook()
+        try:
+            statuses = [_idle_after_one_request(plain), _idle_after_one_request(tls)]
+            closed = [is_closed(plain, seconds=3), is_closed(tls, seconds=3)]
+        finally:
+            plain.close()
+            tls.close()
+    assert ([200, 404], [True, True]) == (statuses, closed)
+
+
+def test_idle_connections_from_one_address_cannot_lock_out_another(tmp_path: Path):
+    """maxConnections 40, maxIdlePerClient 10: 100 idle connections from 127.0.0.2 leave it
+    10 open, and a client on 127.0.0.1 is still served."""
+    with running(tmp_path, {"maxConnections": 40, "maxIdlePerClient": 10}) as archfit:
+        time.sleep(0.3)
+        flood = [archfit.connect(source="127.0.0.2") for _ in range(100)]
+        try:
+            for conn in flood:
+                conn.sendall(HEALTHZ)
+            time.sleep(0.5)
+            with archfit.connect() as scheduler:
+                served = _idle_after_one_request(scheduler)
+            still_open = sum(not is_closed(conn, seconds=0.05) for conn in flood)
+        finally:
+            for conn in flood:
+                conn.close()
+    assert (200, 10) == (served, still_open)
+
+
+def test_3000_connections_that_never_start_tls_keep_the_webhook_below_256_mib(tmp_path: Path):
+    """maxConnections 3,000: 3,000 TCP connections that never send a ClientHello are counted
+    (a TLS client then closes the oldest to get in) and RSS stays below 256 MiB."""
+    server = {"maxConnections": 3000, "maxIdlePerClient": 4000, "headerTimeoutSeconds": 60}
+    server["handshakeTimeoutSeconds"] = 60
+    with running(tmp_path, server, webhook=True) as archfit:
+        time.sleep(0.5)
+        silent = [
+            socket.create_connection(("127.0.0.1", archfit.webhook_port), timeout=10)
+            for _ in range(3000)
+        ]
+        try:
+            time.sleep(2)
+            rss = archfit.rss_bytes()
+            with archfit.connect_webhook() as late:
+                served = _idle_after_one_request(late)
+            metrics = _metrics(archfit)
+        finally:
+            for conn in silent:
+                conn.close()
+    assert rss < 256 << 20, rss >> 20
+    closed = 'archfit_client_problems_total{cause="idle_connection_closed"} 1.0' in metrics
+    assert (404, True) == (served, closed)
+
+
+def _metrics(archfit: Archfit) -> str:
+    with archfit.connect() as conn:
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        return read_responses(conn, 1, seconds=5)[0][1].decode()
+
+
+def _strings(size: int) -> bytes:
+    """A JSON array of one-letter strings, `size` bytes long."""
+    return b"[" + b",".join([b'"a"'] * (size // 4)) + b"]"
+
+
+def test_a_32_mib_body_of_short_strings_keeps_both_listeners_below_256_mib(tmp_path: Path):
+    """The value bomb in a Pod, in NodeNames and in an AdmissionReview: 400, 400 and 413,
+    and archfit's peak RSS stays below 256 MiB."""
+    bomb = _strings(32 << 20)
+    in_pod = b'{"Pod":{"spec":{"containers":[{"args":' + bomb + b'}]}},"NodeNames":[]}'
+    in_names = b'{"Pod":' + orjson.dumps(pod("acme/amd:1")) + b',"NodeNames":' + bomb + b"}"
+    review = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":' + bomb
+    statuses = []
+    with running(tmp_path, {"maxBodyBytes": 33 << 20}, webhook=True) as archfit:
+        for body in (in_pod, in_names):
+            with archfit.connect(timeout=30) as conn:
+                conn.sendall(post("/scheduler/filter", body))
+                statuses += [status for status, _ in read_responses(conn, 1, seconds=30)]
+        with archfit.connect_webhook(timeout=30) as conn:
+            # answered 413 and closed, maybe before the whole body was sent
+            with contextlib.suppress(OSError):
+                conn.sendall(post("/mutate", review + b"}"))
+            statuses += [status for status, _ in read_responses(conn, 1, seconds=30)]
+        peak = archfit.rss_bytes("VmHWM")
+    assert [400, 400, 413] == statuses
+    assert peak < 256 << 20, peak >> 20

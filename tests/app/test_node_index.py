@@ -9,6 +9,7 @@ import copy
 import orjson
 from aiohttp import web
 from kubernetes import client
+from structlog.testing import capture_logs
 
 from extender.kube.nodes import NodeIndex
 from extender.platforms import Rule, parse
@@ -104,6 +105,17 @@ class FakeApiServer:
         return response
 
 
+def kubeconfig_for(path, port: int):
+    """A kubeconfig at `path` for the fake API server on `port`."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    return path
+
+
 @contextlib.asynccontextmanager
 async def running_index(aiohttp_server, fake: FakeApiServer, page_size: int):
     """A NodeIndex list-watching `fake` through the real kubernetes client, started."""
@@ -134,9 +146,9 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
         # The runtime each node reports rides along: containerd 2.0 is loose, CRI-O is
         # containers/image, containerd 2.1 and unknown nodes are strict.
         assert {
-            "n1": (parse("linux/arm64"), Rule.LOOSE),
-            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
-            "n4": (parse("linux/amd64"), Rule.STRICT),
+            "n1": (parse("linux/arm64"), Rule.LOOSE, False),
+            "n3": (parse("linux/arm64"), Rule.CONTAINERS_IMAGE, False),
+            "n4": (parse("linux/amd64"), Rule.STRICT, False),
         } == dict(index.snapshot())
         assert {parse("linux/arm64"), parse("linux/amd64")} == index.known_platforms()
         assert ["10", "23"] == fake.watches[:2]
@@ -216,13 +228,7 @@ async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
 
     fake.handle = held_list
     server = await aiohttp_server(fake.app())
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{server.port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-    )
+    kubeconfig = kubeconfig_for(tmp_path / "kubeconfig", server.port)
     client = await make_client(
         settings(kubernetes={"mode": "kubeconfig", "kubeconfig": str(kubeconfig)})
     )
@@ -274,3 +280,33 @@ async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_cl
     assert ["n1"] == body["NodeNames"]
     # Two separate budgets would take 2 s; one shared budget takes just over 1 s.
     assert elapsed < 1.8, f"took {elapsed:.2f}s for a 1 s budget"
+
+
+async def test_serve_under_auto_reads_nodes_through_kubeconfig_as_audit_does(
+    aiohttp_server, make_client, tmp_path, monkeypatch
+):
+    """`kubernetes.mode: auto` outside a cluster takes $KUBECONFIG: the node index is on."""
+    fake = FakeApiServer()
+    fake.script = False
+    server = await aiohttp_server(fake.app())
+    kubeconfig = kubeconfig_for(tmp_path / "kubeconfig", server.port)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    client = await make_client(settings(kubernetes={"mode": "auto", "pullSecrets": False}))
+    await wait_for_status(lambda: client.get("/readyz"), 200)
+    body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1", "n2"))
+    assert ["n1"] == body["NodeNames"]
+
+
+async def test_serve_says_at_start_why_the_node_index_is_off(make_client, tmp_path, monkeypatch):
+    """services_ready names what `auto` looked for, so "no node index" later is no mystery."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with capture_logs() as logs:
+        await make_client(settings(kubernetes={"mode": "auto"}))
+    [ready] = [e for e in logs if e["event"] == "services_ready"]
+    assert (False, "kubernetes.mode is auto and there is no service account") == (
+        ready["node_index"],
+        ready["node_index_off"][:55],
+    )

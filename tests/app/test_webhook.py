@@ -334,3 +334,76 @@ async def test_the_webhook_admits_deeply_nested_pods_unchanged_without_an_error(
     assert [True, True] == [a["allowed"] for a in answers]
     assert [False, False] == ["patch" in a for a in answers]
     assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
+
+
+_BIG = b'"g":123456789012345678901234,'  # takes the standard library's parser
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (orjson.dumps(review(pod("acme/amd:1", name="MARK"))), "body is not UTF-8"),
+        (orjson.dumps(review(pod("MARK"))).replace(b"{", b"{" + _BIG, 1), "body is not UTF-8"),
+        (
+            orjson.dumps(review(pod("acme/amd:1", name="MARK"))).replace(b"{", b"{" + _BIG, 1),
+            "not a Unicode character",
+        ),
+    ],
+    ids=["invalid bytes", "invalid bytes beside a big integer", "a lone surrogate escape"],
+)
+async def test_a_review_that_is_not_utf8_gets_a_400_and_a_warning(
+    start: Start, body: bytes, problem: str
+) -> None:
+    """Bytes that are not UTF-8, or an escape of half a character, are the client's mistake."""
+    body = body.replace(b"MARK", b"web-\xff\xfe" if "UTF-8" in problem else b"web-\\ud800", 1)
+    hook = await start()
+    with capture_logs() as logs:
+        answer = await hook.call(body, status=400)
+    assert problem in answer["error"]
+    assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "annotation", "required"),
+    [
+        ({}, "linux/amd64,linux/arm/v7", [["amd64"]]),
+        ({"arm32OnArm64": "pull-rule"}, "linux/amd64,linux/arm/v7,linux/arm64", []),
+    ],
+    ids=["default", "pull-rule"],
+)
+async def test_a_32_bit_arm_build_never_adds_an_arm64_preference_and_the_annotation_agrees(
+    start: Start, policy: dict[str, str], annotation: str, required: list[list[str]]
+) -> None:
+    """amd64 + arm/v7: arm64 is allowed only under pull-rule, never preferred, and
+    `archfit.io/platforms` names what the constraint allows."""
+    hook = await start(policy=policy)
+    patched, _ = await hook.admit(pod("acme/amd-v7:1"))
+    node_affinity = patched["spec"].get("affinity", {}).get("nodeAffinity", {})
+    terms = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    assert (annotation, required, None) == (
+        patched["metadata"]["annotations"]["archfit.io/platforms"],
+        [t["matchExpressions"][0]["values"] for t in terms.get("nodeSelectorTerms", [])],
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("terms", "outcome"),
+    [([None], "conflict"), ([5], "skipped"), ([{"matchExpressions": [None]}], "mutated")],
+    ids=["null-term", "number-term", "null-expression"],
+)
+async def test_wrong_typed_affinity_is_never_counted_as_archfits_own_error(
+    start: Start, terms: list[Any], outcome: str
+) -> None:
+    """A null term is Go's empty term; a number is an unreadable pod; neither is `error`."""
+    hook = await start()
+    obj = pod("acme/amd:1")
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+    await hook.admit(obj)
+    text = hook.app[METRICS].render().decode()
+    counted = f'archfit_admission_reviews_total{{outcome="{outcome}"}} 1.0' in text
+    assert (True, False) == (counted, 'outcome="error"' in text)

@@ -35,6 +35,8 @@ class NodeSpec:
     pods: str = "250"
     runtime: str = "none://0"
     """status.nodeInfo.containerRuntimeVersion; archfit reads its matching rule from it."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """More labels, such as archfit.io/aarch32."""
 
 
 def create_node(core: client.CoreV1Api, spec: NodeSpec) -> None:
@@ -49,6 +51,7 @@ def create_node(core: client.CoreV1Api, spec: NodeSpec) -> None:
                     "kubernetes.io/arch": spec.arch,
                     "kubernetes.io/os": spec.os,
                     "kubernetes.io/hostname": spec.name,
+                    **dict(spec.labels),
                 },
             },
         }

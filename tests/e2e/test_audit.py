@@ -19,6 +19,7 @@ from kubernetes import client
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.catalog import PRIVATE_USER, Images
+from tests.e2e.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
 SECRET = "private-registry"
@@ -169,7 +170,9 @@ def test_the_json_report_judges_each_workload_and_sums_up_the_fleet(
     assert (
         {"workloads": 8, "ready": 3, "blocked": 3, "unknown": 2, "vcpu": 1.0, "readyVcpu": 0.4,
          "movableVcpu": 0.2, "monthlySaving": 2.92, "brokenNow": 1},
-        [{"image": amd64_only, "platforms": ["linux/amd64"], "workloads": 3, "vcpu": 0.4}],
+        [{"image": amd64_only, "platforms": ["linux/amd64"], "workloads": 3, "vcpu": 0.4,
+          "arm64FromTag": None, "newerTagsChecked": [],
+          "action": "rebuild for arm64 (no newer version tag)"}],
         images.unreachable_s390x_only.reference,
         [(f"{namespace}/pod/broken", amd64_only, "arm64-a", "arm64", "no matching manifest")],
     ) == (
@@ -196,7 +199,8 @@ def test_the_markdown_report_ranks_blockers_and_fails_a_ci_job_on_them(
     assert (
         1,
         "- Ready for arm64: 3 of 8 workloads (38%), 0.4 of 1 requested vCPU (40%).",
-        f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 |",
+        f"| `{images.amd64_only.reference}` | linux/amd64 | 3 | 0.4 | "
+        "rebuild for arm64 (no newer version tag) |",
         f"| {namespace}/db | StatefulSet | **blocked** | amd64 | "
         f"{images.amd64_only.reference} has linux/amd64 | - | 0.1 |",
         f"| {namespace}/broken | `{images.amd64_only.reference}` | arm64-a (arm64) | "
@@ -226,3 +230,91 @@ def test_a_selector_across_namespaces_picks_workloads_and_excluded_namespaces_ar
         json.loads(selected.stdout)["summary"]["brokenNow"],
         json.loads(dropped.stdout)["summary"]["workloads"],
     ), selected.stderr + dropped.stderr
+
+
+def test_an_event_about_an_earlier_pod_of_the_same_name_does_not_break_todays_pod(
+    fleet: Path, core: client.CoreV1Api, namespace: str
+) -> None:
+    """A StatefulSet pod recreated after the fix: the old pod's event names the old uid."""
+    debug = core.read_namespaced_pod("debug", namespace)
+    involved = {"kind": "Pod", "namespace": namespace, "name": "debug", "apiVersion": "v1"}
+    for suffix, uid in (("old", "0c4f5d3e-0000-4000-8000-000000000001"), ("now", "")):
+        core.create_namespaced_event(namespace, {
+            "metadata": {"name": f"debug.{suffix}"},
+            "involvedObject": {**involved, "uid": uid or debug.metadata.uid,
+                               "fieldPath": "spec.containers{c0}"},
+            "reason": "Failed", "type": "Warning", "message": f"Failed to pull image: {NO_MATCH}",
+            "firstTimestamp": cluster.timestamp(), "lastTimestamp": cluster.timestamp(),
+            "source": {"component": "kubelet", "host": "arm64-b"},
+        })  # fmt: skip
+        done = audit(fleet, "-n", namespace, "-o", "json")
+        report = json.loads(done.stdout)
+        broken = sorted(b["pod"] for b in report["brokenNow"])
+        expected = ["broken"] if suffix == "old" else ["broken", "debug"]
+        assert (0, expected) == (done.returncode, broken), done.stderr
+
+
+def _auditor_kubeconfig(
+    core: client.CoreV1Api, namespace: str, server: str, ca: Path, path: Path
+) -> Path:
+    """A kubeconfig for a ServiceAccount that may list the workloads and pods of `namespace`
+    and read pull secrets, but neither Events nor Nodes."""
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
+    rules = [
+        {"apiGroups": ["apps"], "verbs": ["list"],
+         "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"]},
+        {"apiGroups": ["batch"], "verbs": ["list"], "resources": ["jobs", "cronjobs"]},
+        {"apiGroups": [""], "verbs": ["list"], "resources": ["pods"]},
+        {"apiGroups": [""], "verbs": ["get"], "resources": ["secrets", "serviceaccounts"]},
+    ]  # fmt: skip
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "auditor"}, "rules": rules})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "auditor"}})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "auditor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "auditor"},
+        "subjects": [{"kind": "ServiceAccount", "name": "auditor", "namespace": namespace}],
+    })  # fmt: skip
+    token = core.create_namespaced_service_account_token(
+        "auditor", namespace, {"spec": {"audiences": [], "expirationSeconds": 3600}}
+    ).status.token
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "auditor",
+        "clusters": [{"name": "e2e",
+                      "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "auditor", "user": {"token": token}}],
+        "contexts": [{"name": "auditor", "context": {"cluster": "e2e", "user": "auditor"}}],
+    }))  # fmt: skip
+    return path
+
+
+def test_without_the_right_to_list_events_or_nodes_the_audit_says_so_and_marks_the_figures(
+    fleet: Path,
+    core: client.CoreV1Api,
+    namespace: str,
+    control_plane: ControlPlane,
+    base_settings: dict[str, Any],
+) -> None:
+    """stderr names what was left out; movable vCPU and the saving are marked upper bounds
+    (no replica counts as on arm64), broken now a lower bound."""
+    assert control_plane.certs is not None
+    kubeconfig = _auditor_kubeconfig(
+        core, namespace, control_plane.server, control_plane.certs.ca_cert,
+        fleet.with_name("auditor.kubeconfig"),
+    )  # fmt: skip
+    config = fleet.with_name("auditor.yaml")
+    config.write_text(yaml.safe_dump(merge(base_settings, {"kubernetes": {
+        "kubeconfig": str(kubeconfig), "nodeIndex": False}})))  # fmt: skip
+    done = audit(config, "-n", namespace, "-o", "json", "--price-per-vcpu-hour", "0.10")
+    summary = json.loads(done.stdout)["summary"] if done.stdout else {}
+    notes = [line for line in done.stderr.splitlines() if line.startswith("archfit: Not read:")]
+    assert (
+        0,
+        [("archfit: Not read: Nodes", "403"), ("archfit: Not read: Events", "403")],
+        {"movableVcpu": 0.4, "monthlySaving": 5.84, "brokenNow": 1},
+        [("Node", ["movableVcpu", "monthlySaving"]), ("Event", ["brokenNow"])],
+    ) == (
+        done.returncode,
+        [(line.split(" (")[0], line.split(" (")[1][:3]) for line in notes],
+        {key: summary.get(key) for key in ("movableVcpu", "monthlySaving", "brokenNow")},
+        [(item["kind"], item["bounds"]) for item in summary.get("leftOut", [])],
+    ), done.stderr

@@ -59,7 +59,8 @@ def test_the_index_lists_in_pages_and_follows_add_modify_and_delete(
         # Created bare, then its status patched in: the runtime comes with the second event.
         wait_for(
             lambda: (
-                index.snapshot().get(PAGED.name) == (parse("linux/arm64"), Rule.CONTAINERS_IMAGE)
+                index.snapshot().get(PAGED.name)
+                == (parse("linux/arm64"), Rule.CONTAINERS_IMAGE, False)
             ),
             "the watch to add the node, then its runtime",
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings
@@ -248,14 +249,86 @@ def test_a_pod_requiring_arm64_with_an_amd64_only_image_is_admitted_unchanged_wi
     assert (None, {"kubernetes.io/arch": "arm64"}) == (pod.spec.affinity, pod.spec.node_selector)
 
 
+def _with_required_terms(manifest: dict[str, Any], terms: list[Any]) -> dict[str, Any]:
+    manifest["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("empty", "other", "node"),
+    [
+        (
+            {},
+            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone-a"]}]},
+            "amd64-a",
+        ),
+        (
+            {"matchExpressions": []},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["amd64-b"]}]},
+            "amd64-b",
+        ),
+    ],
+    ids=["empty-object-and-zone", "empty-expressions-and-name"],
+)
+def test_an_empty_term_beside_another_keeps_every_pod_where_the_other_term_says(
+    managed: Plane, space: str, images: Images, empty: Any, other: Any, node: str
+) -> None:
+    """kube-scheduler reads an empty term as matching no node; the webhook must not fill it."""
+    pods = [
+        _with_required_terms(
+            cluster.pod_manifest(f"kept-{i}", [images.amd64_only.reference]), [empty, other]
+        )
+        for i in range(REPLICAS)
+    ]
+    names = [cluster.create_pod(managed.core, space, p) for p in pods]
+    assert [node] * REPLICAS == [cluster.wait_scheduled(managed.core, space, n) for n in names]
+
+
+def test_a_pod_whose_only_term_is_empty_stays_pending_with_the_webhook(
+    managed: Plane, space: str, images: Images
+) -> None:
+    """`[{}]` is unschedulable on purpose; the webhook warns and adds nothing."""
+    manifest = _with_required_terms(
+        cluster.pod_manifest("never", [images.amd64_only.reference]), [{}]
+    )
+    _, status, headers = managed.core.create_namespaced_pod_with_http_info(space, manifest)
+    assert 201 == status
+    assert "admits none of this cluster's platforms" in headers.get("Warning", "")
+    message = cluster.wait_failed_scheduling(managed.core, space, "never")
+    assert (message.startswith("0/4 nodes are available"), None) == (
+        True,
+        cluster.node_of(managed.core, space, "never"),
+    )
+
+
+def test_a_pod_with_no_required_terms_is_still_refused_by_the_apiserver(
+    managed: Plane, space: str, images: Images
+) -> None:
+    """`nodeSelectorTerms: []` is invalid; a term added by the webhook would make it valid."""
+    manifest = _with_required_terms(
+        cluster.pod_manifest("invalid", [images.amd64_only.reference]), []
+    )
+    with pytest.raises(ApiException) as refused:
+        managed.core.create_namespaced_pod(space, manifest)
+    assert (422, True) == (refused.value.status, "nodeSelectorTerms" in str(refused.value.body))
+
+
 # --- 4. registry outage -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("outage", ["refused", "hung"])
-def test_a_registry_outage_admits_the_pod_unchanged_within_the_webhook_timeout(
+def test_a_registry_outage_holds_the_pod_unconstrained_within_the_webhook_timeout(
     managed: Plane, space: str, images: Images, hung_registry: str, outage: str
 ) -> None:
-    """Connection refused, or a registry that never answers: unchanged, and in time."""
+    """Connection refused, or a registry that never answers: held by the gate, in time.
+
+    Held, not admitted unconstrained (webhook.unknownImages: gate); tests/e2e/test_gate.py
+    covers the release.
+    """
     ref = (
         images.unreachable_s390x_only.reference
         if outage == "refused"
@@ -267,12 +340,12 @@ def test_a_registry_outage_admits_the_pod_unchanged_within_the_webhook_timeout(
     elapsed = time.monotonic() - started
     pod = created(managed, space, "outage")
     assert elapsed < WEBHOOK_TIMEOUT_SECONDS
-    assert (None, None) == (
+    assert (None, None, ["archfit.io/platforms-unknown"]) == (
         pod.spec.affinity,
         (pod.metadata.annotations or {}).get(PLATFORMS_ANNOTATION),
+        [gate.name for gate in pod.spec.scheduling_gates or []],
     )
-    # Fail-open: it still schedules, on either architecture.
-    assert cluster.wait_scheduled(managed.core, space, "outage") in ARCH_OF
+    assert None is cluster.node_of(managed.core, space, "outage")
 
 
 # --- 6. the extender and the webhook together ---------------------------------------------

@@ -7,6 +7,7 @@ root conftest registers as a plugin.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +68,8 @@ def _fresh_logging() -> Iterator[None]:
 
 @pytest.fixture
 async def make_resolver() -> AsyncIterator[ResolverFactory]:
-    """Build resolvers with `await make_resolver(settings, cache=..., metrics=..., secrets=...)`.
+    """Build resolvers with `await make_resolver(settings, cache=..., metrics=..., secrets=...)`;
+    `clock=` times the cache's entries.
 
     Every resolver built is closed after the test.
     """
@@ -78,8 +80,11 @@ async def make_resolver() -> AsyncIterator[ResolverFactory]:
         cache: CacheSettings | None = None,
         metrics: Metrics | None = None,
         secrets: Secrets | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> RegistryResolver:
-        resolver = await build_resolver(settings, cache or CacheSettings(), metrics, secrets)
+        resolver = await build_resolver(
+            settings, cache or CacheSettings(), metrics, secrets, clock=clock
+        )
         built.append(resolver)
         return resolver
 

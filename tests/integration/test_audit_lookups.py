@@ -6,7 +6,7 @@ import pytest
 
 from extender.audit.lookups import distinct_pairs, look_up
 from extender.audit.workloads import Workload, WorkloadKey
-from extender.placement import Unknown
+from extender.platforms import Unknown
 from extender.pods import PullSecretsRef
 from tests.integration.conftest import ResolverFactory, local_settings
 from tests.support.fixtures import PublishedRegistry

@@ -273,3 +273,50 @@ async def test_the_unknown_log_line_says_the_refusal_is_about_credentials(
         await post(client, "filter", args_full(make_pod(image), node("amd-1", "amd64")))
     (line,) = [e for e in logs if e["event"] == "image_platforms_unknown"]
     assert line["error"].startswith("no credentials for this image: add an imagePullSecret, or set")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("mode", ["group_child", "setsid_child"])
+async def test_a_child_left_holding_stdout_neither_spoils_the_answer_nor_leaks(
+    basic_registry: PublishedRegistry, tmp_path: Path, mode: str
+) -> None:
+    """The plugin answers and exits, its child keeps stdout open (in the plugin's process
+    group, or in a session of its own): five runs all answer at once, leave no child alive
+    and no file descriptor open."""
+    plugin = installed(tmp_path, basic_registry, mode=mode)
+    host = basic_registry.registry.host
+    settings = CredentialProviderSettings(
+        config_path=str(plugin.config_path), bin_dir=str(plugin.bin_dir), timeout_seconds=5
+    )
+    plugins = CredentialPlugins.from_settings(settings)
+    assert plugins is not None
+    before = _open_fds()
+    answered, children, took = [], [], []
+    try:
+        for index in range(5):
+            started = time.monotonic()
+            # Image cache keys: each image is a run of its own.
+            found, failed = await plugins.entries(f"{host}/private/app:{index}")
+            took.append(time.monotonic() - started)
+            answered.append((len(found), failed))
+            children.append(int((plugin.state_dir / "child.pid").read_text()))
+    finally:
+        await plugins.aclose()
+    # SIGKILL is delivered asynchronously: give the kernel a moment to end them.
+    await wait_for_async(
+        lambda: not any(_alive(pid) for pid in children), "the children killed", seconds=5
+    )
+    assert ([(1, [])] * 5, before) == (answered, _open_fds())
+    assert max(took) < 2.0, took
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -9,8 +9,8 @@ import time
 import pytest
 from aiohttp import web
 
-from extender.placement import Candidates, Policy, Unknown, decide_filter
-from extender.platforms import Rule, normalize, summarise_platforms
+from extender.placement import Candidates, Policy, decide_filter
+from extender.platforms import Rule, Unknown, describe_failure, normalize, summarise_platforms
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -22,7 +22,7 @@ from extender.registry.errors import (
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse
 from extender.registry.transport import Transport
-from extender.resolution import Resolution, describe_failure
+from extender.resolution import Resolution
 from tests.integration.conftest import (
     POD,
     ResolverFactory,
@@ -185,8 +185,8 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     image = f"{faults.host}/huge/app:1"
     await resolver.platforms(image, POD)  # cold: parsed once
     amd, arm = (
-        (normalize("linux", "amd64"), Rule.STRICT),
-        (normalize("linux", "arm64"), Rule.STRICT),
+        (normalize("linux", "amd64"), Rule.STRICT, False),
+        (normalize("linux", "arm64"), Rule.STRICT, False),
     )
     names = [f"node-{i}" for i in range(100)]
     facts = [arm if i % 2 else amd for i in range(100)]

@@ -33,8 +33,13 @@ class Archfit:
     ca_file: Path | None
     log_path: Path
 
-    def connect(self, timeout: float = 10.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+    def connect(self, timeout: float = 10.0, source: str = "") -> socket.socket:
+        """A TCP connection to the extender's port, from loopback address `source` if given."""
+        return socket.create_connection(
+            ("127.0.0.1", self.port),
+            timeout=timeout,
+            source_address=(source, 0) if source else None,
+        )
 
     def connect_webhook(self, timeout: float = 10.0) -> socket.socket:
         assert self.ca_file is not None, "started without the webhook"
@@ -42,11 +47,12 @@ class Archfit:
         raw = socket.create_connection(("127.0.0.1", self.webhook_port), timeout=timeout)
         return context.wrap_socket(raw, server_hostname="127.0.0.1")
 
-    def rss_bytes(self) -> int:
+    def rss_bytes(self, field: str = "VmRSS") -> int:
+        """Resident memory now, or at its peak with field="VmHWM"."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
-        raise AssertionError("no VmRSS")
+        raise AssertionError(f"no {field}")
 
     def log_lines(self) -> list[str]:
         return self.log_path.read_text(errors="replace").splitlines()
@@ -58,10 +64,12 @@ def running(
     server: dict[str, object] | None = None,
     *,
     webhook: bool = False,
+    webhook_settings: dict[str, object] | None = None,
     **sections: object,
 ) -> Iterator[Archfit]:
     """Start `archfit serve` with kubernetes off, JSON logs (stdout and stderr into one
-    file) and `server` overrides; stop it at the end of the block."""
+    file) and `server` overrides (`webhook_settings` for the webhook's); stop it at the end
+    of the block."""
     port = free_port()
     config: dict[str, object] = {
         "server": {"host": "127.0.0.1", "port": port, "shutdownGraceSeconds": 2, **(server or {})},
@@ -79,6 +87,7 @@ def running(
             "port": webhook_port,
             "certFile": str(cert.cert),
             "keyFile": str(cert.key),
+            **(webhook_settings or {}),
         }
     path = workdir / "archfit.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -54,6 +54,16 @@ if "cacheDuration" in behaviour:
 if mode == "oversized":
     answer["padding"] = "x" * behaviour["padding"]
 sys.stdout.write(json.dumps(answer))
+if mode in ("group_child", "setsid_child"):
+    # Answer, then leave a child behind that keeps stdout open, in the plugin's process
+    # group or in a session of its own.
+    sys.stdout.flush()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        start_new_session=mode == "setsid_child",
+    )
+    with open(os.path.join(here, "child.pid"), "w") as handle:
+        handle.write(str(child.pid))
 '''
 
 
@@ -94,7 +104,8 @@ class ProviderPlugin:
         return cls(bin_dir, state_dir, config_path)
 
     def behave(self, mode: str = "ok", **fields: Any) -> None:
-        """Set what the next runs do: ok, hang, crash, garbage or oversized."""
+        """Set what the next runs do: ok, hang, crash, garbage, oversized, or answer and
+        leave a child holding stdout (group_child, setsid_child)."""
         (self.state_dir / "behaviour.json").write_text(json.dumps({"mode": mode, **fields}))
 
     def calls(self) -> list[dict[str, Any]]:

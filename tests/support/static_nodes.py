@@ -30,7 +30,7 @@ class StaticNodes:
         return self._nodes
 
     def known_platforms(self) -> frozenset[Platform]:
-        return frozenset(p for p, _ in self._nodes.values() if p is not None)
+        return frozenset(p for p, _, _ in self._nodes.values() if p is not None)
 
     async def wait_synced(self, seconds: float) -> bool:
         return True

@@ -62,7 +62,7 @@ def test_an_event_names_the_image_of_its_container_and_the_node_architecture():
     """The event's fieldPath points at the container whose image failed."""
     event = {
         "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "api-1-x",
-                           "fieldPath": "spec.containers{c0}"},
+                           "uid": "uid-api-1-x", "fieldPath": "spec.containers{c0}"},
         "reason": "Failed",
         "message": DOCKER_PULL,
     }  # fmt: skip
@@ -73,8 +73,8 @@ def test_an_event_names_the_image_of_its_container_and_the_node_architecture():
 
 def test_a_status_and_an_event_about_the_same_failure_count_once():
     """One broken image per pod, however many times kubelet said so."""
-    event = {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "api-1-x"},
-             "message": DOCKER_PULL}  # fmt: skip
+    event = {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "api-1-x",
+                                "uid": "uid-api-1-x"}, "message": DOCKER_PULL}  # fmt: skip
     pod = _pod(**_waiting("ErrImagePull", DOCKER_PULL))
     pod["spec"]["containers"][0]["image"] = "acme/api:1"
     assert 1 == len(find([pod], [event, event], _owners(), {}))
@@ -83,8 +83,27 @@ def test_a_status_and_an_event_about_the_same_failure_count_once():
 def test_events_about_pods_that_are_gone_or_about_other_objects_are_ignored():
     """Broken now means a pod that exists; a Node event is not a pod's."""
     events = [
-        {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "gone"},
+        {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "gone", "uid": "uid-gone"},
          "message": DOCKER_PULL},
         {"involvedObject": {"kind": "Node", "name": "arm-1"}, "message": EXEC},
     ]  # fmt: skip
     assert [] == find([_pod()], events, _owners(), {})
+
+
+def test_an_event_about_an_earlier_pod_of_the_same_name_is_not_about_this_one():
+    """A StatefulSet pod recreated after the fix: its predecessor's event names another uid."""
+    stale = {
+        "involvedObject": {
+            "kind": "Pod",
+            "namespace": "shop",
+            "name": "api-1-x",
+            "uid": "uid-of-the-pod-before",
+        },
+        "message": DOCKER_PULL,
+    }
+    current = {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "api-1-x",
+                                  "uid": "uid-api-1-x"}, "message": EXEC}  # fmt: skip
+    assert [] == find([_pod()], [stale], _owners(), {})
+    assert [EXEC_FORMAT_ERROR] == [
+        b.problem for b in find([_pod()], [stale, current], _owners(), {})
+    ]

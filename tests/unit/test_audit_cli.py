@@ -135,3 +135,18 @@ def test_audit_help_explains_the_output_formats_and_the_fail_on_default(capsys):
         "report format: table, json, csv, markdown" in text,
         "(default: never)" in text,
     )
+
+
+def test_the_audit_under_auto_with_no_kubeconfig_says_what_it_looked_for(tmp_path, monkeypatch):
+    """The same `auto` as serve: no service account, no $KUBECONFIG, no ~/.kube/config."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    out, err = io.StringIO(), io.StringIO()
+    status = run_audit(Settings(), AuditOptions(namespace="shop"), out, err)
+    expected = (
+        "archfit: cannot reach Kubernetes: kubernetes.mode is auto and there is no service "
+        f"account (KUBERNETES_SERVICE_HOST is unset), no $KUBECONFIG and no {tmp_path}/.kube/"
+        "config, and this command reads the cluster\n"
+    )
+    assert (2, "", expected) == (status, out.getvalue(), err.getvalue())

@@ -2,11 +2,11 @@
 
 import csv
 import io
+import re
 
-from extender.audit.render import CSV_COLUMNS, write
-from extender.audit.report import Pricing, build
-from extender.placement import Unknown
-from extender.platforms import parse
+from extender.audit.render import CSV_COLUMNS, headline, write
+from extender.audit.report import LeftOut, Pricing, build, document
+from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 
@@ -43,3 +43,82 @@ def test_csv_has_one_row_per_workload_with_the_verdict():
     rows = list(csv.reader(io.StringIO(_render("csv"))))
     expected = [list(CSV_COLUMNS), ["api", "blocked"], ["web", "unknown"]]
     assert expected == [rows[0], *([row[2], row[3]] for row in rows[1:])]
+
+
+def test_figures_that_a_missing_right_bounds_say_so_and_name_what_was_not_read():
+    """Without Nodes movable vCPU and the saving are upper bounds; without Events broken now
+    is a lower bound: the summary marks them, in text and in JSON."""
+    fleet = [workload("web", "multi:1", cpu_millis=500, replicas=2)]
+    answers = {("multi:1", PULL): AMD64 | {parse("linux/arm64")}}
+    left_out = [LeftOut("Node", "403 nodes is forbidden"), LeftOut("Event", "403 forbidden")]
+    report = build(fleet, answers, {}, [], Pricing(0.1), left_out=left_out)
+    lines = headline(report)
+    summary = document(report)["summary"]
+    assert (
+        "Blocked: 0. Unknown (images that could not be read): 0. Broken now: at least 0.",
+        "Estimated saving: at most 14.60 a month, moving at most 1 vCPU at 0.1 a vCPU-hour "
+        "and a 20% arm64 discount.",
+        "Not read: Nodes (403 nodes is forbidden); where pods run is unknown, so no replica "
+        "counts as on arm64 already: movable vCPU and the saving are upper bounds.",
+        "Not read: Events (403 forbidden); broken pods are found from their statuses alone: "
+        "broken now is a lower bound.",
+        [["movableVcpu", "monthlySaving"], ["brokenNow"]],
+    ) == (*lines[1:], [item["bounds"] for item in summary["leftOut"]])
+
+
+def test_with_every_right_no_figure_is_marked():
+    """A complete read prints plain figures and an empty leftOut."""
+    report = _report()
+    assert ([], False) == (
+        document(report)["summary"]["leftOut"],
+        any("at most" in line or "at least" in line for line in headline(report)),
+    )
+
+
+FORMULAS = ['=HYPERLINK("http://evil")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3"]
+
+
+def _render_images(output, *images):
+    fleet = [workload(f"w{i}", image) for i, image in enumerate(images)]
+    answers = {(image, PULL): AMD64 for image in images}
+    out = io.StringIO()
+    write(build(fleet, answers, {}, [], Pricing()), output, out)
+    return out.getvalue()
+
+
+def test_csv_cells_never_start_a_formula_nor_carry_control_characters():
+    """OWASP's rule: a cell starting with = + - @ gets a leading quote; ESC, CR and U+202E
+    become spaces."""
+    text = _render_images("csv", *FORMULAS, "acme/\x1b[31mred\r\u202eevil:1")
+    blockers = [row[5] for row in list(csv.reader(io.StringIO(text)))[1:]]
+    assert ["'" + f for f in FORMULAS] + ["acme/ [31mred  evil:1"] == blockers
+
+
+def test_markdown_renders_no_link_html_or_emphasis_from_a_reason():
+    """An unknown image's reason with a link, HTML and emphasis comes out escaped."""
+    reason = "[click](http://evil) <img src=x onerror=alert(1)> **bold**"
+    fleet = [workload("api", "web:1")]
+    report = build(fleet, {("web:1", PULL): Unknown(reason)}, {}, [], Pricing())
+    out = io.StringIO()
+    write(report, "markdown", out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("| `web:1`"))
+    expected = r"\[click\]\(http\://evil\) \<img src=x onerror=alert\(1\)\> \*\*bold\*\*"
+    assert f"| `web:1` | {expected} | 1 |" == line
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch):
+    """2,500 workloads on a terminal: printed in chunks of rows, one header, every row there."""
+    monkeypatch.setenv("COLUMNS", "200")
+    fleet = [workload(f"w{i:04}", "web:1") for i in range(2500)]
+    report = build(fleet, {("web:1", PULL): AMD64}, {}, [], Pricing())
+    out = _Terminal()
+    write(report, "table", out)
+    rows = [line for line in out.getvalue().splitlines() if re.search(r" w\d{4} ", line)]
+    headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
+    starts = {re.search(r" w\d{4} ", line).start() for line in rows}
+    assert (2500, 1, 1) == (len(rows), len(headers), len(starts))

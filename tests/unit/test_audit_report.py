@@ -14,8 +14,7 @@ from extender.audit.report import (
     document,
     judge,
 )
-from extender.placement import Unknown
-from extender.platforms import parse
+from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 
@@ -82,6 +81,27 @@ def test_images_that_block_the_most_workloads_are_ranked_first():
         (RankedUnknown("gone", "no such host", 2),),
     )
     assert expected == (report.blockers, report.unknown_images)
+
+
+def test_one_image_spelled_three_ways_is_one_blocker_of_three_workloads():
+    """Blockers and unknowns group by the normalised reference and show the commonest spelling."""
+    hub = ("legacy-app:2", "docker.io/library/legacy-app:2", "index.docker.io/library/legacy-app:2")
+    down = ("registry.acme.test/gone:1", "registry.acme.test/gone:1", "REGISTRY.acme.test/gone:1")
+    fleet = [
+        workload(f"w{i}", image, f"down-{i}", cpu_millis=1000) for i, image in enumerate(hub)
+    ] + [workload("w3", "legacy-app:2", cpu_millis=1000)]
+    answers = {(image, PULL): AMD64 for image in hub}
+    answers |= {(f"down-{i}", PULL): Unknown("no such host") for i in range(3)}
+    fleet += [workload(f"u{i}", image) for i, image in enumerate(down)]
+    answers |= {(image, PULL): Unknown("no such host") for image in down}
+    report = build(fleet, answers, {}, [], Pricing())
+    assert (
+        (RankedBlocker("legacy-app:2", ("linux/amd64",), 4, 4000),),
+        [("registry.acme.test/gone:1", 2), ("REGISTRY.acme.test/gone:1", 1)],
+    ) == (
+        report.blockers,
+        [(u.image, u.workloads) for u in report.unknown_images if "gone" in u.image],
+    )
 
 
 def test_the_summary_counts_verdicts_and_the_share_of_requested_vcpu():

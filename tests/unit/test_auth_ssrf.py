@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import pytest
 import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from extender.registry.errors import AddressForbidden
-from extender.registry.netguard import AddressGuard, is_public
+from extender.registry.netguard import AddressGuard, GuardedResolver, is_public
 
 ADDRESSES = [
     ("8.8.8.8", True),
@@ -92,3 +94,36 @@ def test_a_public_url_and_a_host_name_pass_the_literal_check() -> None:
     for url in ("https://8.8.8.8/v2/", "https://134744072/v2/", "https://registry-1.docker.io/v2/"):
         guard.check_url(yarl.URL(url))
     assert guard.name_allowed("registry-1.docker.io") is False
+
+
+class _Dns(AbstractResolver):
+    """A resolver that answers every name with `addresses` (what a DNS server could say)."""
+
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = addresses
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        return [
+            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
+            for a in self.addresses
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_name_resolving_to_a_public_and_a_loopback_address_is_refused():
+    """Every address must pass: a proxy would resolve the name again and may pick 127.0.0.1."""
+    resolver = GuardedResolver(AddressGuard(), _Dns("93.184.215.14", "127.0.0.1"))
+    with pytest.raises(AddressForbidden, match=r"non-public address 127\.0\.0\.1"):
+        await resolver.resolve("mixed.example.com", 443)
+
+
+async def test_a_name_whose_every_address_is_public_or_listed_passes():
+    """A public and an allow-listed address: both are returned, nothing is dropped."""
+    resolver = GuardedResolver(AddressGuard(["10.0.0.0/8"]), _Dns("93.184.215.14", "10.1.2.3"))
+    assert ["93.184.215.14", "10.1.2.3"] == [
+        r["host"] for r in await resolver.resolve("ok.example.com", 443)
+    ]

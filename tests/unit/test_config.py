@@ -170,6 +170,7 @@ def test_a_list_setting_from_the_env_takes_commas_or_yaml(raw, expected):
         ("ARCHFIT_KUBERNETES__NODE_INDEX", "TRUE", True),
         ("ARCHFIT_SERVER__PORT", " 9000 ", 9000),
         ("ARCHFIT_POLICY__RESOLVE_DEADLINE_SECONDS", "2", 2.0),
+        ("ARCHFIT_CACHE__STALE_IF_ERROR_SECONDS", "0", 0),
     ],
 )
 def test_env_overrides_are_read_as_the_settings_own_type(variable, raw, expected):
@@ -184,6 +185,12 @@ def test_a_bad_env_value_names_the_variable_and_the_key():
     """An integer setting given words says which variable and which key."""
     with pytest.raises(ConfigError, match=r"server\.port \(from ARCHFIT_SERVER__PORT='many'\)"):
         load(None, {"ARCHFIT_SERVER__PORT": "many"})
+
+
+def test_a_negative_stale_if_error_time_is_refused_naming_the_key():
+    """staleIfErrorSeconds may be 0 (never answer stale) but not less."""
+    with pytest.raises(ConfigError, match=r"staleIfErrorSeconds must be 0 or more"):
+        from_mapping({"cache": {"staleIfErrorSeconds": -1}})
 
 
 def test_a_list_setting_written_as_a_scalar_in_the_file_says_how_to_write_a_list():
@@ -288,3 +295,26 @@ def test_archfit_config_says_which_file_it_read(tmp_path, capsys, monkeypatch):
         "--config PATH names one): built-in defaults",
         f"# archfit config: read {tmp_path / 'mine.yaml'}, overridden by ARCHFIT_SERVER__PORT",
     ] == [without, with_file]
+
+
+def test_archfit_config_prints_no_proxy_or_redis_password(tmp_path):
+    """`archfit config` shows each URL with its password as ***, the rest as set."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text(
+        "registry:\n  allowedNetworks: [proxy.corp]\n  proxy:\n"
+        "    httpsProxy: http://bob:pr0xy-pw@proxy.corp:3128\n"
+        "cache:\n  url: redis://:r3dis-pw@redis.archfit:6379/0\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "extender", "config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    shown = yaml.safe_load(result.stdout)
+    assert ("http://bob:***@proxy.corp:3128", "redis://:***@redis.archfit:6379/0") == (
+        shown["registry"]["proxy"]["httpsProxy"],
+        shown["cache"]["url"],
+    )
+    assert "pr0xy-pw" not in result.stdout + result.stderr

@@ -7,6 +7,8 @@ tests check the pod that results, not only the operations.
 from __future__ import annotations
 
 import copy
+import random
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -19,9 +21,9 @@ from extender.mutation import (
     TaintRule,
     decide_mutation,
 )
-from extender.placement import Resolved, Unknown
-from extender.platforms import Platform, Rule, parse
+from extender.platforms import Platform, Resolved, Rule, Unknown, parse
 from tests.objects import pod
+from tests.support import affinity
 
 AMD = frozenset({parse("linux/amd64")})
 ARM = frozenset({parse("linux/arm64")})
@@ -30,6 +32,7 @@ CLUSTER = frozenset({parse("linux/amd64"), parse("linux/arm64")})
 GKE_TAINT = TaintRule("arm64", "kubernetes.io/arch", "arm64", "NoSchedule")
 ARCH_IN_AMD = {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
 ARCH_IN_ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+AMD_ONLY: dict[str, Resolved] = {"acme/amd:1": AMD}
 
 
 def rules(**overrides: Any) -> MutationRules:
@@ -298,12 +301,160 @@ def test_platforms_only_variants_tell_apart_add_no_empty_term() -> None:
     assert (("linux/arm/v7",), []) == (tuple(map(str, mutation.runs_on)), required_terms(patched))
 
 
-def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes():
-    """A containerd 2.0 arm64 node runs arm/v7 (Only()); the webhook must not rule it out."""
+def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes_that_run_it():
+    """A containerd 2.0 arm64 node pulls arm/v7 (Only()); with `arm32OnArm64: pull-rule` (its
+    CPUs run AArch32) the webhook must not rule it out."""
     v7 = frozenset({parse("linux/arm/v7")})
-    patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE))
+    patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE, aarch32=True))
     assert [{"matchExpressions": [ARCH_IN_ARM]}] == required_terms(patched)
     strict = decide_mutation(
         pod("acme/v7:1"), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
     )
     assert ("conflict", []) == (strict.outcome, strict.patch)
+
+
+# --- empty terms: never loosen (kube-scheduler reads an empty term as matching no node) ---
+
+ZONE_A = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}
+PINNED = {"key": "metadata.name", "operator": "In", "values": ["pinned"]}
+
+
+def test_an_empty_term_stays_empty_and_only_the_other_term_gets_the_arch() -> None:
+    """`[{}, zone-a]` admits zone-a only; an arch ANDed into {} would admit every amd64 node."""
+    patched, _ = admit(with_terms(pod("acme/amd:1"), {}, {"matchExpressions": [ZONE_A]}), AMD_ONLY)
+    assert [{}, {"matchExpressions": [ZONE_A, ARCH_IN_AMD]}] == required_terms(patched)
+
+
+def test_empty_match_expressions_stay_empty_beside_a_match_fields_term() -> None:
+    """`matchExpressions: []` is an empty term too; the name-pinned term is narrowed."""
+    obj = with_terms(pod("acme/amd:1"), {"matchExpressions": []}, {"matchFields": [PINNED]})
+    patched, _ = admit(obj, AMD_ONLY)
+    assert [
+        {"matchExpressions": []},
+        {"matchFields": [PINNED], "matchExpressions": [ARCH_IN_AMD]},
+    ] == required_terms(patched)
+
+
+@pytest.mark.parametrize(
+    "required",
+    [{"nodeSelectorTerms": [{}]}, {"nodeSelectorTerms": []}, {"nodeSelectorTerms": None}, {}],
+    ids=["only-an-empty-term", "no-terms", "null-terms", "no-terms-key"],
+)
+def test_a_pod_whose_required_affinity_admits_no_node_is_left_as_it_is(
+    required: dict[str, Any],
+) -> None:
+    """It stays unschedulable (or refused by the apiserver), with a warning, never a term."""
+    obj = pod("acme/amd:1")
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+    }
+    patched, mutation = admit(obj, AMD_ONLY)
+    assert ("conflict", required) == (
+        mutation.outcome,
+        node_affinity(patched)["requiredDuringSchedulingIgnoredDuringExecution"],
+    )
+    assert [
+        "archfit: this pod's own nodeSelector or required node affinity admits none of "
+        "this cluster's platforms"
+    ] == mutation.warnings
+
+
+def test_a_null_match_expressions_beside_match_fields_gets_the_arch() -> None:
+    """`matchExpressions: null` in a name-pinned term is read as absent, not a crash."""
+    obj = with_terms(pod("acme/amd:1"), {"matchExpressions": None, "matchFields": [PINNED]})
+    patched, _ = admit(obj, AMD_ONLY)
+    assert [{"matchExpressions": [ARCH_IN_AMD], "matchFields": [PINNED]}] == required_terms(patched)
+
+
+def test_the_patch_never_admits_a_node_the_pod_did_not_admit_for_random_pods() -> None:
+    """Property, 5,000 seeded random pods on 64 nodes: patched-admitted ⊆ originally-admitted."""
+    rng = random.Random(23)
+    all_nodes = affinity.nodes()
+    names = [n.name for n in all_nodes]
+    loosened = []
+    for _ in range(5_000):
+        images = affinity.random_images(rng)
+        obj = affinity.random_pod(rng, tuple(images), names)
+        cluster = frozenset(rng.sample(affinity.PLATFORMS, rng.randint(1, 4)))
+        resolved: dict[str, Resolved] = dict(images)
+        patched, _ = admit(obj, resolved, rules(platforms=cluster, rule=rng.choice(list(Rule))))
+        extra = [
+            n.name for n in all_nodes if affinity.admits(patched, n) and not affinity.admits(obj, n)
+        ]
+        if extra:
+            loosened.append((obj, extra))
+    assert [] == loosened[:3]
+
+
+AMD_V7 = frozenset({parse("linux/amd64"), parse("linux/arm/v7")})
+
+
+def test_a_32_bit_arm_build_does_not_send_a_pod_to_arm64_by_default() -> None:
+    """amd64 + arm/v7 under auto: required amd64, no arm64 preference, and the annotation
+    names no arm64 either."""
+    patched, mutation = admit(pod("acme/amd-v7:1"), {"acme/amd-v7:1": AMD_V7})
+    preferred = node_affinity(patched).get("preferredDuringSchedulingIgnoredDuringExecution")
+    assert ([{"matchExpressions": [ARCH_IN_AMD]}], None, ("linux/amd64",)) == (
+        required_terms(patched),
+        preferred,
+        tuple(map(str, mutation.runs_on)),
+    )
+    assert "linux/amd64,linux/arm/v7" == patched["metadata"]["annotations"][PLATFORMS_ANNOTATION]
+
+
+def test_with_pull_rule_a_32_bit_arm_build_admits_arm64_but_never_prefers_it() -> None:
+    """arm32OnArm64: pull-rule: arm64 stays allowed, gets no preferred term, and the
+    annotation names it."""
+    patched, mutation = admit(
+        pod("acme/amd-v7:1"), {"acme/amd-v7:1": AMD_V7}, rules(rule=Rule.LOOSE, aarch32=True)
+    )
+    assert ([], {}, ("linux/amd64", "linux/arm64")) == (
+        required_terms(patched),
+        node_affinity(patched),
+        tuple(map(str, mutation.runs_on)),
+    )
+    annotation = patched["metadata"]["annotations"][PLATFORMS_ANNOTATION]
+    assert "linux/amd64,linux/arm/v7,linux/arm64" == annotation
+
+
+@pytest.mark.parametrize("aarch32", [False, True])
+@pytest.mark.parametrize("rule", list(Rule))
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ("linux/amd64", "linux/arm/v7"),
+        ("linux/arm/v7",),
+        ("linux/arm/v6",),
+        ("linux/386",),
+        ("linux/amd64", "linux/arm64"),
+        ("linux/arm64/v8",),
+    ],
+)
+def test_the_platforms_annotation_names_every_platform_the_pod_is_sent_to(
+    entries: tuple[str, ...], rule: Rule, aarch32: bool
+) -> None:
+    """What the webhook decides the pod runs on is in `archfit.io/platforms`, never missing."""
+    image = frozenset(map(parse, entries))
+    _, mutation = admit(pod("i"), {"i": image}, rules(rule=rule, aarch32=aarch32))
+    annotated = mutation.annotation[0]["value"]
+    annotated = annotated[PLATFORMS_ANNOTATION] if isinstance(annotated, dict) else annotated
+    assert [] == [str(p) for p in mutation.runs_on if str(p) not in annotated.split(",")]
+
+
+def test_docs_webhook_md_says_which_rule_the_webhook_matches_by_under_auto() -> None:
+    """The webhook's rule under `auto` (loose, 32-bit Arm only under pull-rule) is documented."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhook.md").read_text()
+    section = text[text.index("- **Which matching rule.**") :].split("\n- **")[0]
+    assert ["`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32"] == [
+        word
+        for word in ("`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32")
+        if word in section
+    ]
+
+
+def test_a_null_term_is_read_as_the_empty_term_the_apiserver_makes_of_it() -> None:
+    """`nodeSelectorTerms: [null]` decodes as `[{}]` in Go: it admits no node, and no crash."""
+    obj = with_terms(pod("acme/amd:1"), None, {"matchExpressions": [ZONE_A]})  # type: ignore[arg-type]
+    patched, mutation = admit(obj, AMD_ONLY)
+    assert [{}, {"matchExpressions": [ZONE_A, ARCH_IN_AMD]}] == required_terms(patched)
+    assert "mutated" == mutation.outcome

@@ -2,14 +2,14 @@
 
 import pytest
 
-from extender.placement import Candidates, Policy, Unknown, mismatch_reason
+from extender.placement import Candidates, Policy, mismatch_reason
 from extender.placement import decide_filter as decide_filter_on_names
 from extender.placement import decide_scores as decide_scores_on_names
-from extender.platforms import Rule, parse
+from extender.platforms import Rule, Unknown, parse
 
 
-def Candidate(name, platform, rule=Rule.STRICT):
-    return name, (platform, rule)
+def Candidate(name, platform, rule=Rule.STRICT, aarch32=False):
+    return name, (platform, rule, aarch32)
 
 
 def candidates(nodes):
@@ -138,14 +138,17 @@ def test_a_node_without_architecture_follows_the_failure_policy():
     assert ["mystery"] == list(closed.failed)
 
 
-def test_loose_matching_lets_arm64_nodes_run_arm_v7_images():
-    """`matching: loose` gives every node containerd's Only() fallbacks."""
-    decision = decide_filter(["a"], {"a": ARMV7}, NODES, Policy(matching="loose"))
+def test_loose_matching_lets_arm64_nodes_run_arm_v7_images_where_their_cpus_do():
+    """`matching: loose` gives every node containerd's Only() fallbacks, 32-bit Arm included
+    where the operator says the CPUs run it."""
+    policy = Policy(matching="loose", arm32_on_arm64="pull-rule")
+    decision = decide_filter(["a"], {"a": ARMV7}, NODES, policy)
     assert ["arm-1", "arm-2"] == decision.passed
 
 
 MIXED = [
     Candidate("arm-2.0", parse("linux/arm64"), Rule.LOOSE),
+    Candidate("arm-2.0-aarch32", parse("linux/arm64"), Rule.LOOSE, aarch32=True),
     Candidate("arm-2.2", parse("linux/arm64"), Rule.STRICT),
     Candidate("arm-crio", parse("linux/arm64"), Rule.CONTAINERS_IMAGE),
     Candidate("armv7-2.2", parse("linux/arm/v7"), Rule.STRICT),
@@ -156,10 +159,10 @@ MIXED = [
 @pytest.mark.parametrize(
     ("matching", "image", "passed"),
     [
-        ("auto", "linux/arm/v7", ["arm-2.0", "armv7-2.2", "armv7-crio"]),
-        ("auto", "linux/arm/v6", ["arm-2.0", "armv7-crio"]),
+        ("auto", "linux/arm/v7", ["arm-2.0-aarch32", "armv7-2.2", "armv7-crio"]),
+        ("auto", "linux/arm/v6", ["arm-2.0-aarch32", "armv7-crio"]),
         ("strict", "linux/arm/v7", ["armv7-2.2", "armv7-crio"]),
-        ("loose", "linux/arm/v6", ["arm-2.0", "arm-2.2", "arm-crio", "armv7-2.2", "armv7-crio"]),
+        ("loose", "linux/arm/v6", ["arm-2.0-aarch32", "armv7-2.2", "armv7-crio"]),
     ],
 )
 def test_auto_matching_judges_each_node_by_its_runtimes_rule(matching, image, passed):
@@ -173,7 +176,7 @@ def test_each_platform_and_rule_pair_is_judged_once_per_request():
 
     Each judgement reads the image's set at most once (frozensets are read once, ever).
     """
-    nodes = [Candidate(f"n{i}", parse("linux/arm64"), (Rule.LOOSE, Rule.STRICT)[i % 2])
+    nodes = [Candidate(f"n{i}", parse("linux/arm64"), (Rule.LOOSE, Rule.STRICT)[i % 2], True)
              for i in range(1000)]  # fmt: skip
     calls = []
 
@@ -188,7 +191,7 @@ def test_each_platform_and_rule_pair_is_judged_once_per_request():
 
 def test_a_rejection_names_the_rule_the_node_was_judged_by():
     """The nodes_rejected log line says which runtime rule refused the image."""
-    decision = decide_filter(["a"], {"a": ARMV7}, MIXED[:2], Policy())
+    decision = decide_filter(["a"], {"a": ARMV7}, MIXED[1:3], Policy())
     assert [(Rule.STRICT, ["arm-2.2"])] == [(v.rule, nodes) for v, nodes in decision.groups]
 
 
@@ -230,3 +233,44 @@ def test_configured_preference_applies_to_every_candidate_architecture():
     """An operator can prefer amd64 through the policy instead."""
     decision = decide_scores(["a"], {"a": MULTI}, NODES, Policy(arch_preference={"amd64": 7}))
     assert {"amd-1": 7, "amd-2": 7} == decision.scores
+
+
+AMD_V7 = plats("linux/amd64", "linux/arm/v7")
+LOOSE_ARM64 = [
+    Candidate("amd", parse("linux/amd64"), Rule.LOOSE),
+    Candidate("arm-1.7", parse("linux/arm64"), Rule.LOOSE),
+    Candidate("arm-1.7-aarch32", parse("linux/arm64"), Rule.LOOSE, aarch32=True),
+    Candidate("arm-2.2-aarch32", parse("linux/arm64"), Rule.STRICT, aarch32=True),
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "matching", "passed"),
+    [
+        ("labelled", "auto", ["amd", "arm-1.7-aarch32"]),
+        ("labelled", "loose", ["amd", "arm-1.7-aarch32", "arm-2.2-aarch32"]),
+        ("labelled", "strict", ["amd"]),
+        ("pull-rule", "auto", ["amd", "arm-1.7", "arm-1.7-aarch32"]),
+        ("pull-rule", "strict", ["amd"]),
+    ],
+)
+def test_a_32_bit_arm_build_lets_a_pod_onto_arm64_only_where_the_cpus_run_it(
+    setting, matching, passed
+):
+    """By default only nodes labelled archfit.io/aarch32 run an arm/v7 build their runtime pulls."""
+    policy = Policy(matching=matching, arm32_on_arm64=setting)
+    decision = decide_filter(["a"], {"a": AMD_V7}, LOOSE_ARM64, policy)
+    rejected = [name for name, _ in LOOSE_ARM64 if name not in passed]
+    assert (passed, rejected) == (decision.passed, list(decision.unresolvable))
+
+
+@pytest.mark.parametrize("setting", ["labelled", "pull-rule"])
+def test_a_32_bit_arm_build_is_never_a_reason_to_prefer_arm64(setting):
+    """amd64 + arm/v7 runs natively on amd64 alone: no architecture preference, no scores."""
+    policy = Policy(arm32_on_arm64=setting)
+    decision = decide_scores(["a"], {"a": AMD_V7}, LOOSE_ARM64, policy)
+    assert ({}, False, ("amd64",)) == (
+        decision.scores,
+        decision.multi_arch,
+        decision.architectures,
+    )

@@ -63,8 +63,8 @@ def test_strict_matching_follows_containerd_2_1(node, image, expected):
     ],
 )
 def test_loose_matching_adds_the_containerd_1_fallbacks(node, image, expected):
-    """With loose matching, 64-bit nodes accept their 32-bit relatives."""
-    assert expected == accepts(parse(node), parse(image), loose=True)
+    """With loose matching, 64-bit nodes accept their 32-bit relatives (if their CPUs run them)."""
+    assert expected == accepts(parse(node), parse(image), loose=True, aarch32=True)
 
 
 def test_windows_nodes_need_the_same_build_as_the_image():
@@ -189,8 +189,9 @@ def _cases(table):
 
 @pytest.mark.parametrize(("node", "image", "expected"), _cases(ONLY))
 def test_loose_matching_is_containerd_only(node, image, expected):
-    """compare.go Only(node).Match(image), table from compare_test.go TestOnly."""
-    assert expected == accepts(parse(node), parse(image), loose=True)
+    """compare.go Only(node).Match(image), table from compare_test.go TestOnly (whose arm64
+    CPUs all run AArch32)."""
+    assert expected == accepts(parse(node), parse(image), loose=True, aarch32=True)
 
 
 @pytest.mark.parametrize(("node", "image", "expected"), _cases(ONLY_STRICT))
@@ -281,11 +282,25 @@ def test_cri_o_matching_ignores_the_windows_build():
 
 def test_any_accepts_takes_the_rule_and_the_older_loose_flag():
     """`loose=True` still means Rule.LOOSE, for callers written before rules existed."""
-    node, images = parse("linux/arm64"), [parse("linux/arm/v7")]
+    node, images = parse("linux/amd64"), [parse("linux/386")]
     assert (False, True, True) == (
         any_accepts(node, images),
         any_accepts(node, images, rule=Rule.LOOSE),
         any_accepts(node, images, loose=True),
+    )
+
+
+@pytest.mark.parametrize("rule", list(Rule))
+@pytest.mark.parametrize("image", ["linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8"])
+def test_an_arm64_node_runs_a_32_bit_arm_entry_only_if_its_cpus_run_aarch32(rule, image):
+    """Pulling is not running: without `aarch32` no rule lets arm64 take a 32-bit Arm entry."""
+    node, entries = parse("linux/arm64"), frozenset({parse(image)})
+    pulls = rule is Rule.LOOSE
+    assert (False, False, pulls, pulls) == (
+        accepts(node, parse(image), rule=rule),
+        any_accepts(node, entries, rule=rule),
+        accepts(node, parse(image), rule=rule, aarch32=True),
+        any_accepts(node, entries, rule=rule, aarch32=True),
     )
 
 
@@ -307,8 +322,12 @@ def test_a_large_set_is_judged_through_its_index_exactly_as_entry_by_entry():
         normalize("windows", "amd64", "", "10.0.20348.1"),
     ]
     judged = [
-        (any_accepts(n, images, rule=r), any(accepts(n, e, rule=r) for e in entries))
+        (
+            any_accepts(n, images, rule=r, aarch32=a),
+            any(accepts(n, e, rule=r, aarch32=a) for e in entries),
+        )
         for n in nodes
         for r in Rule
+        for a in (False, True)
     ]
     assert [(scan, scan) for _, scan in judged] == judged

@@ -78,6 +78,8 @@ def test_a_kubelet_config_file_is_read_whole() -> None:
         (("apiVersion", "credentialprovider.kubelet.k8s.io/v2"), r"providers\[0\]\.apiVersion"),
         (("env", [{"value": "x"}]), r"providers\[0\]\.env\[0\]"),
         (("tokenAttributes", {"serviceAccountTokenAudience": "x"}), "not supported"),
+        (("env", [{"name": "A", "value": "x\u0000y"}]), r"providers\[0\]\.env\[0\]: a NUL"),
+        (("args", ["--x\u0000"]), r"providers\[0\]\.args: a NUL"),
     ],
 )
 def test_a_bad_provider_entry_is_named_in_the_error(

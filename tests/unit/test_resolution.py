@@ -2,8 +2,7 @@
 
 import asyncio
 
-from extender.placement import Unknown
-from extender.platforms import parse
+from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from extender.resolution import Resolution
 from tests.support.function_resolver import FunctionResolver

@@ -3,6 +3,7 @@
 import orjson
 import pytest
 
+from extender.node_parts import NodeDecodeError, decode_node
 from extender.scheduler_api import WireError, parse_args, render_filter, render_priorities
 from tests.objects import args_full, args_names, node, pod
 
@@ -87,7 +88,7 @@ def test_full_nodes_share_one_facts_object_per_platform_and_runtime():
     nodes = [node(f"n{i}", "arm64" if i % 2 else "amd64") for i in range(40)]
     args = parse_args(orjson.dumps(args_full(pod("a"), *nodes)))
     assert 2 == len({id(f) for f in args.facts})
-    assert {"linux/amd64", "linux/arm64"} == {str(p) for p, _ in args.facts}
+    assert {"linux/amd64", "linux/arm64"} == {str(p) for p, _, _ in args.facts}
 
 
 @pytest.mark.parametrize(
@@ -110,3 +111,34 @@ def test_a_pod_of_a_million_empty_objects_is_refused_before_it_is_built():
     pod_body = b"[" + b",".join([b"{}"] * 1_000_001) + b"]"
     with pytest.raises(WireError, match="JSON objects and arrays"):
         parse_args(b'{"Pod": {"x": %s}, "NodeNames": []}' % pod_body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"Pod":{"metadata":{"name":"web-\xff"}},"NodeNames":["n"]}',
+        b'{"Pod":{},"NodeNames":["n\xff"]}',
+        b'{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n","labels":{"kubernetes.io/arch":"\xff"}}}]}}',
+        b'{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n"},"spec":{"x":"\xfe"}}]}}',
+    ],
+    ids=["pod", "node names", "a node label", "a node field archfit skips"],
+)
+def test_bytes_that_are_not_utf8_are_a_wire_error_wherever_they_sit(body):
+    """No kept fragment reaches a later decode, or the answer, with invalid bytes in it."""
+    with pytest.raises(WireError) as raised:
+        parse_args(body)
+    assert str(raised.value).startswith("body is not UTF-8: byte 0x")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"metadata":{"name":"n\xff"}}',
+        b'{"metadata":{"name":1,"labels":{"kubernetes.io/arch":"\xff"}}}',
+    ],
+    ids=["typed", "loose"],
+)
+def test_a_node_that_is_not_utf8_is_a_node_decode_error(raw):
+    """The node index's decode names invalid bytes as a NodeDecodeError, not UnicodeDecodeError."""
+    with pytest.raises(NodeDecodeError):
+        decode_node(raw)

@@ -35,6 +35,8 @@ def test_numbers_survive_a_round_trip_byte_for_byte(literal):
             "JSON objects and arrays",
         ),
         (b'{"big":18446744073709551616,', "not valid JSON"),
+        (b"[" + b",".join([b'"a"'] * wire_json.MAX_VALUES) + b"]", "JSON values"),
+        (b"[" + b",".join([b"1.5"] * wire_json.MAX_VALUES) + b"]", "JSON values"),
     ],
 )
 def test_bodies_out_of_bounds_are_a_json_error_naming_the_problem(body, problem):
@@ -66,3 +68,25 @@ def test_the_table_of_causes_is_bounded():
     once = OncePerCause(max_causes=2, clock=FakeClock())
     admitted = [once.admit(cause) for cause in ("a", "b", "c", "a")]
     assert [0, 0, 0, 0] == admitted
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b'{"name":"web-\xff\xfe"}', "body is not UTF-8: byte 0xff at offset 13"),
+        (b'{"big":18446744073709551616,"n":"\xc3"}', "body is not UTF-8: byte 0xc3 at offset"),
+        (b'{"big":18446744073709551616,"n":"\\ud800"}', "lone surrogate escape"),
+        (b'{"big":18446744073709551616,"\\uDC00":1}', "lone surrogate escape"),
+    ],
+)
+def test_text_that_is_not_unicode_is_a_json_error_on_either_parser(body, problem):
+    """Invalid bytes and half a UTF-16 pair are refused, also where the standard library parses."""
+    with pytest.raises(wire_json.JsonError) as raised:
+        wire_json.loads(body)
+    assert problem in str(raised.value)
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_accepted():
+    """An escaped pair is a real character (U+1F600): only a lone half is refused."""
+    expected = {"big": 18446744073709551616, "n": "\U0001f600"}
+    assert expected == wire_json.loads(b'{"big":18446744073709551616,"n":"\\ud83d\\ude00"}')

@@ -1,0 +1,237 @@
+"""`archfit audit --context a --context b` (or `--all-contexts`): several clusters, one run.
+
+Each cluster is read on its own thread and judged on its own; the images of all of them are
+looked up together, through one resolver, so an image that several clusters run costs one
+lookup. Pull secrets are read from the cluster whose workload names them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from extender.audit import render_fleet
+from extender.audit.fleet_report import ClusterReport, FleetReport, combine
+from extender.audit.lookups import Pair, distinct_pairs
+from extender.audit.render import left_out_line
+from extender.audit.report import LeftOut, Report
+from extender.audit.resolving import Resolution, metric_remaining, resolve
+from extender.audit.run import AuditOptions, judge_fleet, parse_workloads, progress
+from extender.audit.workloads import Workload
+from extender.config import Settings
+from extender.metrics import Metrics
+from extender.pods import PullSecretsRef
+from extender.registry.credentials import PullSecret
+from extender.registry.keychain import QueuedSecretSource, SecretSource
+from extender.registry.resolver import RegistryResolver, build_resolver
+from extender.resolution import PlatformResolver
+
+_READERS = 8
+"""Clusters read at once (each read is a few paged lists, on its own thread)."""
+_SECRET_LOOKUPS = 4
+"""Pull-secret lookups in flight at once per cluster, as in a single-cluster audit."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPull(PullSecretsRef):
+    """A workload's pull secrets, and the cluster they live in."""
+
+    cluster: str = ""
+
+
+class ClusterSecrets:
+    """A SecretSource that reads each workload's pull secrets from its own cluster."""
+
+    def __init__(self, sources: Mapping[str, SecretSource]) -> None:
+        self._sources = sources
+
+    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
+        cluster = pull.cluster if isinstance(pull, ClusterPull) else ""
+        source = self._sources.get(cluster)
+        return [] if source is None else await source.pull_secrets(pull)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster as read: its workloads (pulls naming the cluster) and raw objects."""
+
+    name: str
+    workloads: list[Workload]
+    skipped: list[str]
+    intermediates: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    left_out: list[LeftOut]
+    only_audited: bool = False
+
+
+def cluster(name: str, objects: Mapping[str, Any], *, only_audited: bool = False) -> Cluster:
+    """A cluster from its raw objects (an extender.kube.fleet.Fleet's fields by name)."""
+    workloads, skipped = parse_workloads(objects["workloads"])
+    return Cluster(
+        name=name,
+        workloads=[
+            dataclasses.replace(w, pull=ClusterPull(**_fields(w.pull), cluster=name))
+            for w in workloads
+        ],
+        skipped=skipped,
+        intermediates=objects["intermediates"],
+        pods=objects["pods"],
+        nodes=objects["nodes"],
+        events=objects["events"],
+        left_out=[LeftOut(kind, reason) for kind, reason in objects["left_out"].items()],
+        only_audited=only_audited,
+    )
+
+
+def _fields(pull: PullSecretsRef) -> dict[str, Any]:
+    return {f.name: getattr(pull, f.name) for f in dataclasses.fields(PullSecretsRef)}
+
+
+def judge(
+    clusters: Sequence[Cluster], resolution: Resolution, options: AuditOptions, *, loose: bool
+) -> FleetReport:
+    """Each cluster judged on its own, then the fleet's total."""
+    reports = []
+    for item in clusters:
+        report: Report = judge_fleet(
+            item.workloads,
+            resolution.lookups,
+            item.intermediates,
+            item.pods,
+            item.nodes,
+            item.events,
+            options.pricing,
+            skipped=item.skipped,
+            only_audited=item.only_audited,
+            loose=loose,
+            left_out=item.left_out,
+        )
+        reports.append(
+            ClusterReport(item.name, dataclasses.replace(report, hints=resolution.hints))
+        )
+    return combine(reports)
+
+
+def fleet_pairs(clusters: Sequence[Cluster]) -> list[Pair]:
+    """Every cluster's distinct (image, credentials) pairs."""
+    return distinct_pairs(w for item in clusters for w in item.workloads)
+
+
+async def look_up_with(
+    resolver: PlatformResolver,
+    metrics: Metrics,
+    settings: Settings,
+    pairs: Sequence[Pair],
+    advance: Callable[[], None],
+    options: AuditOptions,
+    err: TextIO,
+) -> Resolution:
+    """The audit's registry work (audit.resolving) with `resolver`, whose transport records
+    registries' pull limits in `metrics`."""
+    return await resolve(
+        resolver,
+        pairs,
+        per_host=settings.registry.max_connections_per_host,
+        remaining=metric_remaining(metrics),
+        say=lambda line: print(f"archfit: {line}", file=err, flush=True),
+        advance=advance,
+        lister=resolver if isinstance(resolver, RegistryResolver) else None,
+        newer_tags=options.newer_tags,
+        loose=settings.policy.loose_matching,
+    )
+
+
+@contextlib.asynccontextmanager
+async def fleet_resolver(
+    settings: Settings, metrics: Metrics, apis: Mapping[str, Any]
+) -> AsyncIterator[PlatformResolver]:
+    """One resolver for every cluster: one cache and single flight, each cluster's secrets."""
+    from extender.kube.secrets import KubeSecretSource
+
+    readers: dict[str, KubeSecretSource] = {}
+    if settings.kubernetes.pull_secrets:
+        ttl = settings.registry.pull_secret_ttl_seconds
+        readers = {name: KubeSecretSource(api, ttl_seconds=ttl) for name, api in apis.items()}
+    queued: dict[str, SecretSource] = {
+        name: QueuedSecretSource(reader, _SECRET_LOOKUPS) for name, reader in readers.items()
+    }
+    resolver = await build_resolver(
+        settings.registry, settings.cache, metrics, ClusterSecrets(queued)
+    )
+    try:
+        yield resolver
+    finally:
+        await resolver.aclose()
+        for reader in readers.values():
+            await reader.aclose()
+
+
+def run_fleet_audit(
+    settings: Settings,
+    namespaces: Mapping[str, str | None],
+    options: AuditOptions,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Audit each context's cluster (`namespaces`: context → namespace, None for all) and
+    write one report. Exit status as `run_audit`."""
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.fleet import FleetError, Scope, read_fleet
+
+    apis: dict[str, Any] = {}
+    try:
+        for name in namespaces:
+            kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=name)
+            try:
+                apis[name] = build_api_client(kube, required=True)
+            except KubeConfigError as error:
+                print(f"archfit: context {name}: cannot reach Kubernetes: {error}", file=err)
+                return 2
+        excluded = settings.policy.excluded_namespaces
+
+        def read(name: str) -> Cluster:
+            scope = Scope(namespaces[name], options.selector, excluded)
+            fleet = read_fleet(apis[name], scope)
+            objects = {f.name: getattr(fleet, f.name) for f in dataclasses.fields(fleet)}
+            return cluster(name, objects, only_audited=bool(options.selector))
+
+        with ThreadPoolExecutor(min(_READERS, len(apis))) as pool:
+            futures = {name: pool.submit(read, name) for name in apis}
+            clusters = []
+            for name, future in futures.items():
+                try:
+                    clusters.append(future.result())
+                except FleetError as error:
+                    print(f"archfit: context {name}: {error}", file=err)
+                    return 2
+        pairs = fleet_pairs(clusters)
+        with progress(err, len(pairs)) as advance:
+            resolution = asyncio.run(_look_up(settings, apis, pairs, advance, options, err))
+    finally:
+        for api in apis.values():
+            api.close()
+    fleet = judge(clusters, resolution, options, loose=settings.policy.loose_matching)
+    for item in fleet.summary.left_out:
+        print(f"archfit: {left_out_line(item)}", file=err)
+    render_fleet.write(fleet, options.output, out)
+    return 1 if options.fail_on_blockers and fleet.summary.blocked else 0
+
+
+async def _look_up(
+    settings: Settings,
+    apis: Mapping[str, Any],
+    pairs: Sequence[Pair],
+    advance: Callable[[], None],
+    options: AuditOptions,
+    err: TextIO,
+) -> Resolution:
+    metrics = Metrics()
+    async with fleet_resolver(settings, metrics, apis) as resolver:
+        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)

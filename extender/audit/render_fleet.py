@@ -1,0 +1,189 @@
+"""A multi-cluster audit as a terminal table, JSON, CSV or Markdown: the single-cluster
+tables with a CLUSTER column, a table of the clusters, and the fleet's total.
+
+Cells are made safe exactly as in `render` (whose helpers these are).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TextIO
+
+import orjson
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from extender.audit import render
+from extender.audit.fleet_report import FleetBlocker, FleetReport, fleet_document
+from extender.audit.report import Report, Summary
+from extender.registry.errors import snippet
+from extender.tables import print_table
+
+TOTAL = "fleet total"
+"""The name of the clusters table's last row."""
+
+
+def write(fleet: FleetReport, output: str, out: TextIO) -> None:
+    """Write the fleet's report in one of extender.audit.FORMATS."""
+    if output == "json":
+        out.write(orjson.dumps(fleet_document(fleet), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif output == "csv":
+        out.write(as_csv(fleet))
+    elif output == "markdown":
+        out.write(as_markdown(fleet))
+    elif output == "html":
+        from extender.audit import html_report  # it builds on this module
+
+        out.write(html_report.page(fleet))
+    else:
+        print_table(Group(*table_parts(fleet)), out)
+
+
+def headline(fleet: FleetReport) -> list[str]:
+    """The fleet total in the single-cluster sentences, after how many clusters."""
+    names = ", ".join(c.name for c in fleet.clusters)
+    total = render.headline(Report(fleet.summary, (), (), (), ()))
+    return [
+        f"Clusters: {len(fleet.clusters)} ({names}); the figures are the fleet's total.",
+        *total,
+    ]
+
+
+def cluster_rows(fleet: FleetReport) -> list[tuple[str, ...]]:
+    """One row per cluster, then the fleet total."""
+    rows = [(c.name, *_figures(c.report.summary)) for c in fleet.clusters]
+    return [*rows, (TOTAL, *_figures(fleet.summary))]
+
+
+CLUSTER_HEADERS = ("cluster", "workloads", "ready", "blocked", "unknown", "vCPU", "ready vCPU",
+                   "movable vCPU", "saving/month", "broken now")  # fmt: skip
+
+
+def _figures(s: Summary) -> tuple[str, ...]:
+    saving = "-" if s.monthly_saving is None else f"{s.monthly_saving:,.2f}"
+    return (str(s.workloads), str(s.ready), str(s.blocked), str(s.unknown),
+            render.vcpu(s.cpu_millis), render.vcpu(s.ready_cpu_millis),
+            render.vcpu(s.movable_cpu_millis), saving, str(s.broken))  # fmt: skip
+
+
+def per_cluster(blocker: FleetBlocker) -> str:
+    """`a 3, b 1`: workloads blocked in each cluster."""
+    return ", ".join(f"{name} {count}" for name, count in blocker.clusters.items())
+
+
+def action(fleet: FleetReport, image: str) -> str:
+    """What to do about a blocker: the newer-tag hint, or rebuilding."""
+    hint = fleet.hint(image)
+    return hint.action if hint is not None else "rebuild for arm64"
+
+
+def table_parts(fleet: FleetReport) -> list[RenderableType]:
+    """Summary, clusters, workloads, blockers, unknown images and broken pods."""
+    parts: list[RenderableType] = [Text(line) for line in headline(fleet)]
+    clusters = render.table(*(h.upper() for h in CLUSTER_HEADERS), title="Clusters")
+    for row in cluster_rows(fleet):
+        clusters.add_row(*render.cells(*row))
+    parts.append(clusters)
+    workloads = render.table("CLUSTER", "NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY",
+                             "PODS NOW", "VCPU", title="Workloads")  # fmt: skip
+    for cluster in fleet.clusters:
+        for w in cluster.report.workloads:
+            key = w.workload.key
+            workloads.add_row(
+                *render.cells(cluster.name, key.namespace, key.kind, key.name),
+                render.verdict_text(w.verdict),
+                *render.cells(render.runs_on(w), render.why(w) or "-", render.running(w.running),
+                              render.vcpu(w.cpu_millis)),
+            )  # fmt: skip
+    parts.append(workloads)
+    if fleet.blockers:
+        blockers = render.table("IMAGE", "HAS", "WORKLOADS", "PER CLUSTER", "VCPU", "ACTION",
+                                title="Images that block arm64, most workloads first")  # fmt: skip
+        for b in fleet.blockers:
+            blockers.add_row(*render.cells(
+                b.image, render.platforms(b.platforms), str(b.workloads), per_cluster(b),
+                render.vcpu(b.cpu_millis), action(fleet, b.image)))  # fmt: skip
+        parts.append(blockers)
+    if fleet.unknown_images:
+        unknown = render.table(
+            "IMAGE", "REASON", "WORKLOADS", title="Images that could not be read"
+        )
+        for u in fleet.unknown_images:
+            unknown.add_row(*render.cells(u.image, u.reason, str(u.workloads)))
+        parts.append(unknown)
+    broken_rows = _broken_rows(fleet)
+    if broken_rows:
+        broken = render.table("CLUSTER", "POD", "IMAGE", "NODE", "PROBLEM", title="Broken now")
+        for row in broken_rows:
+            broken.add_row(*render.cells(*row))
+        parts.append(broken)
+    parts += [Text(f"skipped: {snippet(reason, 300)}") for reason in _skipped(fleet)]
+    return parts
+
+
+def as_markdown(fleet: FleetReport) -> str:
+    """Markdown to paste into a ticket: the fleet's summary, then the tables."""
+    parts = ["## arm64 readiness", "", *(f"- {line}" for line in headline(fleet)), ""]
+    # Every cell that comes from a cluster or a registry is escaped (render.md), so a name
+    # or reason cannot add links, HTML or emphasis to the ticket it is pasted into.
+    md = render.md
+    parts += render.markdown_table(
+        CLUSTER_HEADERS, [[md(c) for c in row] for row in cluster_rows(fleet)], "Clusters"
+    )
+    rows = [
+        (md(cluster.name), md(f"{w.workload.key.namespace}/{w.workload.key.name}"),
+         md(w.workload.key.kind), f"**{w.verdict}**", md(render.runs_on(w)),
+         md(render.why(w) or "-"), md(render.running(w.running)), render.vcpu(w.cpu_millis))
+        for cluster in fleet.clusters
+        for w in cluster.report.workloads
+    ]  # fmt: skip
+    parts += render.markdown_table(
+        ("cluster", "workload", "kind", "arm64", "runs on", "why", "pods now", "vCPU"),
+        rows,
+        "Workloads",
+    )
+    if fleet.blockers:
+        parts += render.markdown_table(
+            ("image", "has", "workloads", "per cluster", "vCPU", "action"),
+            [(render.code(b.image), md(render.platforms(b.platforms)), str(b.workloads),
+              md(per_cluster(b)), render.vcpu(b.cpu_millis), md(action(fleet, b.image)))
+             for b in fleet.blockers],
+            "Images that block arm64, most workloads first",
+        )  # fmt: skip
+    if fleet.unknown_images:
+        parts += render.markdown_table(
+            ("image", "reason", "workloads"),
+            [(render.code(u.image), md(u.reason), str(u.workloads)) for u in fleet.unknown_images],
+            "Images that could not be read",
+        )
+    broken_rows = [[md(cell) for cell in row] for row in _broken_rows(fleet)]
+    if broken_rows:
+        parts += render.markdown_table(
+            ("cluster", "pod", "image", "node", "problem"), broken_rows, "Broken now"
+        )
+    return "\n".join(parts)
+
+
+def as_csv(fleet: FleetReport) -> str:
+    """One row per workload, the single-cluster columns after `cluster`."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(("cluster", *render.CSV_COLUMNS))
+    for cluster in fleet.clusters:
+        rows = csv.reader(io.StringIO(render.as_csv(cluster.report)))
+        next(rows)  # the header, written once above
+        writer.writerows([render.csv_cell(cluster.name), *row] for row in rows)
+    return buffer.getvalue()
+
+
+def _broken_rows(fleet: FleetReport) -> list[tuple[str, ...]]:
+    return [
+        (c.name, f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})", b.problem)
+        for c in fleet.clusters
+        for b in c.report.broken
+    ]
+
+
+def _skipped(fleet: FleetReport) -> list[str]:
+    return [f"{c.name}: {reason}" for c in fleet.clusters for reason in c.report.skipped]

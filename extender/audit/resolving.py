@@ -1,0 +1,111 @@
+"""An audit's registry work: one lookup per distinct image, within the registries' pull
+limits, then the newer tags of the images that block arm64.
+
+One lookup per registry host goes first: its answer carries the host's pull limit (Docker
+Hub's `ratelimit-remaining`), so a run that would use it up says so before the rest start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from extender.audit import hints
+from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
+from extender.audit.lookups import Looker, Pair
+from extender.audit.newer_tags import TagHint
+from extender.audit.report import Lookups, same_image
+from extender.metrics import Metrics
+from extender.platforms import Unknown, any_accepts
+from extender.registry.errors import RegistryError
+from extender.registry.reference import parse
+from extender.resolution import PlatformResolver
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What the registries answered."""
+
+    lookups: Lookups
+    hints: dict[str, TagHint] = field(default_factory=dict)
+    """Newer-tag hints per blocking image (`report.same_image`)."""
+
+
+async def resolve(
+    resolver: PlatformResolver,
+    pairs: Sequence[Pair],
+    *,
+    per_host: int,
+    remaining: Remaining,
+    say: Callable[[str], None],
+    advance: Callable[[], None] = lambda: None,
+    lister: hints.TagLister | None = None,
+    newer_tags: int = 0,
+    loose: bool = False,
+) -> Resolution:
+    """Look every pair up (probes first), then hint at newer tags of arm64 blockers when a
+    `lister` is given and `newer_tags` > 0."""
+    budget = PullBudget(remaining)
+    looker = Looker(resolver, per_host, budget, advance)
+    probes: dict[str, Pair] = {}
+    for pair in pairs:
+        host = _api_host(pair[0])
+        if host is not None:
+            probes.setdefault(host, pair)
+    lookups = dict(await looker.all(probes.values()))
+    rest = [pair for pair in pairs if pair not in lookups]
+    looked = {same_image(image) for image, _ in lookups}
+    needed: dict[str, set[str]] = {}
+    for image, _ in rest:
+        host = _api_host(image)
+        if host is not None and same_image(image) not in looked:
+            needed.setdefault(host, set()).add(same_image(image))
+    counts = {host: len(images) for host, images in needed.items()}
+    for host, (count, left) in sorted(shortfalls(counts, remaining).items()):
+        say(warning(host, count, left))
+    lookups.update(await looker.all(rest))
+    if lister is None or newer_tags <= 0:
+        return Resolution(lookups)
+    blocking = blocking_images(lookups, loose=loose)
+    found = await hints.hints(lister, looker.one, blocking, pairs, limit=newer_tags, loose=loose)
+    return Resolution(lookups, found)
+
+
+def blocking_images(lookups: Lookups, *, loose: bool = False) -> list[str]:
+    """Images (one spelling each) whose platforms are known and lack linux/arm64."""
+    found: dict[str, str] = {}
+    for (image, _), outcome in lookups.items():
+        if not isinstance(outcome, Unknown) and not any_accepts(hints.ARM64, outcome, loose=loose):
+            found.setdefault(same_image(image), image)
+    return list(found.values())
+
+
+def metric_remaining(metrics: Metrics) -> Remaining:
+    """Pulls left per API host, as the transport recorded them in `metrics`."""
+
+    def remaining(host: str) -> int | None:
+        value = metrics.registry.get_sample_value(
+            "archfit_registry_ratelimit_remaining", {"host": host}
+        )
+        return None if value is None else int(value)
+
+    return remaining
+
+
+def registry_requests(metrics: Metrics) -> int:
+    """Requests sent to registries so far (`archfit_registry_requests_total`)."""
+    return int(
+        sum(
+            sample.value
+            for family in metrics.registry_requests.collect()
+            for sample in family.samples
+            if sample.name.endswith("_total")
+        )
+    )
+
+
+def _api_host(image: str) -> str | None:
+    try:
+        return parse(image).api_host
+    except RegistryError:
+        return None

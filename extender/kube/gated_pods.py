@@ -1,0 +1,293 @@
+"""The pods archfit's gate holds: list-watched by label, released by patch, told by Event.
+
+Only held pods carry `archfit.io/gated=true`, so the list and the watch stay small however
+many pods the cluster runs. Like the node index, the synchronous client runs in one thread
+and hands each change to the event loop; patches and events go through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender.gates import (
+    GATED_SELECTOR,
+    PodChanged,
+    ReleaseRefused,
+    is_gated,
+    release_operations,
+)
+from extender.kube.watching import Expired, list_watch_forever, watch_lines
+
+log = structlog.get_logger("archfit.gates")
+
+_WATCH_SECONDS = 30
+_REQUEST_TIMEOUT = (5, 15)
+
+Pod = dict[str, Any]
+OnChange = Callable[[str, Pod], None]
+"""Told `("ADDED" | "MODIFIED" | "DELETED", pod)` for each held pod, in the event loop;
+a relist tells every pod again as ADDED, and those gone as DELETED."""
+
+
+class GatedPods:
+    """List-watch of held pods, and the writes that release them."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self._on_change: OnChange | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self._known: dict[str, Pod] = {}
+        """uid → pod, as the thread last saw it (for DELETED on a relist)."""
+
+    def start(self, on_change: OnChange) -> None:
+        """List-watch held pods in a thread, telling `on_change` in this event loop."""
+        self._on_change = on_change
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="archfit-gated-pods", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        shutdown = getattr(self._response, "shutdown", None)
+        if shutdown is not None:
+            with contextlib.suppress(OSError):
+                shutdown()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 1.0)
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def read(self, namespace: str, name: str) -> Pod | None:
+        """The pod as the API has it now, or None if it is gone."""
+
+        def get() -> Pod | None:
+            try:
+                response: Any = self._core.read_namespaced_pod(
+                    name, namespace, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            try:
+                pod: Pod = orjson.loads(response.data)
+                return pod
+            finally:
+                response.release_conn()
+
+        return await asyncio.to_thread(get)
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        """Apply a JSONPatch to the pod; False if the pod is gone.
+
+        Raises PodChanged (409, or a failed `test`) and ReleaseRefused (422 otherwise).
+        """
+        metadata = pod["metadata"]
+
+        def send() -> bool:
+            try:
+                # A list body is sent as application/json-patch+json.
+                response: Any = self._core.patch_namespaced_pod(
+                    metadata["name"],
+                    metadata["namespace"],
+                    operations,
+                    _preload_content=False,
+                    _request_timeout=_REQUEST_TIMEOUT,
+                )
+                # Read the answer before the connection goes back to the pool: unread bytes
+                # would be taken for the next request's answer.
+                response.drain_conn()
+                response.release_conn()
+            except ApiException as error:
+                if error.status == 404:
+                    return False
+                if error.status == 409 or (error.status == 422 and b"test" in _body(error)):
+                    raise PodChanged(_message(error)) from error
+                if error.status == 422:
+                    raise ReleaseRefused(_message(error)) from error
+                raise
+            return True
+
+        return await asyncio.to_thread(send)
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """A core/v1 Event on the pod, where `kubectl describe pod` shows it."""
+        metadata = pod["metadata"]
+        now = datetime.datetime.now(datetime.UTC)
+        body: Any = {
+            "metadata": {
+                "generateName": f"{metadata['name']}.",
+                "namespace": metadata["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "archfit"},
+            "reportingComponent": "archfit.io/releaser",
+            "reportingInstance": "archfit",
+            "firstTimestamp": now.isoformat(),
+            "lastTimestamp": now.isoformat(),
+            "count": 1,
+        }
+
+        def send() -> None:
+            self._core.create_namespaced_event(
+                metadata["namespace"], body, _request_timeout=_REQUEST_TIMEOUT
+            )
+
+        try:
+            await asyncio.to_thread(send)
+        except Exception as error:  # an event is an explanation, never a reason to fail
+            log.warning("release_event_failed", pod=metadata["name"], error=str(error)[:300])
+
+    # --- the list-watch thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        list_watch_forever(
+            self._stop,
+            self._list,
+            self._watch_from,
+            log,
+            ("gated_pods_watch_expired", "gated_pods_error"),
+        )
+
+    def _list(self) -> str:
+        response: Any = self._core.list_pod_for_all_namespaces(
+            label_selector=GATED_SELECTOR, _preload_content=False, _request_timeout=(5, 60)
+        )
+        try:
+            listed = orjson.loads(response.data)
+        finally:
+            response.release_conn()
+        pods = {p["metadata"]["uid"]: p for p in listed.get("items") or ()}
+        for uid in set(self._known) - set(pods):
+            self._tell("DELETED", self._known.pop(uid))
+        for uid, pod in pods.items():
+            self._known[uid] = pod
+            self._tell("ADDED", pod)
+        return str(listed.get("metadata", {}).get("resourceVersion") or "")
+
+    def _watch_from(self, version: str) -> str:
+        try:
+            response: Any = self._core.list_pod_for_all_namespaces(
+                label_selector=GATED_SELECTOR,
+                watch=True,
+                resource_version=version,
+                timeout_seconds=_WATCH_SECONDS,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=(5, _WATCH_SECONDS + 10),
+            )
+        except ApiException as error:
+            if error.status == 410:
+                raise Expired from error
+            raise
+        self._response = response
+        try:
+            for line in watch_lines(response):
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Expired
+                    raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+                version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    uid = obj["metadata"]["uid"]
+                    if kind == "DELETED":
+                        self._known.pop(uid, None)
+                    else:
+                        self._known[uid] = obj
+                    self._tell(kind, obj)
+                if self._stop.is_set():
+                    break
+        finally:
+            self._response = None
+            response.release_conn()
+        return version
+
+    def _tell(self, kind: str, pod: Pod) -> None:
+        loop, on_change = self._loop, self._on_change
+        if loop is not None and on_change is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(on_change, kind, pod)
+
+
+async def release_all(
+    api: client.ApiClient, namespace: str | None, released: str
+) -> list[tuple[str, str]]:
+    """Remove archfit's gate from every pod it holds (in `namespace`, or all), unconstrained.
+
+    For uninstalling, or when no archfit runs: each pod gets an Event that says so.
+    Returns the (namespace, name) of each pod released.
+    """
+    pods = GatedPods(api)
+    core = pods._core
+
+    def listed() -> list[Pod]:
+        # Every pod, a page at a time, not only the labelled ones: a pod whose label was
+        # removed by hand is still held, and this command is the way out.
+        found: list[Pod] = []
+        token = None
+        while True:
+            query: dict[str, Any] = {"limit": 500, "_continue": token, "_preload_content": False}
+            response: Any = (
+                core.list_namespaced_pod(namespace, **query)
+                if namespace
+                else core.list_pod_for_all_namespaces(**query)
+            )
+            try:
+                page = orjson.loads(response.data)
+            finally:
+                response.release_conn()
+            found += [p for p in page.get("items") or () if is_gated(p)]
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return found
+
+    done = []
+    for pod in await asyncio.to_thread(listed):
+        current: Pod | None = pod
+        while current is not None and is_gated(current):
+            try:
+                if await pods.patch(current, release_operations(current, [], released)):
+                    await pods.event(current, "ArchfitReleasedByCommand", f"archfit: {released}")
+                    done.append((current["metadata"]["namespace"], current["metadata"]["name"]))
+                break
+            except PodChanged:
+                meta = current["metadata"]
+                current = await pods.read(meta["namespace"], meta["name"])
+    return done
+
+
+def _body(error: ApiException) -> bytes:
+    body = error.body
+    return body if isinstance(body, bytes) else str(body or "").encode()
+
+
+def _message(error: ApiException) -> str:
+    try:
+        return str(orjson.loads(_body(error)).get("message") or error.reason)[:500]
+    except orjson.JSONDecodeError:
+        return f"{error.status} {error.reason}"

@@ -1,0 +1,64 @@
+"""The list-then-watch loop both of archfit's watches run (nodes, held pods), in a thread.
+
+The synchronous kubernetes client blocks, so each watch owns a daemon thread: list, then
+watch from the list's resourceVersion until the server ends the watch, and again; a
+version too old (410) lists again at once, any other failure waits with backoff.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+
+
+class Expired(Exception):
+    """The watch's resourceVersion (or a list's continue token) is too old: list again."""
+
+
+def list_watch_forever(
+    stop: threading.Event,
+    list_all: Callable[[], str],
+    watch_from: Callable[[str], str],
+    log: Any,
+    events: tuple[str, str],
+) -> None:
+    """Until `stop`: `list_all()` returns a resourceVersion, `watch_from(v)` the next one.
+
+    `events` names the log lines: (a relist after expiry, a failure with its backoff).
+    """
+    expired_event, error_event = events
+    failures = 0
+    while not stop.is_set():
+        try:
+            version = list_all()
+            failures = 0
+            while not stop.is_set():
+                version = watch_from(version)
+        except Expired:
+            log.info(expired_event, action="relist")
+        except Exception as error:  # the thread must survive any API hiccup
+            if stop.is_set():
+                break  # the connection was cut because we are stopping
+            delay = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
+            failures += 1
+            log.warning(error_event, error=short_error(error), retry_in_s=delay)
+            stop.wait(delay)
+
+
+def watch_lines(response: Any) -> Iterator[bytes]:
+    """The non-empty lines of a streamed watch body: one JSON event each."""
+    pending = b""
+    for chunk in response.stream(decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if pending.strip():
+        yield pending
+
+
+def short_error(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 300 else text[:297] + "..."

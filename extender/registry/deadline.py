@@ -1,0 +1,28 @@
+"""The deadline of the request a lookup serves, and whether it may be answered by a remembered
+failure: set by `extender.resolution` around its lookups, read by the registry client and cache.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+
+request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "request_deadline", default=None
+)
+"""The `time.monotonic()` instant at which the request a lookup serves stops waiting for it;
+None outside a request (inspect, audit). The registry layer bounds its requests by it."""
+
+skip_remembered_failures: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "skip_remembered_failures", default=False
+)
+"""True for a lookup that must not be answered by a remembered failure (`cache.failureTtlSeconds`):
+a held pod's retry, so it sees a registry's recovery at once. It still shares an in-flight
+fetch and still answers from remembered successes. Set by `Resolution.resolve(...,
+fresh_failures=True)`, or around a direct `PlatformResolver` call."""
+
+
+def request_seconds_left() -> float | None:
+    """Seconds until the current lookup's request stops waiting (negative: past), or None."""
+    deadline = request_deadline.get()
+    return None if deadline is None else deadline - time.monotonic()

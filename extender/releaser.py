@@ -1,0 +1,343 @@
+"""The releaser: lets held pods go once their images' platforms are known, or at the cap.
+
+Runs in `archfit serve` on the one replica that holds the releaser's Lease. For each pod
+held by archfit's gate it keeps asking for the pod's images (a failure is asked again
+with backoff; a lookup still running is awaited, so one cold image costs one lookup for
+every replica of a rollout), then writes the constraints the webhook would have written
+and removes the gate in one resourceVersion-guarded patch, at a bounded rate. A pod is
+never held past `webhook.gate.maxWaitSeconds`: it is then released with the configured
+fallback. Every release writes an Event on the pod and one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import structlog
+
+from extender.config import WebhookGateSettings
+from extender.gates import PodChanged, ReleaseRefused, is_gated, release_operations
+from extender.metrics import Metrics
+from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutation
+from extender.platforms import Resolved, Unknown
+from extender.pods import PodError, PullSecretsRef, facts
+from extender.resolution import Resolution
+
+log = structlog.get_logger("archfit.releaser")
+
+_MAX_BACKOFF_SECONDS = 4.0
+"""A held pod looks again at least this often, so it goes within seconds of an answer."""
+_GAUGE_SECONDS = 1.0
+_LAST_LOOK_SECONDS = 1.0
+"""How long a pod already past the cap still waits for its lookups before the fallback."""
+
+Pod = dict[str, Any]
+
+
+class HeldPods(Protocol):
+    """What the releaser needs of the API (extender.kube.gated_pods.GatedPods)."""
+
+    async def read(self, namespace: str, name: str) -> Pod | None: ...
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool: ...
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None: ...
+
+
+class RateLimit:
+    """At most `per_second` calls of `wait()` return per second, in order."""
+
+    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = 1.0 / per_second
+        self._next = 0.0
+        self._clock = clock
+
+    async def wait(self) -> None:
+        now = self._clock()
+        at = max(now, self._next)
+        self._next = at + self._interval
+        if at > now:
+            await asyncio.sleep(at - now)
+
+
+@dataclass
+class _Held:
+    pod: Pod
+    task: asyncio.Task[None] | None = None
+    resolved: Mapping[str, Resolved] = field(default_factory=dict)
+    releasing: bool = False
+    """The release patch is under way: the watch may report its effect (the label gone)
+    before the task has written its Event and line, and must not cancel it."""
+
+
+class Releaser:
+    """Releases held pods; `on_change` is fed by the gated-pod watch."""
+
+    def __init__(
+        self,
+        settings: WebhookGateSettings,
+        metrics: Metrics,
+        resolution: Resolution,
+        rules: Callable[[], MutationRules],
+        pods: HeldPods,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._resolution = resolution
+        self._rules = rules
+        self._pods = pods
+        self._wall = wall_clock
+        self._held: dict[str, _Held] = {}
+        self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
+        """When each set of images was last asked of the registry past the failure cache:
+        once per `retrySeconds`, however many pods share it (a rollout's hundreds of
+        replicas must not hammer a failing registry)."""
+        self._limit = RateLimit(settings.releases_per_second)
+        self._events: set[asyncio.Task[None]] = set()
+        """Event writes under way, held so they are not garbage-collected mid-flight."""
+
+    # --- fed by the watch ---------------------------------------------------------------
+
+    def on_change(self, kind: str, pod: Pod) -> None:
+        uid = str(pod.get("metadata", {}).get("uid") or "")
+        if not uid:
+            return
+        held = self._held.get(uid)
+        if kind == "DELETED" or not is_gated(pod):
+            if held is None:
+                return
+            del self._held[uid]
+            if not self._held:
+                self._probed.clear()
+            if held.task is not None and not held.task.done() and not held.releasing:
+                held.task.cancel()
+                if kind != "DELETED":
+                    # The gate went, and not by archfit's hand (its task was still running).
+                    self._metrics.gate_releases.labels("removed").inc()
+                    log.info("pod_gate_removed", **_names(pod))
+            self._gauges()
+            return
+        if held is None:
+            held = self._held[uid] = _Held(pod)
+            held.task = asyncio.create_task(self._hold(uid), name=f"archfit-hold-{uid}")
+        else:
+            held.pod = pod
+        self._gauges()
+
+    async def run(self) -> None:
+        """Keep the gauges current until cancelled; then stop every held pod's task."""
+        try:
+            while True:
+                self._gauges()
+                await asyncio.sleep(_GAUGE_SECONDS)
+        finally:
+            tasks = [h.task for h in self._held.values() if h.task is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._held.clear()
+            self._metrics.gated_pods.set(0)
+            self._metrics.gate_oldest_seconds.set(0)
+
+    # --- one held pod -------------------------------------------------------------------
+
+    async def _hold(self, uid: str) -> None:
+        backoff = self._settings.retry_seconds
+        while True:
+            held = self._held[uid]
+            try:
+                pod_facts = facts(held.pod)
+            except PodError as error:
+                # Unreadable images: nothing will ever resolve; never strand the pod.
+                await self._release(uid, {}, at_cap=True, why=str(error))
+                return
+            left = self._settings.max_wait_seconds - self._age(held.pod)
+            # A lookup still running is awaited up to the cap (and a moment past it, so a pod
+            # found late, after an outage of archfit, still gets what the cache knows); a
+            # failure answers at once, and is asked again rather than answered from the
+            # failure cache, so a pod goes within seconds of the registry's recovery.
+            key = (pod_facts.images, pod_facts.pull)
+            now = time.monotonic()
+            fresh = now - self._probed.get(key, -math.inf) >= self._settings.retry_seconds
+            if fresh:
+                self._probed[key] = now
+            held.resolved = await self._resolution.resolve(
+                pod_facts.images,
+                pod_facts.pull,
+                max(left, _LAST_LOOK_SECONDS),
+                fresh_failures=fresh,
+            )
+            if not any(isinstance(r, Unknown) for r in held.resolved.values()):
+                await self._release(uid, held.resolved, at_cap=False)
+                return
+            left = self._settings.max_wait_seconds - self._age(held.pod)
+            if left <= 0:
+                await self._release(uid, held.resolved, at_cap=True)
+                return
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+
+    async def _release(
+        self, uid: str, resolved: Mapping[str, Resolved], *, at_cap: bool, why: str = ""
+    ) -> None:
+        """Patch until the pod is released or gone. A refused patch leaves the pod held and
+        is tried again; past the cap the pod goes without the refused constraints."""
+        held = self._held.get(uid)
+        if held is None:
+            return
+        held.releasing = True
+        pod, refused, backoff = held.pod, False, self._settings.retry_seconds
+        while True:
+            constrain = not (refused and self._age(pod) >= self._settings.max_wait_seconds)
+            mutation, released = self._decide(pod, resolved, at_cap, constrain)
+            operations = release_operations(
+                pod, mutation.operations(dry_run=False) if mutation else [], released
+            )
+            await self._limit.wait()
+            try:
+                present = await self._pods.patch(pod, operations)
+            except PodChanged:
+                self._metrics.gate_release_errors.labels("conflict").inc()
+                fresh = await self._read_again(pod)
+                if fresh is None:
+                    return
+                held.pod = pod = fresh
+                continue
+            except ReleaseRefused as error:
+                self._metrics.gate_release_errors.labels("refused").inc()
+                log.error("pod_release_refused", error=str(error)[:500], **_names(pod))
+                refused = True
+            except Exception as error:  # the API is unreachable: keep trying, never give up
+                self._metrics.gate_release_errors.labels("error").inc()
+                log.warning("pod_release_failed", error=str(error)[:300], **_names(pod))
+            else:
+                if present:
+                    self._released(pod, resolved, mutation, released, at_cap, why)
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+            fresh = await self._read_again(pod)
+            if fresh is None:
+                return
+            held.pod = pod = fresh
+
+    async def _read_again(self, pod: Pod) -> Pod | None:
+        """The pod as it is now, or None when it is gone or no longer held by archfit."""
+        try:
+            fresh = await self._pods.read(_ns(pod), _name(pod))
+        except Exception as error:
+            log.warning("pod_read_failed", error=str(error)[:300], **_names(pod))
+            return pod
+        return fresh if fresh is not None and is_gated(fresh) else None
+
+    def _decide(
+        self, pod: Pod, resolved: Mapping[str, Resolved], at_cap: bool, constrain: bool
+    ) -> tuple[Mutation | None, str]:
+        """The constraints to write and the `archfit.io/released` text."""
+        if not constrain:
+            return None, "without constraints: the apiserver refused them"
+        rules = replace(self._rules(), scheduler_name="")  # immutable after CREATE
+        images = tuple(resolved)
+        try:
+            if not at_cap:
+                return decide_mutation(pod, images, resolved, rules), "resolved"
+            fallback = self._settings.fallback
+            if fallback == "admit":
+                return None, "at the cap, fallback admit: unconstrained"
+            if fallback == "known":
+                mutation = decide_mutation(pod, images, resolved, rules, known_only=True)
+                return mutation, "at the cap, fallback known: constrained by the known images"
+            on_arch = frozenset(p for p in rules.platforms if p.architecture == fallback)
+            assumed = {i: r if isinstance(r, frozenset) else on_arch for i, r in resolved.items()}
+            mutation = decide_mutation(pod, images, assumed, rules)
+            return mutation, f"at the cap, fallback {fallback}"
+        except ShapeError:
+            return None, "without constraints: the pod's affinity is unreadable"
+
+    def _released(
+        self,
+        pod: Pod,
+        resolved: Mapping[str, Resolved],
+        mutation: Mutation | None,
+        released: str,
+        at_cap: bool,
+        why: str,
+    ) -> None:
+        waited = self._age(pod)
+        outcome = "fallback" if at_cap else "resolved"
+        self._metrics.gate_releases.labels(outcome).inc()
+        self._metrics.gate_wait_seconds.observe(waited)
+        changes = mutation.changes if mutation else []
+        unknown = {i: r.reason for i, r in resolved.items() if isinstance(r, Unknown)}
+        log.info(
+            "pod_released",
+            outcome=outcome,
+            released=released,
+            changes=changes,
+            runs_on=[str(p) for p in mutation.runs_on] if mutation else None,
+            unknown_images=unknown or None,
+            held_s=round(waited, 3),
+            **_names(pod),
+        )
+        done = ", ".join(changes) or "no constraint"
+        if at_cap:
+            reasons = "; ".join(f"{i}: {r}" for i, r in unknown.items()) or why or "unknown"
+            message = (
+                f"archfit held this pod {waited:.0f}s (webhook.gate.maxWaitSeconds) without "
+                f"learning every image's platforms ({reasons}); released {released} ({done})"
+            )
+        else:
+            runs_on = ",".join(str(p) for p in mutation.runs_on) if mutation else ""
+            message = (
+                f"archfit held this pod {waited:.1f}s until its images' platforms were known "
+                f"({runs_on or 'none of the cluster'}); released with {done}"
+            )
+        if mutation and mutation.warnings:
+            message += "; " + "; ".join(mutation.warnings)
+        task = asyncio.create_task(
+            self._pods.event(
+                pod,
+                "ArchfitReleasedAtCap" if at_cap else "ArchfitReleased",
+                message,
+                warning=at_cap,
+            )
+        )
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _age(self, pod: Mapping[str, Any]) -> float:
+        created = pod.get("metadata", {}).get("creationTimestamp")
+        try:
+            when = datetime.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+        except ValueError:
+            return 0.0
+        return max(self._wall() - when.timestamp(), 0.0)
+
+    def _gauges(self) -> None:
+        self._metrics.gated_pods.set(len(self._held))
+        ages = [self._age(h.pod) for h in self._held.values()]
+        self._metrics.gate_oldest_seconds.set(max(ages, default=0.0))
+
+
+def _ns(pod: Mapping[str, Any]) -> str:
+    return str(pod["metadata"]["namespace"])
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def _names(pod: Mapping[str, Any]) -> dict[str, str]:
+    return {"pod": _name(pod), "namespace": _ns(pod)}

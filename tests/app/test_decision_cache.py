@@ -1,0 +1,35 @@
+"""The verbs' decision cache finds a question again by identity: a copy must not hide it."""
+
+from extender.app import VERBS
+from extender.platforms import Platform
+from extender.pods import PullSecretsRef
+from tests.app.conftest import TABLE, post
+from tests.objects import args_names, node, pod
+from tests.support.function_resolver import FunctionResolver
+from tests.support.static_nodes import StaticNodes
+
+NODES = (node("ip-10-0-1-17", "amd64"), node("ip-10-0-2-17", "arm64"))
+NAMES = [n["metadata"]["name"] for n in NODES]
+
+
+async def copying_resolver(image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+    """A registry layer that answers every lookup with a new set, equal to the last one."""
+    answer = TABLE[image]
+    assert isinstance(answer, frozenset)
+    return frozenset(list(answer))
+
+
+async def test_a_second_pod_with_the_same_images_is_decided_once_though_lookups_give_copies(
+    make_client,
+):
+    """Pods in two namespaces (two lookups, each a new equal set) share one decision."""
+    client = await make_client(
+        nodes=StaticNodes(*NODES), resolver=FunctionResolver(copying_resolver)
+    )
+    first = await post(client, "filter", args_names(pod("acme/arm:1", namespace="a"), *NAMES))
+    second = await post(client, "filter", args_names(pod("acme/arm:1", namespace="b"), *NAMES))
+    assert (["ip-10-0-2-17"], first, 1) == (
+        second["NodeNames"],
+        second,
+        client.app[VERBS].decisions_reused,
+    )

@@ -1,0 +1,509 @@
+"""A slow registry never lets a pod land where it cannot run (issue 17), with the real Karpenter.
+
+The autoscaled cluster starts with no nodes; Karpenter's heavier NodePool is arm64
+(graviton), so an unconstrained amd64-only pod gets an arm64 node: the trap. Each test
+pushes a fresh amd64-only image and reaches it through a delaying proxy in front of the
+real registry, which answers late, with 503, or not at all. archfit's webhook holds what it
+cannot decide in time (a scheduling gate); the releaser writes the constraint when the
+lookup answers, and Karpenter launches amd64. `pytest -s` prints what each case measured.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import cluster
+from tests.e2e.archfit import archfit_command, merge
+from tests.e2e.autoscaler import AutoscaledCluster
+from tests.e2e.catalog import Images
+from tests.e2e.gating import fresh_amd64_image, gate_settings, run_case
+from tests.e2e.webhook import WebhookArchfit
+from tests.support.delaying_proxy import DelayingProxy
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+GATE = "archfit.io/platforms-unknown"
+GATED_LABEL = "archfit.io/gated"
+#: The webhook's deadline (webhook.resolveDeadlineSeconds, default 2 s).
+DEADLINE_SECONDS = 2.0
+
+
+@pytest.fixture(scope="module")
+def proxy(images: Images) -> Iterator[DelayingProxy]:
+    """A registry front on loopback that the tests make slow, failing or silent."""
+    with DelayingProxy(images.public.url) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh(proxy: DelayingProxy, images: Images) -> Iterator[Any]:
+    """A function that pushes a new amd64-only image and names it through the proxy."""
+    proxy.reset()
+    yield lambda: fresh_amd64_image(images.public.url, proxy)
+    proxy.reset()
+
+
+def start_hook(
+    autoscaled: AutoscaledCluster,
+    settings: dict[str, Any],
+    workdir: Path,
+    namespace: str,
+    images: Images,
+    name: str = "archfit",
+) -> WebhookArchfit:
+    hook = WebhookArchfit(
+        autoscaled.control_plane.admin_kubeconfig, settings, workdir, name=name
+    ).start()
+    hook.wait_called(namespace, images.multi.reference)
+    return hook
+
+
+@pytest.fixture
+def gating(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    tmp_path: Path,
+) -> Iterator[WebhookArchfit]:
+    """archfit with its webhook registered and `webhook.unknownImages: gate`."""
+    hook = start_hook(
+        autoscaled,
+        gate_settings(autoscaled_settings, proxy),
+        tmp_path,
+        autoscaled_namespace,
+        images,
+    )
+    try:
+        yield hook
+    finally:
+        hook.stop()
+
+
+def pod_of(autoscaled: AutoscaledCluster, namespace: str, name: str) -> Any:
+    return autoscaled.core.read_namespaced_pod(name, namespace)
+
+
+def launched(autoscaled: AutoscaledCluster) -> list[tuple[str, str]]:
+    return sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
+
+
+def log_lines(hook: WebhookArchfit, event: str) -> list[dict[str, Any]]:
+    lines = hook.log_path.read_text().splitlines()
+    return [j for j in (json.loads(raw) for raw in lines if raw.startswith("{"))
+            if j.get("event") == event]  # fmt: skip
+
+
+def _when(line: dict[str, Any]) -> float:
+    return datetime.datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+# --- 1. slow, failing and per-response-slow registries, both layouts ----------------------
+
+FAULTS = [
+    ("first", 0.0),
+    ("first", 1.0),
+    ("first", 2.5),
+    ("first", 5.0),
+    ("first", 30.0),
+    ("each", 1.0),
+    ("503", 10.0),
+]
+
+
+@pytest.mark.parametrize("layout", ["webhook", "extender"])
+@pytest.mark.parametrize(("fault", "seconds"), FAULTS, ids=[f"{f}-{s:g}s" for f, s in FAULTS])
+def test_a_slow_or_failing_registry_never_launches_or_binds_the_wrong_architecture(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    fresh: Any,
+    layout: str,
+    fault: str,
+    seconds: float,
+) -> None:
+    """Held until the lookup answers, then constrained: Karpenter launches amd64 only."""
+    autoscaled.start_scheduler(gating.url_prefix if layout == "extender" else None)
+    result = run_case(autoscaled, autoscaled_namespace, proxy, fresh(), fault, seconds)
+    print(f"{fault} {seconds:g}s, {layout}: {result}")
+    assert ([("amd64", "general")], "amd64") == (result.launches, result.node_arch)
+    # A lookup that misses the deadline is held; one within it is constrained at once.
+    slow = (fault == "first" and seconds > DEADLINE_SECONDS) or fault in ("each", "503")
+    assert slow == result.held
+    assert result.created_s < DEADLINE_SECONDS + 1.0
+
+
+def test_control_run_with_admit_the_trap_reappears(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    fresh: Any,
+    tmp_path: Path,
+) -> None:
+    """`webhook.unknownImages: admit` at a 5 s first lookup: Karpenter launches arm64."""
+    settings = gate_settings(autoscaled_settings, proxy, unknown_images="admit")
+    hook = start_hook(autoscaled, settings, tmp_path, autoscaled_namespace, images)
+    try:
+        autoscaled.start_scheduler(None)
+        reference = fresh()
+        proxy.delay_first(5.0)
+        name = cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest("trap", [reference])
+        )
+        autoscaled.wait_scheduled(autoscaled_namespace, name)
+        print(f"control run (admit, 5 s): launches {launched(autoscaled)}")
+        assert [("arm64", "graviton")] == launched(autoscaled)
+    finally:
+        hook.stop()
+
+
+# --- 3. an outage: pods created during it are held, then released right ----------------------
+
+
+def test_pods_created_during_a_registry_outage_are_held_then_released_with_the_constraint(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    fresh: Any,
+) -> None:
+    """503 for 20 s: three pods created 0, 5 and 10 s in are held, then bind on amd64."""
+    autoscaled.start_scheduler(None)
+    reference = fresh()
+    proxy.fail_for(20.0)
+    names = []
+    for index in range(3):
+        names.append(
+            cluster.create_pod(
+                autoscaled.core,
+                autoscaled_namespace,
+                cluster.pod_manifest(f"outage-{index}", [reference]),
+            )
+        )
+        pod = pod_of(autoscaled, autoscaled_namespace, names[-1])
+        assert [GATE] == [g.name for g in pod.spec.scheduling_gates or []]
+        assert "true" == pod.metadata.labels[GATED_LABEL]
+        time.sleep(5.0)
+    for name in names:
+        autoscaled.wait_scheduled(autoscaled_namespace, name)
+        pod = pod_of(autoscaled, autoscaled_namespace, name)
+        terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        expressions = [
+            (e.key, e.values) for t in terms.node_selector_terms for e in t.match_expressions
+        ]
+        assert [("kubernetes.io/arch", ["amd64"])] == expressions
+    assert [("amd64", "general")] == launched(autoscaled)
+
+
+# --- 4. stale-if-error: a tag known before the outage ----------------------------------------
+
+
+def test_a_tag_known_before_an_outage_is_answered_from_the_last_good_lookup_without_a_gate(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    fresh: Any,
+    tmp_path: Path,
+) -> None:
+    """Tag TTL 1 s, then 503: the last good digest answers, so the pod is constrained at once."""
+    settings = merge(gate_settings(autoscaled_settings, proxy), {"cache": {"tagTtlSeconds": 1}})
+    hook = start_hook(autoscaled, settings, tmp_path, autoscaled_namespace, images)
+    try:
+        autoscaled.start_scheduler(None)
+        reference = fresh()
+        first = cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest("before", [reference])
+        )
+        # Past the tag's TTL and the 5 s in which a known answer is reused without asking.
+        time.sleep(7.0)
+        proxy.fail_for(60.0)
+        started = time.monotonic()
+        second = cluster.create_pod(
+            autoscaled.core, autoscaled_namespace, cluster.pod_manifest("during", [reference])
+        )
+        created_in = time.monotonic() - started
+        pod = pod_of(autoscaled, autoscaled_namespace, second)
+        terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        assert ([], [("kubernetes.io/arch", ["amd64"])]) == (
+            [g.name for g in pod.spec.scheduling_gates or []],
+            [(e.key, e.values) for t in terms.node_selector_terms for e in t.match_expressions],
+        )
+        assert created_in < DEADLINE_SECONDS
+        assert 1 <= len(log_lines(hook, "image_answered_stale"))
+        for name in (first, second):
+            autoscaled.wait_scheduled(autoscaled_namespace, name)
+        assert [("amd64", "general")] == launched(autoscaled)
+    finally:
+        proxy.reset()
+        hook.stop()
+
+
+# --- 5. a crash, and `archfit release --all` ---------------------------------------------------
+
+
+def test_a_new_archfit_takes_the_lease_and_releases_what_a_killed_one_held(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    fresh: Any,
+    tmp_path: Path,
+) -> None:
+    """SIGKILL mid-hold; the successor waits out the Lease, lists the held pods, releases them."""
+    settings = gate_settings(autoscaled_settings, proxy)
+    first = start_hook(autoscaled, settings, tmp_path / "first", autoscaled_namespace, images)
+    second: WebhookArchfit | None = None
+    try:
+        autoscaled.start_scheduler(None)
+        reference = fresh()
+        proxy.hang()
+        names = _create_concurrently(autoscaled, autoscaled_namespace, "crash", reference, 3)
+        for name in names:
+            assert GATED_LABEL in (
+                pod_of(autoscaled, autoscaled_namespace, name).metadata.labels or {}
+            )
+        assert first.archfit.process.pid is not None
+        os.killpg(first.archfit.process.pid, signal.SIGKILL)
+        second = start_hook(autoscaled, settings, tmp_path / "second", autoscaled_namespace, images)
+        proxy.hang(False)
+        for name in names:
+            autoscaled.wait_scheduled(autoscaled_namespace, name)
+        assert [("amd64", "general")] == launched(autoscaled)
+        assert len(log_lines(second, "pod_released")) == len(names)
+    finally:
+        proxy.hang(False)
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def test_release_all_removes_every_archfit_gate_when_archfit_is_gone(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    fresh: Any,
+) -> None:
+    """The uninstall path: archfit stopped, registry silent, `archfit release --all` unblocks."""
+    reference = fresh()
+    proxy.hang()
+    try:
+        names = _create_concurrently(autoscaled, autoscaled_namespace, "orphan", reference, 2)
+        gating.stop()
+        result = subprocess.run(
+            [*archfit_command(), "release", "--all", "--config", str(gating.archfit.config_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        proxy.hang(False)
+    assert 0 == result.returncode, result.stderr
+    for name in names:
+        pod = pod_of(autoscaled, autoscaled_namespace, name)
+        assert ([], None) == (
+            [g.name for g in pod.spec.scheduling_gates or []],
+            (pod.metadata.labels or {}).get(GATED_LABEL),
+        )
+    events = autoscaled.core.list_namespaced_event(
+        autoscaled_namespace, field_selector="reason=ArchfitReleasedByCommand"
+    ).items
+    assert sorted(names) == sorted(e.involved_object.name for e in events)
+
+
+# --- 6. the cap -------------------------------------------------------------------------------
+
+
+def test_a_registry_that_never_answers_releases_the_pod_at_the_cap_with_the_fallback(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    proxy: DelayingProxy,
+    images: Images,
+    fresh: Any,
+    tmp_path: Path,
+) -> None:
+    """Cap 8 s, fallback `known`: the amd64-only sidecar that did resolve keeps it off arm64."""
+    settings = gate_settings(autoscaled_settings, proxy, maxWaitSeconds=8, fallback="known")
+    hook = start_hook(autoscaled, settings, tmp_path, autoscaled_namespace, images)
+    try:
+        autoscaled.start_scheduler(None)
+        silent = fresh()
+        manifest = cluster.pod_manifest("capped", [silent, images.amd64_only.reference])
+        proxy.hang()
+        name = cluster.create_pod(autoscaled.core, autoscaled_namespace, manifest)
+        autoscaled.wait_scheduled(autoscaled_namespace, name)
+        events = autoscaled.core.list_namespaced_event(
+            autoscaled_namespace, field_selector=f"involvedObject.name={name}"
+        ).items
+        capped = [e for e in events if e.reason == "ArchfitReleasedAtCap"]
+        assert 1 == len(capped), [e.reason for e in events]
+        assert "fallback known" in capped[0].message
+        assert silent in capped[0].message
+        assert [("amd64", "general")] == launched(autoscaled)
+    finally:
+        proxy.hang(False)
+        hook.stop()
+
+
+# --- 7. a rollout of a cold image --------------------------------------------------------------
+
+
+def test_a_rollout_of_200_pods_of_a_cold_image_costs_one_lookup_and_releases_fast(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    fresh: Any,
+) -> None:
+    """One registry lookup for all 200; each released within 10 s of the answer; amd64 only."""
+    autoscaled.start_scheduler(None)
+    reference = fresh()
+    proxy.delay_first(5.0)
+    names = _create_concurrently(autoscaled, autoscaled_namespace, "rollout", reference, 200)
+    wait_for(
+        lambda: len(log_lines(gating, "pod_released")) >= _held_count(gating),
+        "every held pod to be released",
+        seconds=120,
+    )
+    answered = proxy.last_answer()
+    assert answered is not None
+    releases = [_when(line) for line in log_lines(gating, "pod_released")]
+    latest = max(releases, default=answered) - answered
+    print(
+        f"rollout: {len(names)} pods, {_held_count(gating)} held, {proxy.relayed()} manifest "
+        f"requests, last release {latest:.1f}s after the answer"
+    )
+    # One lookup of a single-arch tag: HEAD the tag, GET the manifest by digest.
+    assert proxy.relayed("manifest") <= 2
+    assert latest <= 10.0
+    for name in names:
+        cluster.wait_scheduled(autoscaled.core, autoscaled_namespace, name, timeout=300)
+    assert [("amd64", "general")] == launched(autoscaled)
+
+
+# --- 8. the apiserver's rules for gated pods ---------------------------------------------------
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "own-term": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "example.com/team", "operator": "DoesNotExist"}]}
+                ]
+            }
+        }
+    },
+    "own-arch-term": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/arch",
+                                "operator": "In",
+                                "values": ["amd64", "arm64"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    },
+    "preferred": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {
+                        "matchExpressions": [
+                            {"key": "example.com/disk", "operator": "In", "values": ["ssd"]}
+                        ]
+                    },
+                }
+            ]
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, "tolerations"])
+def test_a_held_pod_with_its_own_constraints_is_released_without_the_apiserver_refusing(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    fresh: Any,
+    shape: str,
+) -> None:
+    """KEP-3838: expressions ANDed into existing terms, preferred terms and tolerations kept."""
+    autoscaled.start_scheduler(None)
+    reference = fresh()
+    manifest = cluster.pod_manifest(f"shape-{shape}", [reference])
+    if shape == "tolerations":
+        manifest["spec"]["tolerations"] = [{"key": "example.com/batch", "operator": "Exists"}]
+    else:
+        manifest["spec"]["affinity"] = SHAPES[shape]
+    with proxy.hung():
+        name = cluster.create_pod(autoscaled.core, autoscaled_namespace, manifest)
+        assert GATED_LABEL in (pod_of(autoscaled, autoscaled_namespace, name).metadata.labels or {})
+    autoscaled.wait_scheduled(autoscaled_namespace, name)
+    assert [] == log_lines(gating, "pod_release_refused")
+    assert [("amd64", "general")] == launched(autoscaled)
+    released = autoscaled.api_client.sanitize_for_serialization(
+        pod_of(autoscaled, autoscaled_namespace, name)
+    )
+    original = manifest["spec"].get("affinity", {}).get("nodeAffinity", {})
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    before = original.get(required, {}).get("nodeSelectorTerms", [])
+    after = released["spec"]["affinity"]["nodeAffinity"][required]["nodeSelectorTerms"]
+    # Each of the pod's own terms is kept as a prefix of what it became; none added.
+    assert [t["matchExpressions"] for t in before] == [
+        t["matchExpressions"][: len(b["matchExpressions"])]
+        for t, b in zip(after, before, strict=False)
+    ]
+    assert len(before or [None]) == len(after)
+    for kept in ("preferredDuringSchedulingIgnoredDuringExecution",):
+        for term in original.get(kept, []):
+            assert term in released["spec"]["affinity"]["nodeAffinity"][kept]
+    if shape == "tolerations":
+        assert {"key": "example.com/batch", "operator": "Exists"} in released["spec"]["tolerations"]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _create_concurrently(
+    autoscaled: AutoscaledCluster, namespace: str, prefix: str, reference: str, count: int
+) -> list[str]:
+    """Create `count` pods at once (a Deployment's rollout), as the ReplicaSet controller does."""
+    manifests = [cluster.pod_manifest(f"{prefix}-{i}", [reference]) for i in range(count)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(count, 32)) as pool:
+        return list(
+            pool.map(lambda m: cluster.create_pod(autoscaled.core, namespace, m), manifests)
+        )
+
+
+def _held_count(hook: WebhookArchfit) -> int:
+    return sum(1 for line in log_lines(hook, "pod_admitted") if line.get("outcome") == "gated")

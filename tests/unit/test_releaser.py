@@ -1,0 +1,164 @@
+"""The releaser's decisions when the apiserver pushes back: refused, conflicting, at the cap.
+
+The real apiserver's behaviour is in tests/e2e/test_gate.py; here a scripted stand-in for
+`HeldPods` answers each patch as told, so the rare paths (a 422, a 409, the cap) run every
+time. Patches are applied with jsonpatch, as the apiserver applies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import jsonpatch
+
+from extender.config import WebhookGateSettings
+from extender.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
+from extender.metrics import Metrics
+from extender.mutation import MutationRules
+from extender.platforms import Platform, parse
+from extender.pods import PullSecretsRef
+from extender.releaser import Releaser
+from extender.resolution import Resolution
+from tests.objects import pod
+from tests.support.function_resolver import FunctionResolver
+from tests.support.waiting import wait_for_async
+
+CREATED = datetime.datetime(2026, 11, 22, 2, 0, tzinfo=datetime.UTC).timestamp()
+AMD = frozenset({parse("linux/amd64")})
+RULES = MutationRules(
+    platforms=frozenset({parse("linux/amd64"), parse("linux/arm64")}),
+    arch_preference={"arm64": 10, "amd64": 0},
+)
+
+
+class ScriptedPods:
+    """Answers patches from a script of exceptions (None: apply it), then applies them."""
+
+    def __init__(self, held: dict[str, Any], script: list[type[Exception] | None]) -> None:
+        self.pod = held
+        self.script = script
+        self.patches: list[list[dict[str, Any]]] = []
+        self.events: list[tuple[str, str]] = []
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.pod)
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        self.patches.append(operations)
+        failure = self.script.pop(0) if self.script else None
+        if failure is not None:
+            raise failure("scripted")
+        self.pod = jsonpatch.apply_patch(self.pod, operations)
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        self.events.append((reason, message))
+
+
+def held_pod(*images: str) -> dict[str, Any]:
+    obj = pod(*images)
+    obj = jsonpatch.apply_patch(obj, gate_operations(obj, "unknown at admission"))
+    obj["metadata"]["resourceVersion"] = "7"
+    return obj
+
+
+def resolution(answers: dict[str, frozenset[Platform]]) -> Resolution:
+    async def platforms(image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        if image in answers:
+            return answers[image]
+        raise ConnectionError("registry down")
+
+    return Resolution(FunctionResolver(platforms))
+
+
+def releaser(
+    pods: ScriptedPods, answers: dict[str, frozenset[Platform]], waited: float, **gate: Any
+) -> Releaser:
+    settings = WebhookGateSettings(retry_seconds=0.05, **gate)
+    return Releaser(
+        settings,
+        Metrics(),
+        resolution(answers),
+        lambda: RULES,
+        pods,
+        wall_clock=lambda: CREATED + waited,
+    )
+
+
+def required(obj: dict[str, Any]) -> list[Any]:
+    affinity = obj["spec"].get("affinity", {}).get("nodeAffinity", {})
+    terms = affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    return [e for t in terms.get("nodeSelectorTerms", []) for e in t["matchExpressions"]]
+
+
+ARCH_AMD = {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+
+
+async def run_until_released(subject: Releaser, pods: ScriptedPods) -> None:
+    subject.on_change("ADDED", copy.deepcopy(pods.pod))
+    await wait_for_async(lambda: not is_gated(pods.pod), "the pod to be released", seconds=5)
+    await asyncio.sleep(0)  # let the event task run
+
+
+async def test_a_refused_release_leaves_the_pod_held_and_is_tried_again_with_the_constraint():
+    """A 422 before the cap is not the end: the next try writes the same constraint."""
+    pods = ScriptedPods(held_pod("acme/amd:1"), [ReleaseRefused, ReleaseRefused, None])
+    subject = releaser(pods, {"acme/amd:1": AMD}, waited=3)
+    await run_until_released(subject, pods)
+    assert (3, [ARCH_AMD], "ArchfitReleased") == (
+        len(pods.patches),
+        required(pods.pod),
+        pods.events[0][0],
+    )
+
+
+async def test_a_release_refused_past_the_cap_goes_without_the_constraint():
+    """Never stranded: past maxWaitSeconds, a refused constraint is dropped, the gate goes."""
+    pods = ScriptedPods(held_pod("acme/amd:1"), [ReleaseRefused])
+    subject = releaser(pods, {"acme/amd:1": AMD}, waited=500, max_wait_seconds=120)
+    await run_until_released(subject, pods)
+    released = pods.pod["metadata"]["annotations"]["archfit.io/released"]
+    assert ([], "without constraints: the apiserver refused them") == (required(pods.pod), released)
+
+
+async def test_a_conflict_reads_the_pod_again_and_releases_the_newer_version():
+    """409: the next patch pins the resourceVersion read afresh, not the stale one."""
+    pods = ScriptedPods(held_pod("acme/amd:1"), [PodChanged, None])
+    subject = releaser(pods, {"acme/amd:1": AMD}, waited=3)
+    subject.on_change("ADDED", copy.deepcopy(pods.pod))
+    pods.pod["metadata"]["resourceVersion"] = "8"  # changed after the watch saw it
+    await wait_for_async(lambda: not is_gated(pods.pod), "the pod to be released", seconds=5)
+    assert ["7", "8"] == [ops[0]["value"] for ops in pods.patches]
+
+
+async def test_at_the_cap_fallback_known_constrains_by_the_image_that_resolved():
+    """One image never answers; the amd64-only one that did keeps the pod off arm64."""
+    pods = ScriptedPods(held_pod("acme/amd:1", "silent/x:1"), [])
+    subject = releaser(pods, {"acme/amd:1": AMD}, waited=500, fallback="known")
+    await run_until_released(subject, pods)
+    reason, message = pods.events[0]
+    assert ([ARCH_AMD], "ArchfitReleasedAtCap") == (required(pods.pod), reason)
+    assert "silent/x:1" in message
+
+
+async def test_at_the_cap_fallback_admit_releases_unconstrained():
+    """The old fail-open, by the operator's choice."""
+    pods = ScriptedPods(held_pod("acme/amd:1", "silent/x:1"), [])
+    subject = releaser(pods, {"acme/amd:1": AMD}, waited=500, fallback="admit")
+    await run_until_released(subject, pods)
+    released = pods.pod["metadata"]["annotations"]["archfit.io/released"]
+    assert ([], "at the cap, fallback admit: unconstrained") == (required(pods.pod), released)
+
+
+async def test_at_the_cap_a_fallback_architecture_is_required():
+    """`fallback: amd64`: the pod whose only image is silent goes to amd64."""
+    pods = ScriptedPods(held_pod("silent/x:1"), [])
+    subject = releaser(pods, {}, waited=500, fallback="amd64")
+    await run_until_released(subject, pods)
+    assert [ARCH_AMD] == required(pods.pod)
