@@ -171,6 +171,12 @@ class Metrics:
             "When the webhook's self-managed serving certificate expires (Unix time).",
             registry=r,
         )
+        self.releaser_leader = Gauge(
+            "archfit_releaser_leader",
+            "1 while this replica holds the releaser's Lease (webhook.gate.leaseName), else 0.",
+            registry=r,
+        )
+        # Read by the alerts ArchfitPodsHeldTooLong and ArchfitNoReleaser (deploy/monitoring).
 
     def extender_call(
         self,

@@ -144,6 +144,7 @@ async def _release_held(
         current_namespace(settings.kubernetes),
         settings.webhook.gate.lease_name,
         identity,
+        on_change=metrics.releaser_leader.set,
     )
     await lease.lead(release)
 

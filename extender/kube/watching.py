@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from extender.kube.errors import short_error
+
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 
 
@@ -57,8 +59,3 @@ def watch_lines(response: Any) -> Iterator[bytes]:
         yield from (line for line in complete if line.strip())
     if pending.strip():
         yield pending
-
-
-def short_error(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."

@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender import certs
 from extender.config import WebhookSettings
-from extender.kube.errors import CertificateSetupError
+from extender.kube.errors import CertificateSetupError, short_error
 
 log = structlog.get_logger("archfit.webhook")
 
@@ -91,7 +91,7 @@ class SelfManagedCertificate:
             except Exception as error:  # a passing API error must not end the loop
                 log.error(
                     "webhook_certificate_failed",
-                    error=_short(error),
+                    error=short_error(error),
                     hint="check the RBAC of archfit's ServiceAccount on its Secret and "
                     "MutatingWebhookConfiguration (deploy/kustomize/components/webhook)",
                 )
@@ -257,8 +257,3 @@ def _decoded(ca_bundle: str | bytes | None) -> bytes:
 
 def _api_error(error: ApiException) -> str:
     return f"{error.status} {error.reason}"
-
-
-def _short(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."

@@ -182,7 +182,7 @@ def test_archfits_service_account_may_watch_nodes_and_get_pull_secrets_but_not_l
         ("", "update", "nodes"): False,
         ("team-a", "list", "secrets"): False,
         ("team-a", "watch", "secrets"): False,
-        ("team-a", "list", "pods"): False,
+        ("team-a", "delete", "pods"): False,
     }
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 
@@ -378,19 +378,16 @@ def test_kube_scheduler_refuses_a_config_with_a_misspelt_extender_field(
     assert (1, True) == (done.returncode, "ignorabel" in done.stderr), done.stderr[-3000:]
 
 
-@pytest.mark.parametrize(
-    ("namespace", "warned"), [(render.NAMESPACE, False), ("team-x", True)], ids=["own", "other"]
-)
-def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate_itself(
-    helm: Path, control_plane: ControlPlane, namespace: str, warned: bool
-) -> None:
-    """`helm install --dry-run` renders NOTES with the urlPrefix; outside excludes, a warning."""
-    # A release of its own: helm refuses to adopt the objects other tests applied for real.
-    release = "archfit-notes"
+# A release of its own: helm refuses to adopt the objects other tests applied for real.
+NOTES_RELEASE = "archfit-notes"
+
+
+def _install_notes(helm: Path, control_plane: ControlPlane, namespace: str, *flags: str) -> str:
+    """The NOTES of `helm install --dry-run=client` of the chart, with extra flags."""
     done = subprocess.run(
         [
-            helm, "install", release, render.HELM_CHART, "--namespace", namespace,
-            "--dry-run=client", "--kubeconfig", control_plane.admin_kubeconfig,
+            helm, "install", NOTES_RELEASE, render.HELM_CHART, "--namespace", namespace,
+            "--dry-run=client", "--kubeconfig", control_plane.admin_kubeconfig, *flags,
         ],
         capture_output=True,
         text=True,
@@ -398,7 +395,18 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
         check=False,
     )  # fmt: skip
     assert 0 == done.returncode, done.stderr[-3000:]
-    notes = done.stdout.split("NOTES:", 1)[1]
+    return done.stdout.split("NOTES:", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "warned"), [(render.NAMESPACE, False), ("team-x", True)], ids=["own", "other"]
+)
+def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate_itself(
+    helm: Path, control_plane: ControlPlane, namespace: str, warned: bool
+) -> None:
+    """`helm install --dry-run` renders NOTES with the urlPrefix; outside excludes, a warning."""
+    release = NOTES_RELEASE
+    notes = _install_notes(helm, control_plane, namespace)
     assert f"http://{release}.{namespace}.svc:8888/scheduler" in notes
     # A host-network (kubeadm) scheduler cannot resolve that name: the ClusterIP way is shown.
     assert (
@@ -406,6 +414,17 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
     )
     assert 'archfit scheduler-config --url "http://$ip:8888/scheduler"' in notes
     assert warned == ("WARNING" in notes)
+
+
+@pytest.mark.parametrize("webhook", [False, True], ids=["extender", "webhook"])
+def test_helm_install_notes_say_how_to_uninstall_without_stranding_held_pods(
+    helm: Path, control_plane: ControlPlane, webhook: bool
+) -> None:
+    """With the webhook, NOTES give the order: the configuration, `archfit release --all`."""
+    flags = ["--set", f"webhook.enabled={str(webhook).lower()}"]
+    notes = _install_notes(helm, control_plane, render.NAMESPACE, *flags)
+    told = "MutatingWebhookConfiguration archfit-notes first" in notes.replace("\n", " ")
+    assert (webhook, webhook) == (told, "`archfit release --all`" in notes)
 
 
 def _shipped_settings_as_service_account(
@@ -460,6 +479,34 @@ def test_the_webhooks_rbac_reaches_its_own_secret_and_configuration_and_nothing_
         ("team-a", "create", "secrets", "", ""): False,
         ("", "patch", hooks, "someone-elses", admission): False,
         ("", "update", "validatingwebhookconfigurations", "archfit", admission): False,
+    }
+    assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
+
+
+def test_the_releasers_rbac_reaches_held_pods_events_and_its_own_lease_and_nothing_more(
+    apiserver: ApiServer, rbac_applied: None
+) -> None:
+    """Pods anywhere (read, watch, patch), Events, and one Lease in archfit's namespace."""
+    user = f"system:serviceaccount:{render.NAMESPACE}:archfit"
+    leases, events = "coordination.k8s.io", "events.k8s.io"
+    expected = {
+        ("", "list", "pods", "", ""): True,
+        ("", "watch", "pods", "", ""): True,
+        ("team-a", "get", "pods", "held", ""): True,
+        ("team-a", "patch", "pods", "held", ""): True,
+        ("team-a", "create", "events", "", ""): True,
+        ("team-a", "patch", "events", "held.1", ""): True,
+        ("team-a", "create", "events", "", events): True,
+        ("team-a", "patch", "events", "held.1", events): True,
+        (render.NAMESPACE, "get", "leases", "archfit-releaser", leases): True,
+        (render.NAMESPACE, "patch", "leases", "archfit-releaser", leases): True,
+        (render.NAMESPACE, "create", "leases", "", leases): True,
+        ("team-a", "update", "pods", "held", ""): False,
+        ("team-a", "delete", "pods", "held", ""): False,
+        ("team-a", "create", "pods", "", ""): False,
+        ("team-a", "delete", "events", "held.1", ""): False,
+        (render.NAMESPACE, "patch", "leases", "archfit-scheduler", leases): False,
+        ("team-a", "create", "leases", "", leases): False,
     }
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 

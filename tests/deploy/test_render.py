@@ -315,6 +315,34 @@ def test_the_chart_follows_its_values(helm: Path, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["webhook_overlay", "chart_with_webhook"])
+def test_the_releasers_role_names_the_lease_that_the_shipped_config_elects_with(
+    request: pytest.FixtureRequest, name: str
+) -> None:
+    """Get and patch reach exactly webhook.gate.leaseName, as the ConfigMap leaves it."""
+    objects = _objects(request, name)
+    settings = config.from_mapping(
+        config_file(one(objects, "ConfigMap", "archfit-config"), "archfit.yaml")
+    )
+    role = one(objects, "Role", "archfit-releaser")
+    named = [(r["resourceNames"], r["verbs"]) for r in role["rules"] if "resourceNames" in r]
+    assert [([settings.webhook.gate.lease_name], ["get", "patch"])] == named
+
+
+def test_the_releasers_role_follows_the_lease_name_the_chart_is_given(
+    helm: Path, tmp_path: Path
+) -> None:
+    """config.webhook.gate.leaseName set in values is the name the Role grants."""
+    values = {"webhook": {"enabled": True}, "config": {"webhook": {"gate": {"leaseName": "elect"}}}}
+    objects = render.helm_template(helm, values, tmp_path)
+    settings = config.from_mapping(
+        config_file(one(objects, "ConfigMap", "archfit-config"), "archfit.yaml")
+    )
+    role = one(objects, "Role", "archfit-releaser")
+    named = [r["resourceNames"] for r in role["rules"] if "resourceNames" in r]
+    assert ("elect", [["elect"]]) == (settings.webhook.gate.lease_name, named)
+
+
 def test_the_chart_renders_no_webhook_unless_enabled(chart: list[Object]) -> None:
     """webhook.enabled defaults to false: no webhook objects, no webhook env or port."""
     assert [] == [key(o) for o in chart if re.search("webhook", yaml.safe_dump(o))]
