@@ -73,7 +73,11 @@ def test_cert_manager_issues_the_webhook_certificate_instead_of_archfit(
         configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         volumes["webhook-tls"].get("secret"),
         env["ARCHFIT_WEBHOOK__CERTIFICATE__SELF_MANAGED"],
-        [o["metadata"]["name"] for o in objects if o["kind"] == "Role"],
+        [
+            o["metadata"]["name"]
+            for o in objects
+            if o["kind"] == "Role" and "webhook" in o["metadata"]["name"]
+        ],
     )
 
 
