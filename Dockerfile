@@ -1,9 +1,18 @@
 # syntax=docker/dockerfile:1
-# archfit: kube-scheduler extender image.
-#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/archfit/archfit:0.1.0 \
-#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" .
-# Publish it multi-arch: archfit's own pods may land on arm64 or amd64 nodes.
-# Pin the base by digest in release builds: --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:...
+# archfit: kube-scheduler extender and admission webhook image. Publish it multi-arch
+# (archfit's own pods may land on arm64 or amd64 nodes), built from the repository root:
+#
+#   version="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' extender/__init__.py)"
+#   base="python:3.11-slim-bookworm@sha256:..."   # the index digest: see below
+#   docker buildx build --platform linux/amd64,linux/arm64 -t "ghcr.io/archfit/archfit:$version" \
+#     --build-arg PYTHON_IMAGE="$base" --build-arg VERSION="$version" \
+#     --build-arg REVISION="$(git rev-parse HEAD)" .
+#
+# The version is written once, in extender/__init__.py; the labels below are filled from
+# these build arguments. Pin the base by the digest of its multi-arch index, so a rebuild
+# gets the same Python: `archfit inspect docker.io/library/python:3.11-slim-bookworm` (or
+# `docker buildx imagetools inspect python:3.11-slim-bookworm`) prints it. Without the
+# argument the tag below is used, which moves with every Debian and Python patch release.
 # CI builds this file with buildah on a local Debian base: tests/image/build.sh.
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -19,7 +28,7 @@ WORKDIR /src
 # its hash; this layer is reused until the lock changes.
 COPY requirements.lock ./
 RUN pip --python /opt/archfit/bin/python install --require-hashes --no-deps -r requirements.lock
-# .dockerignore admits only pyproject.toml, README.md, requirements.lock and extender/.
+# .dockerignore admits only pyproject.toml, README.md, LICENSE, requirements.lock and extender/.
 COPY . .
 # archfit itself, with nothing unlocked pulled in; `pip check` fails the build if the
 # lock misses a dependency (the redis extra is in the lock, for cache.url: redis://).
@@ -34,9 +43,19 @@ RUN mkdir -p /etc/archfit \
 
 FROM ${PYTHON_IMAGE}
 # A numeric, non-root user so runAsNonRoot can verify it without a passwd lookup.
+# The base's own pip, setuptools and wheel are of no use at run time (archfit's venv has
+# none and does not see the base's site-packages): they go, so nothing in the running
+# image can install packages, and their CVEs stop showing up in scans of it.
 RUN groupadd --system --gid 65532 archfit \
     && useradd --system --uid 65532 --gid 65532 --no-create-home \
-        --home-dir /nonexistent --shell /usr/sbin/nologin archfit
+        --home-dir /nonexistent --shell /usr/sbin/nologin archfit \
+    && for module in pip setuptools pkg_resources _distutils_hack wheel; do \
+        dir="$(python -c 'import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); \
+            print(s.submodule_search_locations[0] if s and s.submodule_search_locations else "")' \
+            "$module")"; \
+        [ -z "$dir" ] || rm -rf "$dir" "$dir"-*.dist-info "$(dirname "$dir")"/distutils-precedence.pth; \
+    done \
+    && rm -f /usr/local/bin/pip /usr/local/bin/pip3* /usr/bin/pip /usr/bin/pip3*
 COPY --from=build /opt/archfit /opt/archfit
 COPY --from=build /etc/archfit /etc/archfit
 # Bytecode was compiled at install time; a read-only root filesystem can't take more.
@@ -45,7 +64,8 @@ ENV PATH=/opt/archfit/bin:$PATH \
     PYTHONUNBUFFERED=1
 USER 65532:65532
 WORKDIR /
-EXPOSE 8888
+# The extender (verbs, health, metrics) and the admission webhook (webhook.enabled: true).
+EXPOSE 8888 8443
 ENTRYPOINT ["archfit"]
 CMD ["serve", "--config", "/etc/archfit/archfit.yaml"]
 # Last, so a new commit rebuilds only this step.

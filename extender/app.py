@@ -79,16 +79,23 @@ def create_app(
     app.cleanup_ctx.append(_quiet_client_noise)
     app.cleanup_ctx.append(_periodic_gc)
     if settings.server.tls:
-        certificate = ReloadingCertificate(
-            settings.server.cert_file,
-            settings.server.key_file,
-            on_refused=app[METRICS].client_problems.labels("certificate_refused").inc,
-        )
+        server = settings.server
+        try:
+            certificate = ReloadingCertificate(
+                server.cert_file,
+                server.key_file,
+                on_refused=app[METRICS].client_problems.labels("certificate_refused").inc,
+                client_ca_file=server.client_ca_file,
+            )
+        except (OSError, ssl.SSLError) as error:
+            raise ServerCertificateError(
+                f"server.clientCaFile: cannot load {server.client_ca_file}: {error}"
+            ) from error
         try:
             certificate.load()
         except (OSError, ssl.SSLError, CertificateRefused) as error:
             raise ServerCertificateError(
-                f"server.certFile/keyFile: cannot load {settings.server.cert_file}: {error}"
+                f"server.certFile/keyFile: cannot load {server.cert_file}: {error}"
             ) from error
         app[SERVER_CERTIFICATE] = certificate
         app.cleanup_ctx.append(_watch_server_certificate)
@@ -173,7 +180,7 @@ async def _self_managed_certificate(
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return _health({"status": "ok"}, 200)
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -185,11 +192,18 @@ async def readyz(request: web.Request) -> web.Response:
         certificate = request.app.get(WEBHOOK_CERTIFICATE)
         checks["webhookCertificate"] = certificate is not None and certificate.ready
     ready = all(checks.values())
-    return web.Response(
-        body=orjson.dumps({"ready": ready, "checks": checks}),
-        status=200 if ready else 503,
-        content_type=_JSON,
-    )
+    answer: dict[str, object] = {"ready": ready, "checks": checks}
+    if request.app[SETTINGS].webhook.enabled:
+        # Not a check (zero is no reason to stop traffic), but the one sign, seen from the
+        # pod, that the API server reaches the webhook at all (deploy/README.md).
+        answer["webhookCalls"] = request.app[METRICS].admission_reviews_received()
+    return _health(answer, 200 if ready else 503)
+
+
+def _health(answer: dict[str, object], status: int) -> web.Response:
+    """/healthz and /readyz speak one encoder (orjson, compact), so probes and scripts that
+    compare bodies see one format."""
+    return web.Response(body=orjson.dumps(answer), status=status, content_type=_JSON)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

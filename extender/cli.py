@@ -7,6 +7,7 @@ import asyncio
 import gc
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "scheduler-config":  # needs no settings
-        return _scheduler_config(args)
     try:
         settings = config.load(args.config, os.environ)
     except config.ConfigError as error:
         print(f"archfit: bad config: {error}", file=sys.stderr)
         return 2
+    for warning in config.ignored_env(os.environ):
+        print(f"archfit: warning: {warning}", file=sys.stderr)
+    if args.command == "scheduler-config":  # reads only policy.resolveDeadlineSeconds
+        return _scheduler_config(args, settings.policy.resolve_deadline_seconds)
     problems = extras.missing(settings)
     if problems:
         for problem in problems:
@@ -66,9 +69,24 @@ def main(argv: list[str] | None = None) -> int:
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
     else:
+        print(_config_origin(config.source(args.config), os.environ))
         shown = _without_passwords(config.to_mapping(settings))
         print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
+
+
+def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
+    """A YAML comment saying which file was read (the default is relative to the current
+    directory, so elsewhere none is) and which ARCHFIT_ variables override it."""
+    if source is not None:
+        origin = f"# archfit config: read {source.resolve()}"
+    else:
+        origin = (
+            f"# archfit config: no file read ({config.DEFAULT_CONFIG} is not in {Path.cwd()}; "
+            "--config PATH names one): built-in defaults"
+        )
+    overrides = sorted(k for k in environ if k.startswith(config.ENV_PREFIX) and "__" in k)
+    return origin + (f", overridden by {', '.join(overrides)}" if overrides else "")
 
 
 def _without_passwords(value: Any) -> Any:
@@ -89,7 +107,7 @@ def _without_passwords(value: Any) -> Any:
     return value
 
 
-def _scheduler_config(args: argparse.Namespace) -> int:
+def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float) -> int:
     from extender.scheduler_config import Registration, render
 
     try:
@@ -98,10 +116,16 @@ def _scheduler_config(args: argparse.Namespace) -> int:
             ca_file=args.ca_file or "",
             kubeconfig=args.kubeconfig,
             node_cache_capable=not args.full_nodes,
+            http_timeout=args.http_timeout,
+            client_cert=args.client_cert or "",
+            client_key=args.client_key or "",
         )
     except ValueError as error:
         print(f"archfit scheduler-config: {error}", file=sys.stderr)
         return 2
+    warning = registration.timeout_warning(resolve_deadline_seconds)
+    if warning:
+        print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
     print(render(registration), end="")
     return 0
 
@@ -191,12 +215,16 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
     """
     import signal
 
+    import structlog
     from aiohttp import web
 
     from extender.app import GUARD, SETTINGS
     from extender.listener import GuardedSite, handler_options
 
     server = app[SETTINGS].server
+    # Before the runner starts the services: a taken port is then the only line, not one
+    # after `services_ready` that says all is well.
+    _check_bindable(server.host, server.port)
     runner = web.AppRunner(
         app,
         access_log=None,  # the summary line per request says more
@@ -204,17 +232,36 @@ async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
         handle_signals=False,
         **handler_options(server),
     )
+    log = structlog.get_logger("archfit")
     await runner.setup()
+    received: list[str] = []
     try:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, _on_signal, stop, received, signum.name)
         site = GuardedSite(runner, server.host, server.port, app[GUARD], ssl_context)
         await site.start()
         await stop.wait()
+        log.info("archfit_stopping", signal=received[0], grace_s=server.shutdown_grace_seconds)
     finally:
         await runner.cleanup()
+    log.info("archfit_stopped")
+
+
+def _on_signal(stop: asyncio.Event, received: list[str], name: str) -> None:
+    received.append(name)
+    stop.set()
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, EADDRNOTAVAIL) if `host:port` cannot be listened on."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the site binds
+        probe.bind((host, port))
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
@@ -225,8 +272,15 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.kube.client import current_namespace
 
     contexts: list[str] = args.context or []
-    if len(contexts) == 1:  # one cluster, as kubectl --context picks it
-        kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=contexts[0])
+    if args.kubeconfig is not None or len(contexts) == 1:
+        # As kubectl's flags: they choose the kubeconfig (and with one --context, the
+        # cluster), whatever kubernetes.mode says.
+        kube = dataclasses.replace(
+            settings.kubernetes,
+            mode="kubeconfig",
+            kubeconfig=args.kubeconfig or settings.kubernetes.kubeconfig,
+            context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
+        )
         settings = dataclasses.replace(settings, kubernetes=kube)
     namespace = None if args.all_namespaces else args.namespace
     if namespace is None and not args.all_namespaces:
@@ -325,6 +379,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
     register = commands.add_parser(
         "scheduler-config",
+        parents=[common],
         help="print the KubeSchedulerConfiguration that registers archfit",
         description="Print a KubeSchedulerConfiguration with archfit as an extender. "
         "See deploy/README.md for which --url fits your control plane.",
@@ -336,7 +391,22 @@ def _parser() -> argparse.ArgumentParser:
         "needs the Service's ClusterIP instead)",
     )
     register.add_argument(
-        "--ca-file", help="for an https --url: the CA bundle that signed archfit's certificate"
+        "--ca-file",
+        help="for an https --url: the CA bundle that signed archfit's certificate (for a "
+        "public CA, the system bundle: /etc/ssl/certs/ca-certificates.crt)",
+    )
+    register.add_argument(
+        "--client-cert",
+        metavar="PATH",
+        help="for archfit's server.clientCaFile (mutual TLS): the certificate kube-scheduler "
+        "presents, with --client-key",
+    )
+    register.add_argument("--client-key", metavar="PATH", help="the key of --client-cert")
+    register.add_argument(
+        "--http-timeout",
+        default="2s",
+        help="the extender's httpTimeout (default: 2s); keep it above "
+        "policy.resolveDeadlineSeconds",
     )
     register.add_argument(
         "--kubeconfig", default=KUBEADM_KUBECONFIG, help="kube-scheduler's own kubeconfig"
@@ -388,6 +458,11 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
+    audit.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)",
+    )
     clusters = audit.add_mutually_exclusive_group()
     clusters.add_argument(
         "--context",
@@ -409,12 +484,20 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="for each image that blocks arm64 and has a version tag, look up the N highest "
         "newer tags of the same shape and name the lowest that runs on arm64 (default 3; 0: off)",
     )
-    audit.add_argument("-o", "--output", choices=FORMATS, default="table")
+    audit.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
+        "workload, json for scripts)",
+    )
     audit.add_argument(
         "--fail-on",
         choices=("blockers", "never"),
         default="never",
-        help="exit status 1 when any workload is blocked from arm64 (for CI)",
+        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
+        "(default: never)",
     )
     audit.add_argument(
         "--price-per-vcpu-hour",

@@ -7,6 +7,7 @@ upper snake case with `__` between levels: `ARCHFIT_POLICY__FAILURE_POLICY=fail-
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -20,6 +21,13 @@ from extender.registry.settings import CacheSettings, RegistrySettings
 
 ENV_PREFIX = "ARCHFIT_"
 DEFAULT_CONFIG = Path("config/archfit.yaml")
+
+ARCHITECTURES = frozenset(
+    {"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64"}
+    | {"ppc64le", "riscv64", "s390x", "wasm"}
+)
+"""What a node's kubernetes.io/arch can say: kubelet writes Go's runtime.GOARCH, and these are
+the GOARCH values of `go tool dist list` (aliases such as aarch64 are normalised first)."""
 
 
 class ConfigError(ValueError):
@@ -64,6 +72,9 @@ class ServerSettings:
     """PEM private key of certFile."""
     cert_reload_seconds: float = 10.0
     """How often certFile/keyFile are checked; a rotated pair is served without a restart."""
+    client_ca_file: str = ""
+    """PEM CA bundle: when set, the extender listener accepts only clients with a certificate
+    it signed (kube-scheduler's tlsConfig.certFile/keyFile); needs certFile. Empty: none asked."""
 
     @property
     def tls(self) -> bool:
@@ -72,6 +83,8 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if bool(self.cert_file) != bool(self.key_file):
             raise ValueError("certFile and keyFile: set both for HTTPS, or neither")
+        if self.client_ca_file and not self.cert_file:
+            raise ValueError("clientCaFile: needs certFile and keyFile (HTTPS)")
         if self.cert_reload_seconds < 0.1:
             raise ValueError("certReloadSeconds: must be at least 0.1")
         if not 0 < self.port < 65536:
@@ -121,6 +134,12 @@ class PolicySettings:
         # Normalise aliases once, so "aarch64: 10" means arm64.
         preference = self.arch_preference.items()
         normal = {normalize("linux", arch.strip()).architecture: s for arch, s in preference}
+        for written in self.arch_preference:
+            if normalize("linux", written.strip()).architecture not in ARCHITECTURES:
+                raise ValueError(
+                    f"archPreference.{written}: not an architecture a node reports "
+                    f"(kubernetes.io/arch: {', '.join(sorted(ARCHITECTURES))})"
+                )
         object.__setattr__(self, "arch_preference", normal)
         if not 0 < self.resolve_deadline_seconds <= 60:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 60]")
@@ -386,6 +405,24 @@ class _EnvText(str):
 _SECTIONS = frozenset(camel(f.name) for f in dataclasses.fields(Settings))
 
 
+def ignored_env(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for ARCHFIT_ variables that look like a setting but set nothing: a section name
+    followed by one `_` (ARCHFIT_POLICY_FAILURE_POLICY). Other ARCHFIT_ names without `__`
+    belong to other tools (ARCHFIT_E2E_CACHE) and are left alone."""
+    found = []
+    for key in sorted(environ):
+        rest = key[len(ENV_PREFIX) :]
+        if not key.startswith(ENV_PREFIX) or "__" in rest:
+            continue
+        section = next((s for s in sorted(_SECTIONS) if rest.lower().startswith(s + "_")), "")
+        if section:
+            meant = f"{ENV_PREFIX}{rest[: len(section)]}__{rest[len(section) + 1 :]}"
+            found.append(
+                f"{key} sets nothing: a section and its key are joined by two underscores ({meant})"
+            )
+    return found
+
+
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
     for key, raw in sorted(environ.items()):
         if not key.startswith(ENV_PREFIX):
@@ -414,7 +451,9 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
     for key in data:
         if key not in fields:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"{_join(where, str(key))}: unknown setting (known: {known})")
+            variables = _variables(data[key])
+            origin = f" (from {', '.join(variables)})" if variables else ""
+            raise ConfigError(f"{_join(where, str(key))}{origin}: unknown setting (known: {known})")
     hints = typing.get_type_hints(cls)
     kwargs = {
         fields[key].name: _convert(hints[fields[key].name], value, _join(where, key))
@@ -424,6 +463,15 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
         return cls(**kwargs)
     except ValueError as error:
         raise ConfigError(f"{_join(where, str(error))}") from error
+
+
+def _variables(value: object) -> list[str]:
+    """The env variables that wrote `value` or anything inside it."""
+    if isinstance(value, _EnvText):
+        return [value.variable]
+    if isinstance(value, Mapping):
+        return [v for item in value.values() for v in _variables(item)]
+    return []
 
 
 def _convert(tp: Any, value: Any, where: str) -> Any:
@@ -439,6 +487,9 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(typing.cast(type[Any], tp), value, where)
     if origin is Literal:
+        # Choices are lowercase words that differ by more than case: `DEBUG` means `debug`.
+        if isinstance(value, str) and value not in args and value.lower() in args:
+            value = value.lower()
         if value not in args:
             raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
         return value
@@ -494,9 +545,14 @@ def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
                 return raw.lower() in _TRUE
             raise ValueError("must be true or false")
         if tp is int:
+            if not re.fullmatch(r"[+-]?\d+", raw):
+                raise ValueError("must be an integer")
             return int(raw)
         if tp is float:
-            return float(raw)
+            try:
+                return float(raw)
+            except ValueError:
+                raise ValueError("must be a number") from None
         if origin is tuple and not raw.startswith("["):
             # `a,b` as well as YAML's `[a, b]`: each item is read as the item type.
             items = [item.strip() for item in raw.split(",") if item.strip()]

@@ -27,7 +27,7 @@ def loop_factory(choice: Literal["auto", "uvloop", "asyncio"]) -> tuple[str, Loo
         import uvloop
     except ImportError as error:
         raise EventLoopUnavailable(
-            f"server.eventLoop: uvloop is not installed ({error}); pip install uvloop, "
+            f"server.eventLoop: uvloop is not installed ({error}); pip install 'archfit[uvloop]', "
             "or set auto or asyncio"
         ) from error
     return "uvloop", uvloop.new_event_loop

@@ -227,6 +227,18 @@ class Metrics:
         if tally is not None:
             tally[result] += 1
 
+    def admission_reviews_received(self) -> int:
+        """AdmissionReviews received since start, whatever their outcome (/readyz shows it:
+        zero long after pods were created means the API server cannot reach the webhook)."""
+        return int(
+            sum(
+                sample.value
+                for metric in self.admissions.collect()
+                for sample in metric.samples
+                if sample.name.endswith("_total")
+            )
+        )
+
     def stale_answer(self, error: str) -> None:
         """Count one tag answered from its last good digest."""
         self._child(self.cache_stale_answers, error).inc()

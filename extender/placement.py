@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Literal
 
-from extender.platforms import Platform, Resolved, Rule, any_accepts
+from extender.platforms import Platform, Resolved, Rule, Unknown, any_accepts
 from extender.pods import annotation_preference
 from extender.runtimes import NodeFacts
 from extender.text import short_image
@@ -128,13 +128,21 @@ class Candidates:
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
 
 
-def mismatch_reason(image: str, node_platform: Platform) -> str:
-    """The same text for every node of a platform, so the scheduler groups them."""
+def mismatch_reason(
+    image: str, node_platform: Platform, platforms: frozenset[Platform] | None = None
+) -> str:
+    """The same text for every node of a platform, so the scheduler groups them. An image
+    with no runnable platform at all (an OCI artifact such as a Helm chart, or an index of
+    attestations only) is said to be that, not to lack this node's platform."""
+    if platforms is not None and not platforms:
+        return f"{MISMATCH_PREFIX}: {short_image(image)} is not a runnable image"
     return f"{MISMATCH_PREFIX}: {short_image(image)} has no {node_platform}"
 
 
-def unknown_reason(image: str) -> str:
-    return f"{UNKNOWN_PREFIX}: platforms of {short_image(image)} are unknown"
+def unknown_reason(image: str, found: Resolved | None) -> str:
+    """The fail-closed reason: which image, and why it is unknown (the lookup's own words)."""
+    why = found.reason if isinstance(found, Unknown) else "not looked up"
+    return f"{UNKNOWN_PREFIX}: platforms of {short_image(image)} are unknown: {short_image(why)}"
 
 
 UNKNOWN_NODE_REASON = f"{UNKNOWN_PREFIX}: node has no kubernetes.io/arch label"
@@ -195,6 +203,7 @@ def _verdicts(
     known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
     # An image missing from `resolved` is as unknown as one that timed out.
     unknown = next((i for i in images if not isinstance(resolved.get(i), frozenset)), None)
+    doubt = unknown_reason(unknown, resolved.get(unknown)) if unknown is not None else ""
     fail_open = policy.failure_policy == "fail-open"
     by_value: dict[NodeFacts, Verdict] = {}
     verdicts: dict[int, Verdict] = {}
@@ -202,7 +211,7 @@ def _verdicts(
         # Equal facts that are distinct objects (an index rebuilt mid-request) share one.
         verdict = by_value.get(node)
         if verdict is None:
-            verdict = by_value[node] = _judge(node, known, unknown, policy, fail_open)
+            verdict = by_value[node] = _judge(node, known, unknown, doubt, policy, fail_open)
         verdicts[key] = verdict
     return verdicts
 
@@ -211,6 +220,7 @@ def _judge(
     node: NodeFacts,
     known: Sequence[tuple[str, frozenset[Platform]]],
     unknown: str | None,
+    doubt: str,
     policy: Policy,
     fail_open: bool,
 ) -> Verdict:
@@ -220,10 +230,10 @@ def _judge(
     rule, aarch32 = policy.rule_for(runtime_rule), policy.aarch32_for(labelled)
     for image, platforms in known:
         if not any_accepts(platform, platforms, rule=rule, aarch32=aarch32):
-            reason = mismatch_reason(image, platform)
+            reason = mismatch_reason(image, platform, platforms)
             return Verdict("reject", False, platform, rule, reason, image, platforms)
     if unknown is not None:
-        return Verdict("doubt", fail_open, platform, rule, unknown_reason(unknown), unknown)
+        return Verdict("doubt", fail_open, platform, rule, doubt, unknown)
     return Verdict("pass", True, platform, rule)
 
 

@@ -119,7 +119,10 @@ class Resolution:
             if task in pending:
                 self._background.add(task)
                 task.add_done_callback(self._forget)
-                results[image] = Unknown(f"lookup still running after {deadline:g}s")
+                results[image] = Unknown(
+                    f"registry slower than the {round(deadline, 2):g} s deadline (still looking: "
+                    "the next attempt finds the answer cached)"
+                )
             elif task.cancelled():
                 results[image] = Unknown("lookup cancelled")
             elif (error := task.exception()) is not None:

@@ -6,6 +6,7 @@ the in-cluster Service URL, so the shipped file and the command never disagree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,6 +23,10 @@ class Registration:
     ca_file: str = ""
     """For https URLs: the CA bundle kube-scheduler trusts archfit's certificate with."""
     kubeconfig: str = KUBEADM_KUBECONFIG
+    client_cert: str = ""
+    """For archfit's server.clientCaFile (mutual TLS): the certificate kube-scheduler presents."""
+    client_key: str = ""
+    """The key of client_cert."""
     node_cache_capable: bool = True
     http_timeout: str = "2s"
     leader_elect: bool = True
@@ -30,10 +35,60 @@ class Registration:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--url {self.url!r} must be http(s)://host[:port]/prefix")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0 or (port is None and re.search(r":[^/\]]*$", parts.netloc)):
+            raise ValueError(f"--url {self.url!r}: the port must be a number in 1..65535")
+        last = parts.path.rstrip("/").rpartition("/")[2]
+        if last in _VERBS:
+            raise ValueError(
+                f"--url {self.url!r} ends in the verb /{last}: give the prefix "
+                f"({self.url.rstrip('/').removesuffix('/' + last)}); kube-scheduler appends "
+                "/filter and /prioritize itself"
+            )
         if parts.scheme == "https" and not self.ca_file:
-            raise ValueError("an https --url needs --ca-file (the CA that signed archfit's cert)")
+            # kube-scheduler's makeTransport (pkg/scheduler/extender.go) sets Insecure when
+            # enableHTTPS has no CA: it would not check archfit's certificate at all.
+            raise ValueError(
+                "an https --url needs --ca-file: without a CA kube-scheduler skips certificate "
+                "verification altogether. For a certificate from a public CA, give the system "
+                "bundle: --ca-file /etc/ssl/certs/ca-certificates.crt"
+            )
         if parts.scheme == "http" and self.ca_file:
             raise ValueError("--ca-file needs an https --url")
+        if bool(self.client_cert) != bool(self.client_key):
+            raise ValueError("--client-cert and --client-key: give both, or neither")
+        if self.client_cert and parts.scheme != "https":
+            raise ValueError("--client-cert needs an https --url")
+        if _seconds(self.http_timeout) is None:
+            raise ValueError(
+                f"--http-timeout {self.http_timeout!r}: a duration such as 2s or 1500ms"
+            )
+
+    def timeout_warning(self, resolve_deadline_seconds: float) -> str:
+        """What is wrong with httpTimeout against archfit's policy.resolveDeadlineSeconds,
+        or "" when it leaves archfit time to answer."""
+        timeout = _seconds(self.http_timeout) or 0.0
+        if resolve_deadline_seconds < timeout:
+            return ""
+        return (
+            f"httpTimeout {self.http_timeout} is not above archfit's "
+            f"policy.resolveDeadlineSeconds ({resolve_deadline_seconds:g} s): a slow registry "
+            "makes kube-scheduler give up on archfit instead of archfit answering unknown"
+        )
+
+
+_VERBS = ("filter", "prioritize")
+
+
+def _seconds(duration: str) -> float | None:
+    """A Go duration of one unit (`2s`, `1500ms`, `1m`) in seconds; None if it is not one."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)", duration)
+    if found is None:
+        return None
+    return float(found.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[found.group(2)]
 
 
 def render(registration: Registration) -> str:
@@ -47,6 +102,13 @@ def render(registration: Registration) -> str:
             "  tlsConfig:\n"
             f"    caFile: {_quote(r.ca_file)}\n"
         )
+    if r.client_cert:
+        tls += (
+            "    # archfit requires a client certificate (server.clientCaFile): present this one.\n"
+            f"    certFile: {_quote(r.client_cert)}\n"
+            f"    keyFile: {_quote(r.client_key)}\n"
+        )
+
     cache = (
         "  # archfit list-watches Nodes itself, so the scheduler sends only node names.\n"
         "  nodeCacheCapable: true\n"

@@ -33,7 +33,8 @@ class ReloadingCertificate:
 
     `names`: hosts every certificate must name; without them, a rotated certificate must
     name what the one it replaces named (clients keep asking for those). `on_loaded` hears
-    the expiry of each pair put in use, `on_refused` each pair refused.
+    the expiry of each pair put in use, `on_refused` each pair refused. `client_ca_file`:
+    every client must present a certificate that CA signed (mutual TLS).
     """
 
     def __init__(
@@ -45,9 +46,12 @@ class ReloadingCertificate:
         clock: Callable[[], dt.datetime] = _now,
         on_loaded: Callable[[dt.datetime], None] | None = None,
         on_refused: Callable[[], None] | None = None,
+        client_ca_file: str | Path = "",
     ) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
+        self.client_ca_file = Path(client_ca_file) if client_ca_file else None
+        """With it, every handshake must present a client certificate this CA signed."""
         self._names = tuple(names)
         self._clock = clock
         self._on_loaded = on_loaded
@@ -62,7 +66,7 @@ class ReloadingCertificate:
         # The listener's own context only hands each handshake the newest context:
         # a context cannot drop a certificate, and loading a pair into a live one
         # could leave a new certificate beside an old key if the key fails to load.
-        self.context = _server_context()
+        self.context = self._new_context()
         self.context.sni_callback = self._pick
 
     @property
@@ -81,7 +85,7 @@ class ReloadingCertificate:
         from extender import certs
 
         stamp = self._read_stamp()
-        context = _server_context()
+        context = self._new_context()
         context.load_cert_chain(self.cert_file, self.key_file)
         pem = self.cert_file.read_bytes()
         required = self._names or sorted(self._served_names)
@@ -129,7 +133,7 @@ class ReloadingCertificate:
     def _read_stamp(self) -> tuple[object, ...]:
         # stat() follows the ..data symlink swap kubelet does for Secret volumes.
         stamps: list[object] = []
-        for path in (self.cert_file, self.key_file):
+        for path in (self.cert_file, self.key_file, *filter(None, [self.client_ca_file])):
             st = os.stat(path)
             stamps += [st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size]
         return tuple(stamps)
@@ -139,6 +143,15 @@ class ReloadingCertificate:
         # (kube-apiserver sends none when the webhook URL names an IP address).
         if self._current is not None:
             sock.context = self._current
+
+    def _new_context(self) -> ssl.SSLContext:
+        context = _server_context()
+        if self.client_ca_file is not None:
+            # On the listener's context and on each pair's: which one OpenSSL verifies the
+            # client with depends on when the SNI callback swaps them. Raises if unreadable.
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=self.client_ca_file)
+        return context
 
 
 def _server_context() -> ssl.SSLContext:

@@ -54,5 +54,18 @@ if command -v go >/dev/null 2>&1 || in_ci; then
   if [ -f tests/deploy/build-tools.sh ]; then bash tests/deploy/build-tools.sh; fi
 fi
 
+# The minimum-versions job: a second venv with every direct dependency at the lowest version
+# pyproject.toml allows (requirements-min.lock, from tests/lock.sh), running the unit and app
+# suites, so a floor that is too low fails here rather than at a user's import. Always in CI;
+# locally only for a full run (no pytest arguments), since it costs about a minute.
+if in_ci || [ $# -eq 0 ]; then
+  echo "run.sh: minimum versions (.venv-min, requirements-min.lock): tests/unit tests/app"
+  [ -x .venv-min/bin/python ] || python3 -m venv .venv-min
+  .venv-min/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-min.lock
+  .venv-min/bin/pip install -q --disable-pip-version-check --no-deps -e .
+  .venv-min/bin/pip check
+  .venv-min/bin/pytest -q -p no:cacheprovider tests/unit tests/app
+fi
+
 echo "run.sh: pytest"
 exec .venv/bin/pytest "$@"

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,12 +57,19 @@ def access(settings: KubernetesSettings) -> tuple[str, str]:
 
 def _kubeconfig(settings: KubernetesSettings) -> str:
     """The kubeconfig file(s) to read, as kubectl picks them. Read now, not at import: the
-    client library reads $KUBECONFIG once, when it is first imported."""
-    return (
-        settings.kubeconfig
-        or os.environ.get("KUBECONFIG")
-        or str(Path(_DEFAULT_KUBECONFIG).expanduser())
-    )
+    client library reads $KUBECONFIG once, when it is first imported. Raises KubeConfigError
+    naming them when none exists (the client says only "Invalid kube-config file. No
+    configuration found.")."""
+    if settings.kubeconfig:
+        chosen, origin = settings.kubeconfig, "kubernetes.kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        chosen, origin = os.environ["KUBECONFIG"], "$KUBECONFIG"
+    else:
+        chosen, origin = str(Path(_DEFAULT_KUBECONFIG).expanduser()), "the default"
+    paths = [p for p in chosen.split(os.pathsep) if p]
+    if not any(Path(p).expanduser().is_file() for p in paths):
+        raise KubeConfigError(f"no kubeconfig file at {', '.join(paths)} ({origin})")
+    return chosen
 
 
 def resolved_mode(settings: KubernetesSettings) -> str:
@@ -96,9 +104,29 @@ def build_api_client(
     except (config.ConfigException, OSError) as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
-    # own deadlines and retry loops, so one attempt is enough.
-    configuration.retries = 1
-    return client.ApiClient(configuration)
+    # own deadlines and retry loops, so one attempt is enough. A command that only reads
+    # the cluster makes none: a refused connection is one line, not a retry warning first.
+    configuration.retries = 0 if required else 1
+    api = client.ApiClient(configuration)
+    if required:
+        _check_reachable(api, configuration.host)
+    return api
+
+
+def _check_reachable(api: client.ApiClient, host: str) -> None:
+    """GET /version once: an API server that does not answer is one clear error."""
+    import urllib3
+    from kubernetes import client
+
+    try:
+        client.VersionApi(api).get_code(_request_timeout=(5, 10))
+    except client.ApiException:
+        return  # it answered: what it refuses is reported by the call that needs it
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        api.close()
+        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(error))
+        reason = found.group(1) if found else type(getattr(error, "reason", error)).__name__
+        raise KubeConfigError(f"the API server at {host} does not answer: {reason}") from error
 
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -114,7 +142,7 @@ def current_namespace(settings: KubernetesSettings) -> str:
             with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
                 return file.read().strip() or "default"
         contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
-    except (config.ConfigException, OSError):
+    except (config.ConfigException, OSError, KubeConfigError):
         return "default"  # building the client reports what is wrong with the config
     if settings.context:
         active = next((c for c in contexts if c.get("name") == settings.context), None)

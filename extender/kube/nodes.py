@@ -243,3 +243,40 @@ class NodeIndex:
         self._platforms = frozenset(p for p, _, _ in nodes.values() if p is not None)
         if self._on_change is not None:
             self._on_change(len(nodes))
+
+
+class _ImageEntry(msgspec.Struct, frozen=True):
+    names: list[str] | None = None
+
+
+class _ImageStatus(msgspec.Struct, frozen=True):
+    images: list[_ImageEntry] | None = None
+
+
+class _ImagesNode(msgspec.Struct, frozen=True):
+    status: _ImageStatus = _ImageStatus()
+
+
+class _ImagesNodeList(msgspec.Struct, frozen=True):
+    items: list[_ImagesNode] | None = None
+
+
+_decode_images_page = msgspec.json.Decoder(_ImagesNodeList).decode
+
+
+def node_images(api: client.ApiClient, limit: int = 100) -> list[str]:
+    """The image names the first `limit` nodes report in `status.images`: what the cluster
+    runs (a one-off read at start; the node index keeps none of it)."""
+    response: Any = client.CoreV1Api(api).list_node(
+        limit=limit, _preload_content=False, _request_timeout=(5, 10)
+    )
+    try:
+        page = _decode_images_page(response.data)
+    finally:
+        response.release_conn()
+    return [
+        name
+        for item in page.items or ()
+        for image in item.status.images or ()
+        for name in image.names or ()
+    ]

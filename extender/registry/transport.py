@@ -185,6 +185,12 @@ class Transport:
             cause = error.__cause__ if isinstance(error.__cause__, AddressForbidden) else None
             if cause is not None:
                 raise cause from None
+            if url.scheme == "https" and "WRONG_VERSION_NUMBER" in str(error):
+                # OpenSSL's words for a plain-HTTP answer to a TLS hello.
+                raise Unreachable(
+                    f"{host}: answered plain HTTP, not TLS; if it serves no TLS, set "
+                    f'registry.hosts."{host}".plainHttp: true'
+                ) from error
             raise Unreachable(f"{host}: {type(error).__name__}: {str(error)[:160]}") from error
         finally:
             self._count(host, method, kind, status)

@@ -97,12 +97,13 @@ async def test_unknown_images_fail_every_node_in_failed_nodes_under_fail_closed(
         settings(policy={"failurePolicy": "fail-closed"}), nodes=StaticNodes(*ALL)
     )
     body = await post(client, "filter", args_names(pod("acme/down:1"), *NAMES))
-    reason = "node(s) couldn't verify image platform: platforms of acme/down:1 are unknown"
-    assert ([], dict.fromkeys(NAMES, reason), {}) == (
+    reason = "node(s) couldn't verify image platform: platforms of acme/down:1 are unknown: "
+    assert ([], [reason] * len(NAMES), {}) == (
         body["NodeNames"],
-        body["FailedNodes"],
+        [why[: len(reason)] for why in body["FailedNodes"].values()],
         body["FailedAndUnresolvableNodes"],
     )
+    assert "connection refused" in next(iter(body["FailedNodes"].values()))
 
 
 async def test_dry_run_logs_and_counts_rejections_but_rejects_nothing(make_client):

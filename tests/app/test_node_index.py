@@ -19,6 +19,9 @@ from tests.objects import args_names, node, pod
 from tests.support.function_resolver import FunctionResolver
 from tests.support.waiting import wait_for_async
 
+# What the API server takes as true (Go strconv.ParseBool): kubernetes 29 sends "True".
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+
 
 class FakeApiServer:
     """A loopback HTTP server with the list/watch semantics of /api/v1/nodes.
@@ -61,7 +64,7 @@ class FakeApiServer:
         return web.json_response(body)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch") not in ("true", "1"):
+        if request.query.get("watch") not in _GO_TRUE:
             return self.page(request)
         self.watches.append(request.query["resourceVersion"])
         response = web.StreamResponse()
@@ -219,7 +222,7 @@ async def test_readyz_is_false_until_the_first_node_list_and_names_then_resolve(
     plain_handle = fake.handle
 
     async def held_list(request):
-        if request.query.get("watch") not in ("true", "1"):
+        if request.query.get("watch") not in _GO_TRUE:
             await release.wait()
         return await plain_handle(request)
 

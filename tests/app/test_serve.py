@@ -171,3 +171,92 @@ def test_an_unreadable_server_certificate_is_exit_2_naming_the_setting(tmp_path)
     done = _run("serve", "--config", str(path))
     assert 2 == done.returncode
     assert "server.certFile/keyFile: cannot load /nonexistent/tls.crt" in done.stderr
+
+
+def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
+    """No `services_ready` before the bind error: the port is checked before anything starts."""
+    taken = silent_listener()
+    port = taken.getsockname()[1]
+    config = tmp_path / "archfit.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+        "logging: {format: json}\n"
+    )
+    try:
+        done = _run("serve", "--config", str(config))
+    finally:
+        taken.close()
+    events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]
+    expected = f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert (1, ["archfit_starting"], expected) == (done.returncode, events, done.stderr)
+
+
+def test_sigterm_is_logged_when_it_arrives_and_when_the_process_is_done(tmp_path):
+    """`archfit_stopping` names the signal and the grace; `archfit_stopped` is the last line."""
+    port = free_port()
+    process = start_serve(
+        tmp_path,
+        f"server: {{host: 127.0.0.1, port: {port}, shutdownGraceSeconds: 3}}\n"
+        "kubernetes: {mode: 'off'}\nlogging: {format: json}\n",
+        port,
+    )
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=30)
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    stopping = next(line for line in lines if line["event"] == "archfit_stopping")
+    assert (0, "SIGTERM", 3.0, "archfit_stopped") == (
+        process.returncode,
+        stopping["signal"],
+        stopping["grace_s"],
+        lines[-1]["event"],
+    )
+
+
+def test_a_client_ca_makes_the_listener_require_a_certificate_it_signed(tmp_path):
+    """server.clientCaFile: a client with a certificate from that CA is served; one with no
+    certificate, or one from another CA, fails the handshake."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tests.support.tls import make_client_cert, make_serving_cert
+
+    cert = make_serving_cert(tmp_path / "tls")
+    scheduler = make_client_cert(tmp_path / "scheduler")
+    stranger = make_client_cert(tmp_path / "stranger")
+    port = free_port()
+    process = start_serve(
+        tmp_path,
+        f"server: {{host: 127.0.0.1, port: {port}, certFile: '{cert.cert}',"
+        f" keyFile: '{cert.key}', clientCaFile: '{scheduler.ca_bundle}'}}\n"
+        "kubernetes: {mode: 'off'}\nlogging: {format: json}\n",
+        port,
+    )
+
+    def healthz(client: object) -> object:
+        context = ssl.create_default_context(cafile=str(cert.ca_bundle))
+        if client is not None:
+            context.load_cert_chain(client.cert, client.key)
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/healthz", context=context, timeout=10
+            ) as answer:
+                return answer.status
+        except (urllib.error.URLError, ssl.SSLError, ConnectionError):
+            # TLS 1.3 sends the server's verdict after the client's handshake is done: an
+            # alert or a closed connection on the first read, never an HTTP answer.
+            return "refused"
+
+    try:
+        assert [200, "refused", "refused"] == [healthz(c) for c in (scheduler, None, stranger)]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=15)
+
+
+def test_a_client_ca_without_https_is_refused_naming_the_setting(tmp_path):
+    """clientCaFile asks for client certificates, which plain HTTP cannot."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text("server: {clientCaFile: /etc/ca.pem}\nkubernetes: {mode: 'off'}\n")
+    done = _run("serve", "--config", str(path))
+    assert (2, True) == (done.returncode, "server.clientCaFile: needs certFile" in done.stderr)

@@ -57,6 +57,19 @@ async def test_filter_keeps_exactly_the_nodes_each_real_image_runs_on(
     assert named == set(body["FailedAndUnresolvableNodes"])
 
 
+async def test_an_artifact_used_as_an_image_is_said_to_be_no_runnable_image(
+    app_client, public_registry
+):
+    """A Helm chart in a pod's image gets "not a runnable image", not "has no linux/arm64"."""
+    reference = public_registry.catalog.artifact.reference
+    body = await post(app_client, "filter", args_full(pod(reference), *NODES))
+    reason = f"node(s) didn't match image platform: {reference} is not a runnable image"
+    assert (
+        dict.fromkeys((n["metadata"]["name"] for n in NODES), reason)
+        == (body["FailedAndUnresolvableNodes"])
+    )
+
+
 async def test_prioritize_prefers_arm64_for_a_real_multi_arch_image(app_client, public_registry):
     """The default preference reaches the scores through the real resolver."""
     reference = public_registry.catalog.manifest_list.reference

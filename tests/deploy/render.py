@@ -126,6 +126,31 @@ def helm_template(
     return load_all_strict(_run(argv))
 
 
+def helm_notes(helm: Path, values: Mapping[str, Any] | None, tmp_dir: Path) -> str:
+    """NOTES.txt as `helm install` would print it for `values`.
+
+    `helm template` never renders NOTES.txt, and `helm install --dry-run` needs a cluster for
+    the chart's kubeVersion; so a copy of the chart renders it through `tpl` as a template of
+    its own, with the same values, release and Kubernetes version.
+    """
+    chart = tmp_dir / "chart"
+    shutil.copytree(HELM_CHART, chart)
+    (chart / "notes-source.txt").write_text((HELM_CHART / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "notes-rendered.yaml").write_text(
+        'notes: {{ tpl (.Files.Get "notes-source.txt") . | toJson }}\n'
+    )
+    argv: list[str | os.PathLike[str]] = [
+        helm, "template", RELEASE, chart, "--namespace", NAMESPACE, "--kube-version",
+        KUBE_VERSION, "--show-only", "templates/notes-rendered.yaml",
+    ]  # fmt: skip
+    if values:
+        values_file = tmp_dir / "notes-values.yaml"
+        values_file.write_text(yaml.safe_dump(dict(values)))
+        argv += ["--values", values_file]
+    notes: str = load_strict(_run(argv))["notes"]
+    return notes
+
+
 def key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     """(kind, namespace, name) of an object."""
     meta = obj["metadata"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from extender.config import Settings
 from tests.deploy import image
 from tests.deploy.render import Object, one
 
@@ -38,7 +39,14 @@ def test_the_archfit_deployment_runs_the_image_as_its_user_with_its_config_and_p
     assert stage.cmd == container.get("args", stage.cmd)
     assert config_map["metadata"]["name"] == volume["configMap"]["name"]
     assert config_path.name in config_map["data"]
-    assert stage.exposed == [str(p["containerPort"]) for p in container["ports"]]
+    assert [str(p["containerPort"]) for p in container["ports"]] == stage.exposed[:1]
+
+
+def test_the_image_exposes_the_extender_and_the_webhook_ports_archfit_listens_on() -> None:
+    """EXPOSE names server.port and webhook.port as archfit defaults them."""
+    defaults = Settings()
+    expected = [str(defaults.server.port), str(defaults.webhook.port)]
+    assert expected == image.final_stage().exposed
 
 
 def test_the_final_image_stage_runs_archfit_as_a_numeric_non_root_user_and_builds_nothing() -> None:
@@ -48,7 +56,7 @@ def test_the_final_image_stage_runs_archfit_as_a_numeric_non_root_user_and_build
     builds = [
         line
         for line in stage.run_lines
-        for word in ("pip ", "apt-get", "apk ", "gcc", "build-essential", "setup.py")
+        for word in ("pip install", "apt-get", "apk ", "gcc", "build-essential", "setup.py")
         if word in line
     ]
     assert "python:3.11-slim" == stage.base
@@ -59,9 +67,10 @@ def test_the_final_image_stage_runs_archfit_as_a_numeric_non_root_user_and_build
 
 
 def test_the_build_context_holds_the_package_and_nothing_else() -> None:
-    """.dockerignore admits pyproject.toml, the lock and extender/, never tests, venvs or git."""
+    """.dockerignore admits pyproject.toml, the licence, the lock and extender/, never tests,
+    venvs or git."""
     files = image.build_context()
-    metadata = ("pyproject.toml", "README.md", "requirements.lock")
+    metadata = ("pyproject.toml", "README.md", "LICENSE", "requirements.lock")
     unexpected = [f for f in files if not (f in metadata or f.startswith("extender/"))]
     assert {"requirements.lock", "extender/cli.py", "extender/__main__.py"} <= set(files)
     assert [] == unexpected

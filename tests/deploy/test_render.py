@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from extender import config
+from extender import __version__, config
 from tests.deploy import render
 from tests.deploy.render import Object, config_file, generated_base_name, key, one, pod_specs
 
@@ -199,11 +199,11 @@ def test_every_container_runs_restricted_read_only_with_probes_and_requests(
 def test_every_image_names_an_explicit_version_tag(
     request: pytest.FixtureRequest, name: str
 ) -> None:
-    """No image is untagged or :latest; archfit's is 0.1.0 and kube-scheduler's v1.36.3."""
+    """No image is untagged or :latest; archfit's is __version__ and kube-scheduler's v1.36.3."""
     images = {
         c["image"] for _, spec in pod_specs(_objects(request, name)) for c in spec["containers"]
     }
-    expected = {"ghcr.io/archfit/archfit:0.1.0"}
+    expected = {f"ghcr.io/archfit/archfit:{__version__}"}
     if name in WITH_SCHEDULER:
         expected.add("registry.k8s.io/kube-scheduler:v1.36.3")
     assert expected == images

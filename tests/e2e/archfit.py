@@ -86,8 +86,11 @@ class Archfit:
         settings: Mapping[str, Any],
         name: str = "archfit",
         env: dict[str, str] | None = None,
+        probe_client: tuple[Path, Path] | None = None,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.probe_client = probe_client
+        """(certificate, key) the readiness probe presents when server.clientCaFile is set."""
         self.port = free_port()
         self.settings = merge(
             settings, {"server": {"host": "127.0.0.1", "port": self.port, "prefix": self.prefix}}
@@ -113,6 +116,8 @@ class Archfit:
         self.process.start()
         # Readiness only, on loopback: the scheduler is what verifies the certificate.
         context = ssl._create_unverified_context() if self.scheme == "https" else None  # noqa: S323
+        if context is not None and self.probe_client is not None:
+            context.load_cert_chain(*self.probe_client)
         url = f"{self.scheme}://127.0.0.1:{self.port}/readyz"
         self.process.wait_ready(lambda: http_ok(url, context))
         return self

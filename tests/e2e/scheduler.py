@@ -27,8 +27,11 @@ def render_config(
     url_prefix: str | None,
     node_cache_capable: bool | None = None,
     ca_file: Path | None = None,
+    client: tuple[Path, Path] | None = None,
 ) -> dict[str, Any]:
     """Write the shipped KubeSchedulerConfiguration with the local substitutions to path.
+
+    `client` is the (certificate, key) kube-scheduler presents to archfit (mutual TLS).
 
     `url_prefix=None` removes the extender: a managed control plane's default scheduler.
     """
@@ -46,6 +49,9 @@ def render_config(
         # What `archfit scheduler-config --url https://... --ca-file ...` writes.
         extender["enableHTTPS"] = True
         extender["tlsConfig"] = {"caFile": str(ca_file)}
+        if client is not None:
+            # What `archfit scheduler-config ... --client-cert ... --client-key ...` adds.
+            extender["tlsConfig"].update(certFile=str(client[0]), keyFile=str(client[1]))
     path.write_text(yaml.safe_dump(document))
     return document
 
@@ -62,11 +68,12 @@ class Scheduler:
         node_cache_capable: bool | None = None,
         name: str = "kube-scheduler",
         ca_file: Path | None = None,
+        client: tuple[Path, Path] | None = None,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"{name}-config.yaml"
         self.config = render_config(
-            self.config_path, kubeconfig, url_prefix, node_cache_capable, ca_file
+            self.config_path, kubeconfig, url_prefix, node_cache_capable, ca_file, client
         )
         self.port = free_port()
         self.process = Process(

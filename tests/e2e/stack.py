@@ -40,12 +40,24 @@ class Stack:
         settings: Mapping[str, Any] | None = None,
         node_cache_capable: bool = True,
         ca_file: Path | None = None,
+        client: tuple[Path, Path] | None = None,
+        probe_client: tuple[Path, Path] | None = None,
     ) -> Stack:
         """Make archfit run with base settings merged with `settings`, and a scheduler
         registered with nodeCacheCapable as given (trusting `ca_file` when archfit serves
-        HTTPS); reuse what already runs like that."""
+        HTTPS, presenting the `client` certificate and key; archfit's readiness probe presents
+        `probe_client`, else `client`); reuse what already runs like that."""
         effective = merge(self._base, settings or {})
-        key = json.dumps([effective, node_cache_capable, str(ca_file)], sort_keys=True)
+        key = json.dumps(
+            [
+                effective,
+                node_cache_capable,
+                str(ca_file),
+                [str(p) for p in client or ()],
+                [str(p) for p in probe_client or ()],
+            ],
+            sort_keys=True,
+        )
         if (
             key == self._key
             and self.archfit
@@ -58,7 +70,7 @@ class Stack:
         self._generation += 1
         workdir = self._workdir / f"stack-{self._generation}"
         try:
-            self.archfit = Archfit(workdir, effective).start()
+            self.archfit = Archfit(workdir, effective, probe_client=probe_client or client).start()
             self.scheduler = Scheduler(
                 self._binaries,
                 workdir,
@@ -66,6 +78,7 @@ class Stack:
                 self.archfit.url_prefix,
                 node_cache_capable=node_cache_capable,
                 ca_file=ca_file,
+                client=client,
             ).start()
         except BaseException:
             self.stop()

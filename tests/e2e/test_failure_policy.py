@@ -47,7 +47,7 @@ def test_a_registry_outage_under_fail_closed_keeps_the_pod_pending_with_an_unkno
     message = cluster.wait_failed_scheduling(core, namespace, pod)
     expected = (
         f"0/4 nodes are available: "
-        f"4 node(s) couldn't verify image platform: platforms of {ref} are unknown."
+        f"4 node(s) couldn't verify image platform: platforms of {ref} are unknown: "
     )
     assert expected == message[: len(expected)]
     # FailedNodes, not FailedAndUnresolvableNodes: the scheduler considers preemption.

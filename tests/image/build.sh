@@ -80,7 +80,7 @@ revision="$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)"
 image="localhost/archfit:$version-$arch"
 # Skip buildah altogether when nothing that goes into the image changed.
 inputs="$(cd "$repo" && { printf '%s\n' "$want" "$version" "$revision" "$arch";
-    find Dockerfile .dockerignore pyproject.toml README.md requirements.lock extender \
+    find Dockerfile .dockerignore pyproject.toml README.md LICENSE requirements.lock extender \
         -type f -not -path '*/__pycache__/*' -not -name '*.py[cod]' -print0 | sort -z \
         | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)"
 image_stamp="$cache/image-$arch.stamp"

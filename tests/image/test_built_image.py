@@ -122,6 +122,21 @@ def test_the_image_ships_the_redis_client_that_a_redis_cache_url_needs(served: S
     assert (0, "") == (imported.returncode, imported.stderr)
 
 
+def test_the_image_carries_no_pip_or_setuptools(served: Served) -> None:
+    """The runtime stage drops the base's pip, setuptools and wheel: nothing there installs."""
+    # The base's python, not archfit's venv (first on PATH), which never sees them anyway.
+    found = served.container.exec(
+        "env",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "python3",
+        "-c",
+        "import importlib.util as u; "
+        "print([m for m in ('pip', 'setuptools', 'wheel') if u.find_spec(m)])",
+    )
+    on_path = served.container.exec("sh", "-c", "command -v pip pip3 || true")
+    assert (0, "[]", "") == (found.returncode, found.stdout.strip(), on_path.stdout.strip())
+
+
 def test_the_image_exits_cleanly_within_its_grace_period_on_sigterm(
     unpacked: Unpacked, public_registry: PublishedRegistry, tmp_path: Path
 ) -> None:

@@ -126,3 +126,18 @@ async def test_a_token_realm_on_the_registry_itself_is_trusted_through_its_ca_bu
     resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}))
     platforms = await resolver.platforms(f"{tls_faults.host}/tls/app:1", pod())
     assert {"linux/arm64"} == {str(p) for p in platforms}
+
+
+async def test_a_plain_http_registry_reached_over_tls_names_the_setting_to_use(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """OpenSSL's WRONG_VERSION_NUMBER becomes the fix: registry.hosts."h:p".plainHttp: true."""
+    faults.registry.image("plain/app", "1", "linux/amd64")
+    resolver = await make_resolver(local_settings(hosts={faults.host: https(faults.host)}))
+    with pytest.raises(Unreachable) as refused:
+        await resolver.platforms(f"{faults.host}/plain/app:1", pod())
+    expected = (
+        f"{faults.host}: answered plain HTTP, not TLS; if it serves no TLS, set "
+        f'registry.hosts."{faults.host}".plainHttp: true'
+    )
+    assert expected == str(refused.value)

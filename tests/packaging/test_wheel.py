@@ -1,4 +1,5 @@
-"""The distribution builds as users and the image build it: no deprecated metadata."""
+"""The distribution builds as users and the image build it: no deprecated metadata, and the
+licence text inside."""
 
 from __future__ import annotations
 
@@ -7,16 +8,30 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_wheel_builds_without_setuptools_deprecation_warnings(tmp_path: Path) -> None:
-    """The old `license = {text = ...}` table made setuptools warn that builds will break."""
+class Built(NamedTuple):
+    output: str
+    """pip's verbose output (setuptools' warnings included)."""
+    metadata: list[str]
+    """The lines of the wheel's METADATA."""
+    licence: str
+    """The wheel's .dist-info/licenses/LICENSE, or "" if it has none."""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """One wheel build (a minute or more: pip makes an isolated build environment)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "extender"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "extender"):
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
         copy(ROOT / name, source / name)
     done = subprocess.run(
@@ -27,10 +42,32 @@ def test_the_wheel_builds_without_setuptools_deprecation_warnings(tmp_path: Path
         check=False,
     )
     assert 0 == done.returncode, done.stderr[-2000:]
-    output = done.stdout + done.stderr
-    assert "SetuptoolsDeprecationWarning" not in output, output[-3000:]
     (wheel,) = tmp_path.glob("archfit-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        metadata = archive.read(name).decode()
-    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+        names = archive.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        licences = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        return Built(
+            output=done.stdout + done.stderr,
+            metadata=archive.read(metadata).decode().splitlines(),
+            licence=archive.read(licences[0]).decode() if licences else "",
+        )
+
+
+def test_the_wheel_builds_without_setuptools_deprecation_warnings(built: Built) -> None:
+    """The old `license = {text = ...}` table made setuptools warn that builds will break."""
+    assert "SetuptoolsDeprecationWarning" not in built.output, built.output[-3000:]
+    assert "License-Expression: Apache-2.0" in built.metadata
+
+
+def test_the_wheel_ships_the_apache_licence_text(built: Built) -> None:
+    """The metadata says Apache-2.0; its section 4(a) asks that the text go with every copy."""
+    assert "License-File: LICENSE" in built.metadata
+    assert "Version 2.0, January 2004" in built.licence
+    assert "END OF TERMS AND CONDITIONS" in built.licence
+
+
+def test_the_wheel_names_where_the_project_lives(built: Built) -> None:
+    """[project.urls] reaches the metadata, which PyPI and pip show."""
+    urls = [line for line in built.metadata if line.startswith("Project-URL: ")]
+    assert "Project-URL: Source, https://github.com/archfit/archfit" in urls

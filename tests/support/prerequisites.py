@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-import pytest
-
 T = TypeVar("T")
 
 
@@ -33,6 +31,8 @@ def in_ci() -> bool:
 
 def unavailable(suite: str, reason: object) -> NoReturn:
     """Fail under CI=true, else skip loudly: the `suite` tests cannot run, for `reason`."""
+    import pytest  # here: tests.support.demo_registry runs without pytest (README quick start)
+
     if in_ci():
         pytest.fail(f"CI=true and {suite} prerequisites are missing: {reason}")
     pytest.skip(f"!!! {suite} SKIPPED, NOT TESTED: {reason}")
@@ -89,4 +89,6 @@ def built(suite: str, build: Callable[[], T]) -> T:
     except Unavailable as error:
         unavailable(suite, error)
     except BuildFailed as error:
+        import pytest
+
         pytest.fail(f"{suite}: building failed: {error}")

@@ -65,6 +65,28 @@ def make_serving_cert(workdir: Path, dns_names: tuple[str, ...] = ()) -> Serving
     return paths
 
 
+@dataclass(frozen=True)
+class ClientCert:
+    """A client certificate (clientAuth), its key, and the CA bundle that signed it."""
+
+    ca_bundle: Path
+    cert: Path
+    key: Path
+
+
+def make_client_cert(workdir: Path, common_name: str = "kube-scheduler") -> ClientCert:
+    """Write a CA and a client certificate it signed for `common_name` under `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ca_key, key = ec_key(), ec_key()
+    ca = issue(f"{common_name}-client-ca", ca_key, ca_key)
+    leaf = issue(common_name, key, ca_key, ca, usage=x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH)
+    return ClientCert(
+        write_cert(ca, workdir / "client-ca.pem"),
+        write_cert(leaf, workdir / "client.pem"),
+        write_key(key, workdir / "client-key.pem"),
+    )
+
+
 def ec_key() -> ec.EllipticCurvePrivateKey:
     """A P-256 private key."""
     return ec.generate_private_key(ec.SECP256R1())

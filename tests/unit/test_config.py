@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from extender import settings_doc
-from extender.config import ConfigError, Settings, from_mapping, load
+from extender.cli import main
+from extender.config import ConfigError, Settings, from_mapping, ignored_env, load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,8 +220,81 @@ def test_an_archfit_variable_outside_the_settings_syntax_is_left_to_its_own_tool
 
 def test_a_misspelt_section_in_the_settings_syntax_is_still_an_error():
     """ARCHFIT_POLCY__MODE has the `__` of a setting path: a typo must not pass silently."""
-    with pytest.raises(ConfigError, match=r"polcy: unknown setting"):
+    with pytest.raises(ConfigError, match=r"polcy \(from ARCHFIT_POLCY__MODE\): unknown setting"):
         load(None, {"ARCHFIT_POLCY__MODE": "dry-run"})
+
+
+def test_a_variable_with_one_underscore_after_a_section_is_warned_about_by_name():
+    """ARCHFIT_POLICY_FAILURE_POLICY sets nothing; the warning names it and the right spelling,
+    while other tools' ARCHFIT_ variables stay unmentioned."""
+    environ = {"ARCHFIT_POLICY_FAILURE_POLICY": "fail-closed", "ARCHFIT_E2E_CACHE": "/tmp/x"}
+    assert [
+        "ARCHFIT_POLICY_FAILURE_POLICY sets nothing: a section and its key are joined by two "
+        "underscores (ARCHFIT_POLICY__FAILURE_POLICY)"
+    ] == ignored_env(environ)
+
+
+def test_the_cli_prints_that_warning_before_anything_else(tmp_path, capsys, monkeypatch):
+    """`archfit config` (as every command) says so on stderr."""
+    monkeypatch.setenv("ARCHFIT_LOGGING_LEVEL", "debug")
+    main(["config", "--config", str(ROOT / "config" / "archfit.yaml")])
+    assert "archfit: warning: ARCHFIT_LOGGING_LEVEL sets nothing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"ARCHFIT_POLICY__FAILUR": "x"}, "policy.failur (from ARCHFIT_POLICY__FAILUR): unknown"),
+        ({"ARCHFIT_POLICYX__MODE": "x"}, "policyx (from ARCHFIT_POLICYX__MODE): unknown setting"),
+        (
+            {"ARCHFIT_SERVER__PORT": "eighty"},
+            "server.port (from ARCHFIT_SERVER__PORT='eighty'): must be an integer",
+        ),
+        (
+            {"ARCHFIT_CACHE__FAILURE_TTL_SECONDS": "1.5"},
+            "cache.failureTtlSeconds (from ARCHFIT_CACHE__FAILURE_TTL_SECONDS='1.5'): must be an",
+        ),
+        (
+            {"ARCHFIT_POLICY__RESOLVE_DEADLINE_SECONDS": "soon"},
+            "policy.resolveDeadlineSeconds (from ARCHFIT_POLICY__RESOLVE_DEADLINE_SECONDS='soon')"
+            ": must be a number",
+        ),
+    ],
+)
+def test_a_bad_env_override_names_the_variable_and_what_it_must_be(environ, message):
+    """No `invalid literal for int()`, and an unknown key says which variable wrote it."""
+    with pytest.raises(ConfigError) as refused:
+        load(None, environ)
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize("written", ["DEBUG", "Debug", "debug"])
+def test_the_logging_level_is_read_whatever_its_case(written):
+    """`logging.level: DEBUG`, as Python's logging takes it."""
+    assert "debug" == from_mapping({"logging": {"level": written}}).logging.level
+
+
+def test_an_arch_preference_for_an_architecture_no_node_reports_is_refused():
+    """`archPreference: {arm65: 5}` would never score anything; it is a typo."""
+    with pytest.raises(ConfigError, match=r"policy\.archPreference\.arm65: not an architecture"):
+        from_mapping({"policy": {"archPreference": {"arm65": 5}}})
+
+
+def test_archfit_config_says_which_file_it_read(tmp_path, capsys, monkeypatch):
+    """Elsewhere than the clone, config/archfit.yaml is not there: it says so, and names the
+    file it did read, with the variables that override it."""
+    monkeypatch.chdir(tmp_path)
+    main(["config"])
+    without = capsys.readouterr().out.splitlines()[0]
+    monkeypatch.setenv("ARCHFIT_SERVER__PORT", "9000")
+    (tmp_path / "mine.yaml").write_text("{}\n")
+    main(["config", "--config", "mine.yaml"])
+    with_file = capsys.readouterr().out.splitlines()[0]
+    assert [
+        f"# archfit config: no file read (config/archfit.yaml is not in {tmp_path}; "
+        "--config PATH names one): built-in defaults",
+        f"# archfit config: read {tmp_path / 'mine.yaml'}, overridden by ARCHFIT_SERVER__PORT",
+    ] == [without, with_file]
 
 
 def test_archfit_config_prints_no_proxy_or_redis_password(tmp_path):

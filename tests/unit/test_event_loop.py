@@ -31,3 +31,10 @@ def test_asking_for_uvloop_without_it_is_a_config_error_naming_the_key(monkeypat
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
     with pytest.raises(EventLoopUnavailable, match=r"server\.eventLoop: uvloop is not installed"):
         loop_factory("uvloop")
+
+
+def test_the_missing_uvloop_error_names_the_extra_that_installs_it(monkeypatch):
+    """`archfit[uvloop]` pins the version archfit is tested with; bare `uvloop` does not."""
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    with pytest.raises(EventLoopUnavailable, match=r"pip install 'archfit\[uvloop\]'"):
+        loop_factory("uvloop")

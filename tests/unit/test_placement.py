@@ -109,7 +109,9 @@ def test_unknown_images_fail_every_node_under_fail_closed_in_failed_nodes():
     resolved = {"a": Unknown("registry timeout")}
     policy = Policy("fail-closed")
     decision = decide_filter(["a"], resolved, NODES, policy)
-    expected = "node(s) couldn't verify image platform: platforms of a are unknown"
+    expected = (
+        "node(s) couldn't verify image platform: platforms of a are unknown: registry timeout"
+    )
     assert ([], {n: expected for n, _ in NODES}, {}) == (
         decision.passed,
         decision.failed,

@@ -1,0 +1,88 @@
+"""The README's first screen works as written: the two opening commands, what tests/run.sh
+does to the machine, and the quick start, run in bash, showing an arm64 node rejected."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.prerequisites import require_binary
+from tests.support.process import free_port
+from tests.support.registry import REGISTRY_BINARY
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SETUP = "python3 -m venv .venv && .venv/bin/pip install -q -e . && "
+
+
+def _quick_start() -> str:
+    return README[README.index("## Quick start") : README.index("## Register it")]
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    """The bodies of the fenced code blocks of `language`, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def test_the_readme_opens_with_setup_and_serve_then_the_whole_suite() -> None:
+    """Two commands: the first sets up and serves in the background, so the second runs."""
+    first = _blocks(README, "sh")[0].splitlines()
+    expected = [SETUP + "{ .venv/bin/archfit serve > archfit.log 2>&1 & }", "bash tests/run.sh"]
+    assert expected == first
+
+
+def test_the_readme_says_what_tests_run_sh_changes_before_the_quick_start() -> None:
+    """Every Debian package run.sh installs, /etc/hosts and the caches are named up front."""
+    run_sh = (ROOT / "tests" / "run.sh").read_text()
+    (listed,) = re.findall(r"^packages=\((.*?)\)", run_sh, flags=re.DOTALL | re.MULTILINE)
+    wanted = [*listed.split(), "/etc/hosts", "~/.cache/archfit-e2e", "~/.cache/archfit-image"]
+    first_screen = " ".join(README.partition("## Quick start")[0].split())
+    assert [] == [word for word in wanted if word not in first_screen]
+
+
+@pytest.mark.integration
+def test_the_offline_quick_start_rejects_the_arm64_node_as_the_readme_shows(
+    tmp_path: Path,
+) -> None:
+    """The opening serve, the offline variant and the filter call, run as written in one bash."""
+    require_binary(REGISTRY_BINARY, "docker-registry", "README quick start")
+    wait, _online, offline, ask = _blocks(_quick_start(), "sh")
+    (shown,) = _blocks(_quick_start(), "text")
+    serve = _blocks(README, "sh")[0].splitlines()[0].removeprefix(SETUP)
+    port = free_port()
+    script = "\n".join(["set -e", serve, wait, offline, ask, "kill $(jobs -p); wait"])
+    script = script.replace("localhost:8888", f"localhost:{port}")
+    # The clone's venv stands in for the one the first command makes, which has archfit's
+    # dependencies but not the test extra: a pytest that cannot be imported stands for that.
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    (tmp_path / "no-test-extra").mkdir()
+    (tmp_path / "no-test-extra" / "pytest.py").write_text("raise ImportError('no pytest here')\n")
+    path = f"{tmp_path / 'no-test-extra'}{os.pathsep}{ROOT}"
+    environ = {**os.environ, "ARCHFIT_SERVER__PORT": str(port), "PYTHONPATH": path}
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-3000:] + (tmp_path / "archfit.log").read_text()
+    image = (tmp_path / "demo" / "image").read_text().strip()
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = json.loads(shown.replace("docker.io/amd64/alpine:3.20", image))
+    assert expected == answer
+
+
+def test_the_readme_and_the_operations_guide_say_nodes_rejected_is_split_by_rule() -> None:
+    """explain.py logs one nodes_rejected line per verdict, and a verdict carries the rule."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    texts = [" ".join(README.split()), " ".join(operations.split())]
+    assert [True, True] == ["per reason, node platform and matching rule" in t for t in texts]
