@@ -523,10 +523,11 @@ def test_archfit_with_the_webhook_overlay_makes_its_certificate_and_sets_the_ca_
         apiserver, control_plane, webhook_overlay, tmp_path
     )
     (container,) = spec["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     # Outside a pod: no service-account namespace file, no /var/run mount, no fixed port.
     env |= {
         "POD_NAMESPACE": render.NAMESPACE,
+        "POD_NAME": "archfit-0",  # the downward API's, in a pod
         "ARCHFIT_WEBHOOK__HOST": "127.0.0.1",
         "ARCHFIT_WEBHOOK__PORT": str(free_port()),
         "ARCHFIT_WEBHOOK__CERT_FILE": str(tmp_path / "tls" / "tls.crt"),

@@ -368,3 +368,15 @@ def test_helm_lint_strict_finds_nothing_to_complain_about(helm: Path, enabled: s
         check=False,
     )  # fmt: skip
     assert 0 == done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", ["base", "chart", "webhook_overlay", "chart_with_webhook"])
+def test_archfit_knows_its_pod_name_for_the_releasers_lease(
+    request: pytest.FixtureRequest, name: str
+) -> None:
+    """POD_NAME from the downward API names the replica in the Lease's holderIdentity."""
+    archfit = one(_objects(request, name), "Deployment", "archfit")
+    (container,) = [c for c in archfit["spec"]["template"]["spec"]["containers"]
+                    if c["name"] == "archfit"]  # fmt: skip
+    env = {e["name"]: e for e in container.get("env", [])}
+    assert {"fieldRef": {"fieldPath": "metadata.name"}} == env["POD_NAME"].get("valueFrom")
