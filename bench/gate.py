@@ -33,21 +33,11 @@ from tests.e2e.archfit import archfit_settings  # noqa: E402
 from tests.e2e.autoscaler import AutoscaledCluster  # noqa: E402
 from tests.e2e.catalog import published  # noqa: E402
 from tests.e2e.controlplane import Binaries  # noqa: E402
-from tests.e2e.gating import fresh_amd64_image, gate_settings, run_case  # noqa: E402
+from tests.e2e.gating import FAULTS, fresh_amd64_image, gate_settings, run_case  # noqa: E402
 from tests.e2e.karpenter import KarpenterBuild  # noqa: E402
 from tests.e2e.webhook import WebhookArchfit  # noqa: E402
 from tests.support.delaying_proxy import DelayingProxy  # noqa: E402
 from tests.support.waiting import wait_for  # noqa: E402
-
-FAULTS = [
-    ("first", 0.0),
-    ("first", 1.0),
-    ("first", 2.5),
-    ("first", 5.0),
-    ("first", 30.0),
-    ("each", 1.0),
-    ("503", 10.0),
-]
 
 
 class _Factory:

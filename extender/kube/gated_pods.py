@@ -26,11 +26,10 @@ from extender.gates import (
     is_gated,
     release_operations,
 )
-from extender.kube.watching import Expired, list_watch_forever, watch_lines
+from extender.kube.watching import Expired, list_watch_forever, open_watch, watch_lines
 
 log = structlog.get_logger("archfit.gates")
 
-_WATCH_SECONDS = 30
 _REQUEST_TIMEOUT = (5, 15)
 
 Pod = dict[str, Any]
@@ -190,20 +189,9 @@ class GatedPods:
         return str(listed.get("metadata", {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
-        try:
-            response: Any = self._core.list_pod_for_all_namespaces(
-                label_selector=GATED_SELECTOR,
-                watch=True,
-                resource_version=version,
-                timeout_seconds=_WATCH_SECONDS,
-                allow_watch_bookmarks=True,
-                _preload_content=False,
-                _request_timeout=(5, _WATCH_SECONDS + 10),
-            )
-        except ApiException as error:
-            if error.status == 410:
-                raise Expired from error
-            raise
+        response = open_watch(
+            self._core.list_pod_for_all_namespaces, version, label_selector=GATED_SELECTOR
+        )
         self._response = response
         try:
             for line in watch_lines(response):

@@ -30,7 +30,7 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.watching import Expired, list_watch_forever, watch_lines
+from extender.kube.watching import Expired, list_watch_forever, open_watch, watch_lines
 from extender.node_parts import FactsOf, NodeParts, decode_node
 from extender.platforms import Platform
 from extender.runtimes import NodeFacts
@@ -42,9 +42,6 @@ _PAGE = 100
 the list (one realistic Node is ~7 KB of JSON), so smaller pages leave less behind: with
 5000 nodes, ~0.25 KB of RSS per node at 100 against ~0.9 KB at 500, for 50 requests
 instead of 10 (measured against a real kube-apiserver; bench/memory.py measures the process)."""
-# A server-side watch timeout bounds how long the thread can block in a read, even if
-# stop() could not cut the connection.
-_WATCH_SECONDS = 30
 
 
 class _Failure(msgspec.Struct, frozen=True):
@@ -188,19 +185,7 @@ class NodeIndex:
     def _watch_from(self, version: str) -> str:
         """Apply watch events from `version` until the server ends the watch; returns the
         version to resume from."""
-        try:
-            response: Any = self._core.list_node(
-                watch=True,
-                resource_version=version,
-                timeout_seconds=_WATCH_SECONDS,
-                allow_watch_bookmarks=True,
-                _preload_content=False,
-                _request_timeout=(5, _WATCH_SECONDS + 10),
-            )
-        except ApiException as error:
-            if error.status == 410:
-                raise Expired from error
-            raise
+        response = open_watch(self._core.list_node, version)
         self._response = response
         try:
             for line in watch_lines(response):

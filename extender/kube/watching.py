@@ -11,9 +11,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+WATCH_SECONDS = 30
+"""A server-side watch timeout: it bounds how long the thread can block in a read, even if
+stopping could not cut the connection."""
 
 
 class Expired(Exception):
@@ -48,6 +53,25 @@ def list_watch_forever(
             failures += 1
             log.warning(error_event, error=short_error(error), retry_in_s=delay)
             stop.wait(delay)
+
+
+def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any:
+    """A watch from `version` through a client list method, its body not yet read (a urllib3
+    response for `watch_lines`); a version too old raises Expired."""
+    try:
+        return list_call(
+            watch=True,
+            resource_version=version,
+            timeout_seconds=WATCH_SECONDS,
+            allow_watch_bookmarks=True,
+            _preload_content=False,
+            _request_timeout=(5, WATCH_SECONDS + 10),
+            **query,
+        )
+    except ApiException as error:
+        if error.status == 410:
+            raise Expired from error
+        raise
 
 
 def watch_lines(response: Any) -> Iterator[bytes]:

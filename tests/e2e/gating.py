@@ -20,6 +20,17 @@ from tests.support.images import Pusher
 
 RELEASED = "archfit.io/released"
 
+FAULTS = [
+    ("first", 0.0),
+    ("first", 1.0),
+    ("first", 2.5),
+    ("first", 5.0),
+    ("first", 30.0),
+    ("each", 1.0),
+    ("503", 10.0),
+]
+"""(fault, seconds) of the issue's table: the first answer late, every answer late, 503s."""
+
 
 @dataclass(frozen=True)
 class CaseResult:

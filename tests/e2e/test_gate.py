@@ -27,7 +27,7 @@ from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
-from tests.e2e.gating import fresh_amd64_image, gate_settings, run_case
+from tests.e2e.gating import FAULTS, fresh_amd64_image, gate_settings, run_case
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.waiting import wait_for
@@ -112,16 +112,6 @@ def _when(line: dict[str, Any]) -> float:
 
 
 # --- 1. slow, failing and per-response-slow registries, both layouts ----------------------
-
-FAULTS = [
-    ("first", 0.0),
-    ("first", 1.0),
-    ("first", 2.5),
-    ("first", 5.0),
-    ("first", 30.0),
-    ("each", 1.0),
-    ("503", 10.0),
-]
 
 
 @pytest.mark.parametrize("layout", ["webhook", "extender"])
