@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime
-import json
 import sys
 import tempfile
 import time
@@ -31,32 +29,20 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import archfit_settings  # noqa: E402
 from tests.e2e.autoscaler import AutoscaledCluster  # noqa: E402
-from tests.e2e.catalog import published  # noqa: E402
+from tests.e2e.catalog import TempFactory, published  # noqa: E402
 from tests.e2e.controlplane import Binaries  # noqa: E402
-from tests.e2e.gating import FAULTS, fresh_amd64_image, gate_settings, run_case  # noqa: E402
+from tests.e2e.gating import (  # noqa: E402
+    FAULTS,
+    fresh_amd64_image,
+    gate_settings,
+    logged,
+    logged_at,
+    run_case,
+)
 from tests.e2e.karpenter import KarpenterBuild  # noqa: E402
 from tests.e2e.webhook import WebhookArchfit  # noqa: E402
 from tests.support.delaying_proxy import DelayingProxy  # noqa: E402
 from tests.support.waiting import wait_for  # noqa: E402
-
-
-class _Factory:
-    """Stands in for pytest's tmp_path_factory, which tests.e2e.catalog.published takes."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def mktemp(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
-
-
-def _lines(hook: WebhookArchfit, event: str) -> list[dict[str, Any]]:
-    raw = hook.log_path.read_text().splitlines()
-    return [j for j in (json.loads(r) for r in raw if r.startswith("{")) if j.get("event") == event]
-
-
-def _when(line: dict[str, Any]) -> float:
-    return datetime.datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def cases(
@@ -129,10 +115,10 @@ def rollout(
         with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
             list(pool.map(lambda m: cluster.create_pod(autoscaled.core, namespace, m), manifests))
         created = time.time() - started
-        held = sum(1 for line in _lines(hook, "pod_admitted") if line.get("outcome") == "gated")
-        wait_for(lambda: len(_lines(hook, "pod_released")) >= held, "releases", seconds=300)
+        held = sum(1 for line in logged(hook, "pod_admitted") if line.get("outcome") == "gated")
+        wait_for(lambda: len(logged(hook, "pod_released")) >= held, "releases", seconds=300)
         answered = proxy.first_answer() or started
-        releases = sorted(_when(line) for line in _lines(hook, "pod_released"))
+        releases = sorted(logged_at(line) for line in logged(hook, "pod_released"))
         span = releases[-1] - releases[0] if len(releases) > 1 else 0.0
         print(
             f"rollout: {count} pods created in {created:.1f} s; {held} held; registry manifest "
@@ -162,7 +148,7 @@ def main() -> None:
         root = Path(tmp)
         autoscaled = AutoscaledCluster(bins, build, root / "autoscaled").start()
         try:
-            with published(_Factory(root)) as images:  # type: ignore[arg-type]
+            with published(TempFactory(root)) as images:
                 base = archfit_settings(autoscaled.control_plane.admin_kubeconfig, images)
                 with DelayingProxy(images.public.url) as proxy:
                     url = images.public.url

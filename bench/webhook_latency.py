@@ -35,21 +35,11 @@ import orjson  # noqa: E402
 
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import archfit_settings  # noqa: E402
-from tests.e2e.catalog import published  # noqa: E402
+from tests.e2e.catalog import TempFactory, published  # noqa: E402
 from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
 from tests.e2e.topology import NODES  # noqa: E402
 from tests.e2e.webhook import NAMESPACE, WebhookArchfit  # noqa: E402
 from tests.support.images import Pusher  # noqa: E402
-
-
-class _Factory:
-    """Stands in for pytest's tmp_path_factory, which tests.e2e.catalog.published takes."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def mktemp(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
 
 
 def create_ms(core: Any, namespace: str, name: str, ref: str) -> float:
@@ -103,7 +93,7 @@ def main() -> None:
             core = cluster.core_api(plane.admin_kubeconfig)
             for node in NODES:
                 cluster.create_node(core, node)
-            with published(_Factory(root)) as images:  # type: ignore[arg-type]
+            with published(TempFactory(root)) as images:
                 pusher = Pusher(images.public.url)
                 fresh = [
                     pusher.index(f"bench/fresh-{i}", "1.0", ["linux/amd64", "linux/arm64"])[0]

@@ -8,7 +8,6 @@ and hands each change to the event loop; patches and events go through `asyncio.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import threading
 from collections.abc import Callable, Mapping
@@ -26,7 +25,13 @@ from extender.gates import (
     is_gated,
     release_operations,
 )
-from extender.kube.watching import Expired, list_watch_forever, open_watch, watch_lines
+from extender.kube.watching import (
+    Expired,
+    list_watch_forever,
+    open_watch,
+    stop_watching,
+    watch_lines,
+)
 
 log = structlog.get_logger("archfit.gates")
 
@@ -59,13 +64,7 @@ class GatedPods:
         self._thread.start()
 
     async def stop(self) -> None:
-        self._stop.set()
-        shutdown = getattr(self._response, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(OSError):
-                shutdown()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 1.0)
+        await stop_watching(self._stop, self._response, self._thread)
 
     # --- writes -----------------------------------------------------------------------
 

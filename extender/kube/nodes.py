@@ -20,7 +20,6 @@ in one thread and publishes an immutable snapshot that the event loop reads with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,7 +29,13 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.kube.watching import Expired, list_watch_forever, open_watch, watch_lines
+from extender.kube.watching import (
+    Expired,
+    list_watch_forever,
+    open_watch,
+    stop_watching,
+    watch_lines,
+)
 from extender.node_parts import FactsOf, NodeParts, decode_node
 from extender.platforms import Platform
 from extender.runtimes import NodeFacts
@@ -127,16 +132,7 @@ class NodeIndex:
         return await asyncio.to_thread(self._synced.wait, seconds)
 
     async def stop(self) -> None:
-        self._stop.set()
-        # Unblocks the thread's read now rather than at the watch's timeout (urllib3 >= 2.3;
-        # with an older one the daemon thread is left to the watch's timeout).
-        shutdown = getattr(self._response, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(OSError):
-                shutdown()
-        # Daemon thread: don't hold shutdown hostage to a read in progress.
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 1.0)
+        await stop_watching(self._stop, self._response, self._thread)
 
     def _run(self) -> None:
         list_watch_forever(

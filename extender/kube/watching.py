@@ -7,6 +7,8 @@ version too old (410) lists again at once, any other failure waits with backoff.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -53,6 +55,21 @@ def list_watch_forever(
             failures += 1
             log.warning(error_event, error=short_error(error), retry_in_s=delay)
             stop.wait(delay)
+
+
+async def stop_watching(
+    stop: threading.Event, response: Any, thread: threading.Thread | None
+) -> None:
+    """Stop a list-watch thread: set `stop`, cut the watch being read (urllib3 >= 2.3 can; with
+    an older one the read ends at the watch's timeout), and wait a moment for the daemon
+    thread, never holding shutdown hostage to a read in progress."""
+    stop.set()
+    shutdown = getattr(response, "shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(OSError):
+            shutdown()
+    if thread is not None:
+        await asyncio.to_thread(thread.join, 1.0)
 
 
 def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any:

@@ -6,8 +6,10 @@ Uses the registry process and pusher from tests/support (CNCF distribution 2.8).
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -42,8 +44,19 @@ class Images:
     """The anonymous registry, to push more images to and to count its requests."""
 
 
+class TempFactory:
+    """Stands in for pytest's tmp_path_factory outside pytest (the benchmarks): `published`
+    takes either."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
+
+
 @contextlib.contextmanager
-def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
+def published(tmp_path_factory: pytest.TempPathFactory | TempFactory) -> Iterator[Images]:
     """Start three real registries on loopback (public, Basic-auth, one already down),
     push the scenario images, and stop the registries on exit."""
     public = RegistryProcess.start(tmp_path_factory.mktemp("registry-public"))

@@ -7,6 +7,8 @@ waits until it binds, through a Karpenter launch.
 
 from __future__ import annotations
 
+import datetime
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import Any
 from tests.e2e import cluster
 from tests.e2e.archfit import merge
 from tests.e2e.autoscaler import AutoscaledCluster
+from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.images import Pusher
 
@@ -52,6 +55,18 @@ class CaseResult:
     @property
     def wrong_launches(self) -> int:
         return sum(1 for arch, _ in self.launches if arch != "amd64")
+
+
+def logged(hook: WebhookArchfit, event: str) -> list[dict[str, Any]]:
+    """archfit's structured lines of one event, oldest first (libraries may write plain lines)."""
+    lines = hook.log_path.read_text().splitlines()
+    return [j for j in (json.loads(raw) for raw in lines if raw.startswith("{"))
+            if j.get("event") == event]  # fmt: skip
+
+
+def logged_at(line: dict[str, Any]) -> float:
+    """A structured line's timestamp, as time.time()."""
+    return datetime.datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def gate_settings(base: dict[str, Any], proxy: DelayingProxy, **gate: Any) -> dict[str, Any]:

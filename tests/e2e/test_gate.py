@@ -11,8 +11,6 @@ lookup answers, and Karpenter launches amd64. `pytest -s` prints what each case 
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
-import json
 import os
 import signal
 import subprocess
@@ -27,7 +25,14 @@ from tests.e2e import cluster
 from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
-from tests.e2e.gating import FAULTS, fresh_amd64_image, gate_settings, run_case
+from tests.e2e.gating import (
+    FAULTS,
+    fresh_amd64_image,
+    gate_settings,
+    logged,
+    logged_at,
+    run_case,
+)
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.waiting import wait_for
@@ -99,16 +104,6 @@ def pod_of(autoscaled: AutoscaledCluster, namespace: str, name: str) -> Any:
 
 def launched(autoscaled: AutoscaledCluster) -> list[tuple[str, str]]:
     return sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
-
-
-def log_lines(hook: WebhookArchfit, event: str) -> list[dict[str, Any]]:
-    lines = hook.log_path.read_text().splitlines()
-    return [j for j in (json.loads(raw) for raw in lines if raw.startswith("{"))
-            if j.get("event") == event]  # fmt: skip
-
-
-def _when(line: dict[str, Any]) -> float:
-    return datetime.datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 # --- 1. slow, failing and per-response-slow registries, both layouts ----------------------
@@ -237,7 +232,7 @@ def test_a_tag_known_before_an_outage_is_answered_from_the_last_good_lookup_with
             [(e.key, e.values) for t in terms.node_selector_terms for e in t.match_expressions],
         )
         assert created_in < DEADLINE_SECONDS
-        assert 1 <= len(log_lines(hook, "image_answered_stale"))
+        assert 1 <= len(logged(hook, "image_answered_stale"))
         for name in (first, second):
             autoscaled.wait_scheduled(autoscaled_namespace, name)
         assert [("amd64", "general")] == launched(autoscaled)
@@ -278,7 +273,7 @@ def test_a_new_archfit_takes_the_lease_and_releases_what_a_killed_one_held(
         for name in names:
             autoscaled.wait_scheduled(autoscaled_namespace, name)
         assert [("amd64", "general")] == launched(autoscaled)
-        assert len(log_lines(second, "pod_released")) == len(names)
+        assert len(logged(second, "pod_released")) == len(names)
     finally:
         proxy.hang(False)
         first.stop()
@@ -372,13 +367,13 @@ def test_a_rollout_of_200_pods_of_a_cold_image_costs_one_lookup_and_releases_fas
     proxy.delay_first(5.0)
     names = _create_concurrently(autoscaled, autoscaled_namespace, "rollout", reference, 200)
     wait_for(
-        lambda: len(log_lines(gating, "pod_released")) >= _held_count(gating),
+        lambda: len(logged(gating, "pod_released")) >= _held_count(gating),
         "every held pod to be released",
         seconds=120,
     )
     answered = proxy.last_answer()
     assert answered is not None
-    releases = [_when(line) for line in log_lines(gating, "pod_released")]
+    releases = [logged_at(line) for line in logged(gating, "pod_released")]
     latest = max(releases, default=answered) - answered
     print(
         f"rollout: {len(names)} pods, {_held_count(gating)} held, {proxy.relayed()} manifest "
@@ -459,7 +454,7 @@ def test_a_held_pod_with_its_own_constraints_is_released_without_the_apiserver_r
         name = cluster.create_pod(autoscaled.core, autoscaled_namespace, manifest)
         assert GATED_LABEL in (pod_of(autoscaled, autoscaled_namespace, name).metadata.labels or {})
     autoscaled.wait_scheduled(autoscaled_namespace, name)
-    assert [] == log_lines(gating, "pod_release_refused")
+    assert [] == logged(gating, "pod_release_refused")
     assert [("amd64", "general")] == launched(autoscaled)
     released = autoscaled.api_client.sanitize_for_serialization(
         pod_of(autoscaled, autoscaled_namespace, name)
@@ -496,4 +491,4 @@ def _create_concurrently(
 
 
 def _held_count(hook: WebhookArchfit) -> int:
-    return sum(1 for line in log_lines(hook, "pod_admitted") if line.get("outcome") == "gated")
+    return sum(1 for line in logged(hook, "pod_admitted") if line.get("outcome") == "gated")
