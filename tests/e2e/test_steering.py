@@ -11,6 +11,8 @@ each case measured.
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -18,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from tests.e2e import cluster
+from tests.e2e.archfit import archfit_command
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.gating import logged
@@ -209,6 +213,8 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
     autoscaled_namespace: str,
     hook: WebhookArchfit,
     images: Images,
+    autoscaled_settings: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     """100 replicas of a multi-arch image at arm64-share 25: 20..30 on arm64, the rest amd64,
     Karpenter launching both; 5 replicas of an amd64-only image at the same share: no choice."""
@@ -245,3 +251,16 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
         if line["pod"] == "legacy-5d8f9-"
     }
     assert {None} == shares
+
+    # `archfit audit` shows the share each workload reached.
+    config = tmp_path / "audit.yaml"
+    config.write_text(yaml.safe_dump(autoscaled_settings))
+    command = [*archfit_command(), "audit", "--config", str(config), "-n", namespace, "-o", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == done.returncode, done.stderr
+    reached = {w["name"]: w["archChoice"] for w in json.loads(done.stdout)["workloads"]}
+    print(f"audit: {reached}")
+    assert {"arm64": landed["arm64"], "amd64": landed["amd64"]} == {
+        side: reached["web"][side] for side in ("arm64", "amd64")
+    }
+    assert reached["legacy"] is None
