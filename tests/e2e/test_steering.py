@@ -252,6 +252,25 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
     }
     assert {None} == shares
 
+    # The split is counted from the pod watch, not only from this replica's recent choices:
+    # delete 8 arm64 pods, and the 8 that replace them all take arm64.
+    doomed = [p.metadata.name for p in web if p.metadata.labels[CHOICE] == "arm64"][:8]
+    for name in doomed:
+        autoscaled.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    wait_for(lambda: len(pods_of(autoscaled, namespace, "web")) == 92, "8 pods to be deleted")
+    time.sleep(1.0)  # the watch's DELETED events reach archfit
+    create_replicas(autoscaled, namespace, owner, multi, 8, {SHARE: "25"})
+    wait_all_bound(autoscaled, namespace, "web", 100)
+    arches = node_arches(autoscaled)
+    replaced = Counter(
+        p.metadata.labels[CHOICE]
+        for p in pods_of(autoscaled, namespace, "web")
+        if p.metadata.name not in {q.metadata.name for q in web}
+    )
+    landed = Counter(arches[p.spec.node_name] for p in pods_of(autoscaled, namespace, "web"))
+    print(f"8 arm64 pods deleted, 8 created: {dict(replaced)}; landed {dict(landed)}")
+    assert ({"arm64": 8}, 25) == (dict(replaced), landed["arm64"])
+
     # `archfit audit` shows the share each workload reached.
     config = tmp_path / "audit.yaml"
     config.write_text(yaml.safe_dump(autoscaled_settings))
