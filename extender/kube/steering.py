@@ -24,10 +24,9 @@ from kubernetes import client
 
 from extender.kube.watching import (
     Expired,
+    follow_watch,
     list_watch_forever,
-    open_watch,
     stop_watching,
-    watch_lines,
 )
 from extender.pods import PREFER_ARCH_ANNOTATION
 from extender.steering import (
@@ -148,25 +147,23 @@ class _Watch:
         return page.metadata.resource_version
 
     def _watch_from(self, version: str) -> str:
-        response = open_watch(self._list_call, version, **self._query)
+        return follow_watch(
+            self._list_call, version, self._stop, self._apply, self._reading, **self._query
+        )
+
+    def _reading(self, response: Any) -> None:
         self._response = response
-        try:
-            for line in watch_lines(response):
-                event = _decode_event(line)
-                obj = event.object
-                if event.type == "ERROR":
-                    if obj.code == 410:
-                        raise Expired
-                    raise RuntimeError(f"watch error {obj.code}: {obj.message}")
-                version = obj.metadata.resource_version or version
-                if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                    self._on_event(event.type, obj)
-                if self._stop.is_set():
-                    break
-        finally:
-            self._response = None
-            response.release_conn()
-        return version
+
+    def _apply(self, line: bytes, version: str) -> str:
+        event = _decode_event(line)
+        obj = event.object
+        if event.type == "ERROR":
+            if obj.code == 410:
+                raise Expired
+            raise RuntimeError(f"watch error {obj.code}: {obj.message}")
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            self._on_event(event.type, obj)
+        return obj.metadata.resource_version or version
 
 
 class FleetSteering:
