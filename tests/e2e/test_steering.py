@@ -174,8 +174,9 @@ def test_a_namespace_preference_and_a_workload_preference_each_win_where_they_sh
     hook: WebhookArchfit,
     images: Images,
 ) -> None:
-    """The namespace says amd64 (the global setting arm64): a plain pod goes amd64, a
-    workload whose template says arm64 goes arm64, and each pod_admitted line names the level."""
+    """The namespace says amd64 (the global setting arm64): a plain pod prefers amd64 and
+    Karpenter launches amd64 for it; a workload whose template says arm64 prefers arm64; each
+    pod_admitted line names the level that won."""
     namespace = autoscaled_namespace
     autoscaled.core.patch_namespace(namespace, {"metadata": {"annotations": {PREFER: "amd64"}}})
     probe = cluster.pod_manifest("probe", [images.multi.reference])
@@ -188,24 +189,38 @@ def test_a_namespace_preference_and_a_workload_preference_each_win_where_they_sh
     plain = cluster.create_pod(
         autoscaled.core, namespace, cluster.pod_manifest("plain", [images.multi.reference])
     )
+    # Alone, so that the only launch is the one its preference asks for.
+    plain_node = autoscaled.wait_scheduled(namespace, plain)
     owner = deployment(autoscaled, namespace, "api", images.multi.reference, 1, {PREFER: "arm64"})
     create_replicas(autoscaled, namespace, owner, images.multi.reference, 1, {PREFER: "arm64"})
     (workload_pod,) = pods_of(autoscaled, namespace, "api")
 
-    arches = node_arches(autoscaled)
-    nodes = {
-        "plain": autoscaled.wait_scheduled(namespace, plain),
-        "workload": autoscaled.wait_scheduled(namespace, workload_pod.metadata.name),
+    preferred = {
+        "plain": preferred_arches(autoscaled.core.read_namespaced_pod(plain, namespace)),
+        "workload": preferred_arches(workload_pod),
     }
-    arches = node_arches(autoscaled)
     levels = {
         line["pod"]: line["preference_from"]
         for line in admitted(hook, namespace)
         if "outcome" in line
     }
-    print(f"preferences: nodes {nodes}, arches {arches}, levels {levels}")
-    assert {"plain": "amd64", "workload": "arm64"} == {k: arches[v] for k, v in nodes.items()}
+    launched = [(launch.name, launch.arch) for launch in autoscaled.launches()]
+    print(f"preferences: preferred {preferred}, levels {levels}, launches {launched}")
+    assert {"plain": [("amd64", 100)], "workload": [("arm64", 100)]} == preferred
     assert ("namespace", "workload") == (levels["plain"], levels[f"{owner['name']}-"])
+    assert [(plain_node, "amd64")] == launched[:1]
+
+
+def preferred_arches(pod: Any) -> list[tuple[str, int]]:
+    """(architecture, weight) of each preferred node affinity term on the arch label."""
+    terms = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    return [
+        (value, term.weight)
+        for term in terms or ()
+        for expression in term.preference.match_expressions
+        if expression.key == "kubernetes.io/arch"
+        for value in expression.values
+    ]
 
 
 def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves_single_arch_alone(
