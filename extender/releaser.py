@@ -28,6 +28,7 @@ from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutati
 from extender.platforms import Resolved, Unknown
 from extender.pods import PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
+from extender.steering import SteeringSource
 
 log = structlog.get_logger("archfit.releaser")
 
@@ -89,6 +90,7 @@ class Releaser:
         rules: Callable[[], MutationRules],
         pods: HeldPods,
         *,
+        steering: SteeringSource | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
@@ -96,6 +98,9 @@ class Releaser:
         self._resolution = resolution
         self._rules = rules
         self._pods = pods
+        self._steering = steering
+        """Namespace and workload preferences and the arm64 share, applied on release as
+        on admission (docs/webhook.md)."""
         self._wall = wall_clock
         self._held: dict[str, _Held] = {}
         self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
@@ -222,6 +227,8 @@ class Releaser:
                 log.warning("pod_release_failed", error=str(error)[:300], **_names(pod))
             else:
                 if present:
+                    if self._steering is not None and mutation and mutation.steering:
+                        self._steering.chosen(mutation.steering, mutation.arch_choice)
                     self._released(pod, resolved, mutation, released, at_cap, why)
                 return
             await asyncio.sleep(backoff)
@@ -247,6 +254,8 @@ class Releaser:
         if not constrain:
             return None, "without constraints: the apiserver refused them"
         rules = replace(self._rules(), scheduler_name="")  # immutable after CREATE
+        if self._steering is not None:  # as at admission (webhook._admit)
+            rules = replace(rules, steering=self._steering.steer(pod, rules.arch_preference))
         images = tuple(resolved)
         try:
             if not at_cap:
