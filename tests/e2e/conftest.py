@@ -131,6 +131,17 @@ def autoscaled(autoscaled_cluster: AutoscaledCluster) -> Iterator[AutoscaledClus
 
 
 @pytest.fixture
+def autoscaled_controllers(autoscaled: AutoscaledCluster) -> Iterator[AutoscaledCluster]:
+    """The autoscaled cluster with kube-controller-manager's Deployment and ReplicaSet
+    controllers running (opt-in: other tests' Deployments stay plain objects)."""
+    autoscaled.start_controllers()
+    try:
+        yield autoscaled
+    finally:
+        autoscaled.stop_controllers()
+
+
+@pytest.fixture
 def autoscaled_namespace(autoscaled: AutoscaledCluster, request: pytest.FixtureRequest) -> str:
     """A fresh namespace in the autoscaled cluster; reset() deletes its pods."""
     return autoscaled.create_namespace(_namespace_name(request))
