@@ -205,6 +205,10 @@ class Releaser:
         while True:
             constrain = not (refused and self._age(pod) >= self._settings.max_wait_seconds)
             mutation, released = self._decide(pod, resolved, at_cap, constrain)
+            if self._steering is not None and mutation and mutation.steering:
+                # Counted at once, as admission counts: the releases of a workload's held
+                # pods run concurrently, and each must see the sides chosen before it.
+                self._steering.chosen(mutation.steering, mutation.arch_choice)
             operations = release_operations(
                 pod, mutation.operations(dry_run=False) if mutation else [], released
             )
@@ -227,8 +231,6 @@ class Releaser:
                 log.warning("pod_release_failed", error=str(error)[:300], **_names(pod))
             else:
                 if present:
-                    if self._steering is not None and mutation and mutation.steering:
-                        self._steering.chosen(mutation.steering, mutation.arch_choice)
                     self._released(pod, resolved, mutation, released, at_cap, why)
                 return
             await asyncio.sleep(backoff)

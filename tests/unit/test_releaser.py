@@ -188,32 +188,55 @@ class Steered:
 MULTI = AMD | {parse("linux/arm64")}
 
 
+class HeldReplicas:
+    """Several held pods by name, each patch applied as the apiserver applies it."""
+
+    def __init__(self, held: list[dict[str, Any]]) -> None:
+        self.pods = {obj["metadata"]["name"]: obj for obj in held}
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.pods[name])
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        name = pod["metadata"]["name"]
+        self.pods[name] = jsonpatch.apply_patch(self.pods[name], operations)
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        pass
+
+
 async def arch_choices(held: list[dict[str, Any]], steering: Steered) -> list[Any]:
-    """Release each held pod in turn with `steering`; the side each pod's label names."""
-    sides = []
+    """Release the held pods all at once (their tasks run concurrently, as a rollout's do)
+    with `steering`; the side each pod's label names, sorted."""
+    pods = HeldReplicas(held)
+    subject = Releaser(
+        WebhookGateSettings(retry_seconds=0.05, releases_per_second=1000),
+        Metrics(),
+        resolution({"acme/multi:1": MULTI}),
+        lambda: RULES,
+        pods,
+        steering=steering,
+        wall_clock=lambda: CREATED + 3,
+    )
     for obj in held:
-        pods = ScriptedPods(obj, [])
-        subject = Releaser(
-            WebhookGateSettings(retry_seconds=0.05),
-            Metrics(),
-            resolution({"acme/multi:1": MULTI}),
-            lambda: RULES,
-            pods,
-            steering=steering,
-            wall_clock=lambda: CREATED + 3,
-        )
-        await run_until_released(subject, pods)
-        sides.append(pods.pod["metadata"]["labels"].get(CHOICE_LABEL))
-    return sides
+        subject.on_change("ADDED", copy.deepcopy(obj))
+    await wait_for_async(
+        lambda: not any(is_gated(obj) for obj in pods.pods.values()), "every release", seconds=5
+    )
+    return sorted(obj["metadata"]["labels"].get(CHOICE_LABEL) for obj in pods.pods.values())
 
 
 async def test_held_pods_of_a_workload_with_an_arm64_share_are_released_split_as_on_admission():
-    """Four held replicas at arm64-share 50: each release takes the side the owner's split
-    needs (amd64 first, then arm64...), labelled and required, as admission would."""
+    """Four held replicas at arm64-share 50, released concurrently: each takes the side the
+    owner's split needs then, so two go to each side, as admission would split them."""
     held = [held_pod("acme/multi:1") for _ in range(4)]
-    for obj in held:
+    for index, obj in enumerate(held):
         obj["metadata"]["annotations"][SHARE_ANNOTATION] = "50"
-    assert ["amd64", "arm64", "amd64", "arm64"] == await arch_choices(held, Steered({}))
+        obj["metadata"].update(name=f"api-7d9c6b5f4-{index}", uid=f"uid-{index}")
+    assert ["amd64", "amd64", "arm64", "arm64"] == await arch_choices(held, Steered({}))
 
 
 async def test_a_held_pod_is_released_with_its_namespaces_preference():
