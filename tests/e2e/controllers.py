@@ -8,12 +8,11 @@ client rate limits raised, so a 100-replica Deployment's pods are created in sec
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Sequence
 from pathlib import Path
 
 from tests.e2e.controlplane import Binaries
-from tests.e2e.processes import Process, http_ok
+from tests.e2e.processes import Process, self_signed_ok
 from tests.support.process import free_port
 
 #: What a Deployment needs to get its pods: its ReplicaSet, and the ReplicaSet's pods.
@@ -57,11 +56,7 @@ class ControllerManager:
     def start(self) -> ControllerManager:
         """Start it and wait until /healthz answers (its informers start right after)."""
         self.process.start()
-        # Its serving cert is self-signed; only health is checked here, on loopback.
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        self.process.wait_ready(lambda: http_ok(f"https://127.0.0.1:{self.port}/healthz", context))
+        self.process.wait_ready(self_signed_ok(self.port, "/healthz"))
         return self
 
     def stop(self) -> None:

@@ -516,7 +516,7 @@ def test_held_pods_are_released_with_their_namespaces_arm64_share(
     for name in names:
         autoscaled.wait_scheduled(namespace, name)
     pods = [pod_of(autoscaled, namespace, name) for name in names]
-    sides = sorted(p.metadata.labels.get(CHOICE) for p in pods)
+    sides = sorted((p.metadata.labels or {}).get(CHOICE, "none") for p in pods)
     required = sorted(value for p in pods for value in _required_arches(p))
     print(f"held {held}, released {sides}, required {required}, launched {launched(autoscaled)}")
     assert [True] * 4 == held
