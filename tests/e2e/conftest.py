@@ -28,7 +28,8 @@ from tests.support.prerequisites import built
 
 @pytest.fixture(scope="session")
 def e2e_binaries() -> Binaries:
-    """kube-apiserver, kube-scheduler and etcd from tests/e2e/build.sh (cached)."""
+    """kube-apiserver, kube-scheduler, kube-controller-manager and etcd from
+    tests/e2e/build.sh (cached)."""
     return Binaries(built("E2E", binaries.build))
 
 
