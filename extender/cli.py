@@ -45,10 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     if command == "inspect":
         from extender.inspect import run_inspect
 
-        as_json = args.json or not sys.stdout.isatty()
+        as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
         try:
             return asyncio.run(
-                run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+                run_inspect(
+                    args.images,
+                    settings.registry,
+                    settings.cache,
+                    as_json,
+                    sys.stdout,
+                    verify=args.verify,
+                )
             )
         except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
             print(f"archfit: bad config: {error}", file=sys.stderr)
@@ -356,6 +363,13 @@ def tune_gc() -> None:
     gc.freeze()
 
 
+_VERIFY_HELP = (
+    "check each index entry's platform against its image config (a manifest and a config "
+    "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
+    "and believe the config (exit status 1 when an index disagrees)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archfit",
@@ -377,6 +391,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    inspect.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default=None,
+        help="table or json (default: a table on a terminal, else JSON)",
+    )
+    inspect.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     register = commands.add_parser(
         "scheduler-config",
         parents=[common],
