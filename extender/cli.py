@@ -299,6 +299,7 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
         fail_on_blockers=args.fail_on == "blockers",
         pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
         newer_tags=args.newer_tags,
+        verify=args.verify,
     )
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
@@ -514,6 +515,7 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
         "workload, json for scripts)",
     )
+    audit.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     audit.add_argument(
         "--fail-on",
         choices=("blockers", "never"),

@@ -20,7 +20,7 @@ from extender.audit.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.render import left_out_line
 from extender.audit.report import LeftOut, Report
-from extender.audit.resolving import Resolution, metric_remaining, resolve
+from extender.audit.resolving import CheckedIndexes, Resolution, metric_remaining, resolve
 from extender.audit.run import AuditOptions, judge_fleet, parse_workloads, progress
 from extender.audit.workloads import Workload
 from extender.config import Settings
@@ -142,7 +142,7 @@ async def look_up_with(
         remaining=metric_remaining(metrics),
         say=lambda line: print(f"archfit: {line}", file=err, flush=True),
         advance=advance,
-        lister=resolver if isinstance(resolver, RegistryResolver) else None,
+        lister=resolver if isinstance(resolver, RegistryResolver | CheckedIndexes) else None,
         newer_tags=options.newer_tags,
         loose=settings.policy.loose_matching,
     )

@@ -20,7 +20,7 @@ from extender.audit import breakage, render
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.newer_tags import LIMIT as NEWER_TAGS
 from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
-from extender.audit.resolving import Resolution
+from extender.audit.resolving import CheckedIndexes, Resolution
 from extender.audit.workloads import (
     Owners,
     Workload,
@@ -30,6 +30,7 @@ from extender.audit.workloads import (
     running,
 )
 from extender.config import Settings
+from extender.registry.resolver import RegistryResolver
 
 # Pull-secret lookups in flight at once; each reads a ServiceAccount and its Secrets, cached.
 _SECRET_LOOKUPS = 4
@@ -47,6 +48,8 @@ class AuditOptions:
     pricing: Pricing = field(default_factory=Pricing)
     newer_tags: int = NEWER_TAGS
     """Newer tags looked up per arm64 blocker with a version tag; 0: none (audit.hints)."""
+    verify: bool = False
+    """Check each index's entries against their image configs, believing the configs."""
 
 
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
@@ -89,7 +92,9 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         loose=settings.policy.loose_matching,
         left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
     )
-    report = dataclasses.replace(report, hints=resolution.hints)
+    report = dataclasses.replace(
+        report, hints=resolution.hints, disagreements=resolution.disagreements
+    )
     for item in report.summary.left_out:
         print(f"archfit: {render.left_out_line(item)}", file=err)
     render.write(report, options.output, out)
@@ -160,7 +165,11 @@ async def _look_up(
     async with registry_resolver(
         settings, metrics, api, queue_secret_reads=_SECRET_LOOKUPS
     ) as resolver:
-        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        if not options.verify or not isinstance(resolver, RegistryResolver):
+            return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        checked = CheckedIndexes(resolver)
+        found = await look_up_with(checked, metrics, settings, pairs, advance, options, err)
+        return dataclasses.replace(found, disagreements=checked.disagreements)
 
 
 @contextlib.contextmanager
