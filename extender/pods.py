@@ -113,6 +113,21 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def template_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec a workload object makes its pods from (a Pod's own spec for `Pod`):
+    `spec.template.spec`, or a CronJob's `spec.jobTemplate.spec.template.spec`.
+
+    Raises PodError naming a field that is not an object.
+    """
+    spec = _mapping(obj.get("spec"), "spec")
+    if kind == "Pod":
+        return spec
+    if kind == "CronJob":
+        spec = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
+    template = _mapping(spec.get("template"), "spec.template")
+    return _mapping(template.get("spec"), "spec.template.spec")
+
+
 def prefer_arch(value: object) -> tuple[str, ...]:
     """Parse `archfit.io/prefer-arch: arm64` or `amd64,arm64` into a preference order."""
     if not isinstance(value, str):
