@@ -199,7 +199,8 @@ class WebhookCertificateSettings:
     """The MutatingWebhookConfiguration whose caBundle archfit keeps set."""
     validating_webhook_configuration: str = "archfit-workload-warnings"
     """The ValidatingWebhookConfiguration of the workload warnings, whose caBundle archfit
-    keeps set too; empty: none (a missing one is logged, and skipped)."""
+    keeps set too while webhook.workloadWarnings.enabled; empty: none (a missing one is
+    logged, and skipped)."""
     hosts: tuple[str, ...] = ("archfit-webhook.archfit-system.svc",)
     """DNS names (or IP addresses) the serving certificate is for: the webhook Service's name."""
     validity_days: int = 365
