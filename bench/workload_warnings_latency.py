@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client  # noqa: E402
 
+from bench.webhook_latency import summary  # noqa: E402
 from tests.e2e import binaries, cluster  # noqa: E402
 from tests.e2e.archfit import archfit_settings  # noqa: E402
 from tests.e2e.catalog import TempFactory, published  # noqa: E402
@@ -80,11 +80,6 @@ def kubectl(kubeconfig: Path, namespace: str, manifest: dict[str, Any]) -> str:
         check=True,
     )
     return done.stderr
-
-
-def summary(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 def main() -> None:

@@ -113,19 +113,24 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def template_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The pod spec a workload object makes its pods from (a Pod's own spec for `Pod`):
-    `spec.template.spec`, or a CronJob's `spec.jobTemplate.spec.template.spec`.
+def pod_template(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template (metadata and spec) a workload object makes its pods from: its
+    `spec.template`, a CronJob's `spec.jobTemplate.spec.template`; a Pod is its own.
 
     Raises PodError naming a field that is not an object.
     """
-    spec = _mapping(obj.get("spec"), "spec")
     if kind == "Pod":
-        return spec
+        return obj
+    spec = _mapping(obj.get("spec"), "spec")
     if kind == "CronJob":
         spec = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
-    template = _mapping(spec.get("template"), "spec.template")
-    return _mapping(template.get("spec"), "spec.template.spec")
+    return _mapping(spec.get("template"), "spec.template")
+
+
+def template_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec of `pod_template`. Raises PodError naming a field that is not an object."""
+    where = "spec" if kind == "Pod" else "spec.template.spec"
+    return _mapping(pod_template(kind, obj).get("spec"), where)
 
 
 def prefer_arch(value: object) -> tuple[str, ...]:

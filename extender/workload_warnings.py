@@ -15,7 +15,14 @@ from typing import Any
 
 from extender.mutation import ARCH_LABEL, MutationRules, allowed_by_pod
 from extender.platforms import Platform, Resolved, any_accepts
-from extender.pods import SKIP_ANNOTATION, PodError, PullSecretsRef, facts, template_spec
+from extender.pods import (
+    SKIP_ANNOTATION,
+    PodError,
+    PullSecretsRef,
+    facts,
+    pod_template,
+    template_spec,
+)
 from extender.text import short_image
 
 KINDS: Mapping[str, str] = {
@@ -60,10 +67,18 @@ class Template:
 
 def template(kind: str, obj: Mapping[str, Any], namespace: str) -> Template:
     """The Template of a workload object. Raises PodError naming a bad field."""
+    made = pod_template(kind, obj)
     spec = template_spec(kind, obj)
-    metadata = _mapping(obj.get("metadata"), "metadata")
-    pod = facts({"metadata": {"namespace": namespace or "default", "name": "-"}, "spec": spec})
-    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    made_metadata = made.get("metadata")
+    annotated = made_metadata.get("annotations") if isinstance(made_metadata, Mapping) else None
+    # As one of its pods: the template's annotations (archfit.io/skip) and spec.
+    meta = {"namespace": namespace or "default", "name": "-", "annotations": annotated}
+    pod = facts({"metadata": meta, "spec": spec})
+    # The workload's own metadata, read leniently: the API server validates it.
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
     owners = metadata.get("ownerReferences")
     return Template(
         kind=kind,
@@ -209,11 +224,3 @@ def _roles(spec: Mapping[str, Any]) -> dict[str, str]:
         sidecar = container.get("restartPolicy") == "Always"  # a native sidecar
         roles.setdefault(image, "sidecar" if sidecar else "init container")
     return roles
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PodError(f"{where} must be an object")
-    return value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 
 from extender.app import METRICS
@@ -53,12 +52,7 @@ def review(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, 
 
 
 async def warn(hook: Webhook, body: Any, status: int = 200) -> dict[str, Any]:
-    data = body if isinstance(body, bytes) else orjson.dumps(body)
-    async with hook.session.post(
-        f"https://127.0.0.1:{hook.port}/warn", data=data, ssl=hook.trust()
-    ) as response:
-        assert status == response.status, await response.text()
-        return dict(orjson.loads(await response.read()))
+    return await hook.call(body, status, path="/warn")
 
 
 def counted(hook: Webhook, outcome: str) -> float:

@@ -151,3 +151,15 @@ def test_a_long_image_name_is_cut_so_the_warning_stays_under_256_characters() ->
         {ARM64: 1},
     )
     assert [True] == [len(text) <= 256 and text.endswith("In [amd64]") for text in found]
+
+
+def test_skip_on_the_pod_template_or_the_workload_silences_it() -> None:
+    """archfit.io/skip: "true" where its pods carry it, or on the object itself."""
+    on_template = workload("DaemonSet", AGENT)
+    on_template["spec"]["template"]["metadata"]["annotations"] = {"archfit.io/skip": "true"}
+    on_object = workload("DaemonSet", AGENT)
+    on_object["metadata"]["annotations"] = {"archfit.io/skip": "true"}
+    assert [True, True, False] == [
+        template("DaemonSet", obj, "shop").skip
+        for obj in (on_template, on_object, workload("DaemonSet", AGENT))
+    ]
