@@ -198,3 +198,35 @@ async def test_verify_finds_an_honest_index_agrees_and_checks_it_once_per_digest
         again,
         later[("GET", "manifests")] + later[("GET", "blobs")],
     )
+
+
+def test_the_cli_verify_flag_reports_the_lie_and_exits_1(
+    public_registry: PublishedRegistry, lying_image: Image, tmp_path: Path
+) -> None:
+    """`archfit inspect --verify -o table` as an operator runs it: the table says it."""
+    config = tmp_path / "archfit.yaml"
+    host = public_registry.registry.host
+    config.write_text(
+        json.dumps(
+            {
+                "registry": {
+                    "hosts": {host: {"plainHttp": True}},
+                    "allowedNetworks": ["127.0.0.1/32"],
+                }
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "extender", "inspect", "--config", str(config), "--verify",
+         "-o", "table", lying_image.reference],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    text = " ".join(done.stdout.split())
+    expected = (1, True)
+    assert expected == (
+        done.returncode,
+        "DISAGREES: index says linux/arm64; its config says linux/amd64" in text,
+    )
