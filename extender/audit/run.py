@@ -20,7 +20,7 @@ from extender.audit import breakage, render
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.newer_tags import LIMIT as NEWER_TAGS
 from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
-from extender.audit.resolving import CheckedIndexes, Resolution
+from extender.audit.resolving import Resolution
 from extender.audit.workloads import (
     Owners,
     Workload,
@@ -30,7 +30,6 @@ from extender.audit.workloads import (
     running,
 )
 from extender.config import Settings
-from extender.registry.resolver import RegistryResolver
 
 # Pull-secret lookups in flight at once; each reads a ServiceAccount and its Secrets, cached.
 _SECRET_LOOKUPS = 4
@@ -165,11 +164,7 @@ async def _look_up(
     async with registry_resolver(
         settings, metrics, api, queue_secret_reads=_SECRET_LOOKUPS
     ) as resolver:
-        if not options.verify or not isinstance(resolver, RegistryResolver):
-            return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
-        checked = CheckedIndexes(resolver)
-        found = await look_up_with(checked, metrics, settings, pairs, advance, options, err)
-        return dataclasses.replace(found, disagreements=checked.disagreements)
+        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
 
 
 @contextlib.contextmanager
