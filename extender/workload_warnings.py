@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.mutation import ARCH_LABEL, MutationRules, allowed_by_pod
+from extender.mutation import ARCH_LABEL, OS_LABEL, MutationRules, allowed_by_pod
 from extender.platforms import Platform, Resolved, any_accepts
 from extender.pods import (
     SKIP_ANNOTATION,
@@ -39,6 +39,8 @@ MAX_WARNING = 256
 """The API asks for warnings under 120 characters where it can, and may cut those above 256
 (admission.k8s.io/v1 AdmissionResponse.warnings): the image name is cut to keep under this."""
 _MIN_IMAGE = 24
+_PLATFORM_LABELS = frozenset({ARCH_LABEL, OS_LABEL})
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations")
 """What of a pod template decides its platform, besides its images (`template_changed`).
 The whole of `affinity`: pod (anti-)affinity rarely changes alone, and a change there costs
@@ -145,7 +147,8 @@ def warnings(
             continue
         role = workload.roles.get(image, "image")
         if workload.kind == "DaemonSet":
-            found += _daemonset(role, image, missing, nodes, fix)
+            bound = _selects_more(workload.spec)
+            found += _daemonset(role, image, missing, nodes, fix, bound)
         else:
             found.append(_cannot_use(workload.kind, role, image, image_platforms, missing, fix))
     return found
@@ -157,13 +160,17 @@ def _daemonset(
     missing: Sequence[Platform],
     nodes: Mapping[Platform, int] | None,
     fix: Sequence[str],
+    bound: bool,
 ) -> list[str]:
+    """`bound`: the template selects nodes by more than their platform, so the count of
+    nodes of a platform is what it may run on at most."""
     found = []
     for platform in missing:
         count = None if nodes is None else nodes.get(platform, 0)
         if count == 0:
             continue  # no such node today: nothing fails yet
         where = f"{_label(platform)} nodes" if count is None else _nodes(count, platform)
+        where = f"up to {where}" if bound and count is not None else where
         advice = (
             f"add nodeAffinity {ARCH_LABEL} In [{', '.join(fix)}]"
             if fix
@@ -188,6 +195,25 @@ def _cannot_use(
     has = f"is {runs.pop()}-only" if len(runs) == 1 else f"has no {missing[0]}"
     arches = ", ".join(sorted({_label(p) for p in missing}))
     return _warning(role, image, f"{has}, so this {kind} cannot use {arches} nodes")
+
+
+def _selects_more(spec: Mapping[str, Any]) -> bool:
+    """Whether the template's nodeSelector or required node affinity names a label (or a
+    field) other than the platform's: the node index knows only nodes' platforms."""
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping) and set(selector) - _PLATFORM_LABELS:
+        return True
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node.get(_REQUIRED) if isinstance(node, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    for term in terms if isinstance(terms, list) else ():
+        if not isinstance(term, Mapping) or term.get("matchFields"):
+            return True
+        for expression in term.get("matchExpressions") or ():
+            if not isinstance(expression, Mapping) or expression.get("key") not in _PLATFORM_LABELS:
+                return True
+    return False
 
 
 def _nodes(count: int, platform: Platform) -> str:

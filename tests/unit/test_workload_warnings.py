@@ -163,3 +163,25 @@ def test_skip_on_the_pod_template_or_the_workload_silences_it() -> None:
         template("DaemonSet", obj, "shop").skip
         for obj in (on_template, on_object, workload("DaemonSet", AGENT))
     ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"nodeSelector": {"kubernetes.io/os": "linux"}}, "will run on 4 arm64 nodes"),
+        ({"nodeSelector": {"role": "edge"}}, "will run on up to 4 arm64 nodes"),
+        (
+            {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "pool", "operator": "In", "values": ["x"]}]}]}}}},
+            "will run on up to 4 arm64 nodes",
+        ),
+    ],
+    ids=["os-only", "other-label", "other-affinity-key"],
+)  # fmt: skip
+def test_a_daemonset_that_selects_by_other_labels_is_told_the_count_is_a_bound(
+    spec: dict[str, Any], expected: str
+) -> None:
+    """The node index knows platforms only: other selectors make the count "up to"."""
+    (found,) = warned("DaemonSet", AGENT, **spec)
+    assert expected in found
