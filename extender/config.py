@@ -305,6 +305,10 @@ class WebhookSettings:
     workload_warnings: WorkloadWarningSettings = field(default_factory=WorkloadWarningSettings)
     """Warnings to whoever applies a workload whose images do not run where it will run;
     they wait for registries as long as a pod CREATE does (resolveDeadlineSeconds)."""
+    steering: bool = True
+    """Read `archfit.io/prefer-arch` and `archfit.io/arm64-share` from Namespaces and split
+    workloads by share (docs/webhook.md): list-watches Namespaces and the pods labelled
+    `archfit.io/arch-choice`. Needs API access; without it only pod annotations count."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
