@@ -45,10 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     if command == "inspect":
         from extender.inspect import run_inspect
 
-        as_json = args.json or not sys.stdout.isatty()
+        as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
         try:
             return asyncio.run(
-                run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+                run_inspect(
+                    args.images,
+                    settings.registry,
+                    settings.cache,
+                    as_json,
+                    sys.stdout,
+                    verify=args.verify,
+                )
             )
         except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
             print(f"archfit: bad config: {error}", file=sys.stderr)
@@ -292,6 +299,7 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
         fail_on_blockers=args.fail_on == "blockers",
         pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
         newer_tags=args.newer_tags,
+        verify=args.verify,
     )
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
@@ -356,6 +364,13 @@ def tune_gc() -> None:
     gc.freeze()
 
 
+_VERIFY_HELP = (
+    "check each index entry's platform against its image config (a manifest and a config "
+    "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
+    "and believe the config (exit status 1 when an index disagrees)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archfit",
@@ -377,6 +392,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    inspect.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default=None,
+        help="table or json (default: a table on a terminal, else JSON)",
+    )
+    inspect.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     register = commands.add_parser(
         "scheduler-config",
         parents=[common],
@@ -492,6 +515,7 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
         "workload, json for scripts)",
     )
+    audit.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     audit.add_argument(
         "--fail-on",
         choices=("blockers", "never"),

@@ -197,6 +197,10 @@ class WebhookCertificateSettings:
     """Namespace of that Secret; empty means archfit's own (read from its service account)."""
     webhook_configuration: str = "archfit"
     """The MutatingWebhookConfiguration whose caBundle archfit keeps set."""
+    validating_webhook_configuration: str = "archfit-workload-warnings"
+    """The ValidatingWebhookConfiguration of the workload warnings, whose caBundle archfit
+    keeps set too while webhook.workloadWarnings.enabled; empty: none (a missing one is
+    logged, and skipped)."""
     hosts: tuple[str, ...] = ("archfit-webhook.archfit-system.svc",)
     """DNS names (or IP addresses) the serving certificate is for: the webhook Service's name."""
     validity_days: int = 365
@@ -247,6 +251,21 @@ class WebhookGateSettings:
 
 
 @dataclass(frozen=True)
+class WorkloadWarningSettings:
+    enabled: bool = True
+    """Answer the workload warnings path (when the webhook is enabled): warnings, never a
+    denial, on Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and CronJob CREATE and
+    UPDATE, for the client that deploys (docs/webhook.md, "Warnings on workloads")."""
+    path: str = "/warn"
+    """Path kube-apiserver posts the workloads' AdmissionReviews to (the
+    ValidatingWebhookConfiguration's service path), on the webhook's listener."""
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise ValueError(f"path: {self.path!r} must start with /")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     enabled: bool = False
     """Serve the mutating admission webhook (POST <path>, HTTPS only) on its own listener."""
@@ -283,6 +302,9 @@ class WebhookSettings:
     lets it through constrained only by the images that did resolve (docs/webhook.md)."""
     gate: WebhookGateSettings = field(default_factory=WebhookGateSettings)
     """How held pods are released."""
+    workload_warnings: WorkloadWarningSettings = field(default_factory=WorkloadWarningSettings)
+    """Warnings to whoever applies a workload whose images do not run where it will run;
+    they wait for registries as long as a pod CREATE does (resolveDeadlineSeconds)."""
     steering: bool = True
     """Read `archfit.io/prefer-arch` and `archfit.io/arm64-share` from Namespaces and split
     workloads by share (docs/webhook.md): list-watches Namespaces and the pods labelled
@@ -299,6 +321,8 @@ class WebhookSettings:
             raise ValueError("maxBodyBytes: must be at least 1024")
         if not 0 < self.resolve_deadline_seconds <= 29:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 29] (timeoutSeconds is 1..30)")
+        if self.workload_warnings.enabled and self.workload_warnings.path == self.path:
+            raise ValueError("workloadWarnings.path: must differ from path")
         for index, text in enumerate(self.architectures):
             try:
                 parse_platform(text)

@@ -136,6 +136,28 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.workload_reviews = Counter(
+            "archfit_workload_reviews",
+            "Workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) admissions "
+            "by outcome: warned, clean (nothing to warn about), unchanged (an UPDATE that kept "
+            "the template's images and constraints: nothing looked up), unknown (an image not "
+            "resolved in time: not warned about, looked up for next time), skipped, "
+            "bad_request, error.",
+            ["outcome"],
+            registry=r,
+        )
+        self.workload_warnings = Counter(
+            "archfit_workload_warnings",
+            "Warnings sent to the client that created or updated a workload, by workload kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.workload_review_seconds = Histogram(
+            "archfit_workload_review_duration_seconds",
+            "Time to answer one workload AdmissionReview.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.gated_pods = Gauge(
             "archfit_gated_pods",
             "Pods held by archfit's scheduling gate now, as the releaser sees them (0 on "

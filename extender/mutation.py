@@ -127,7 +127,7 @@ def decide_mutation(
     # The images' platforms and the cluster's: the annotation names every one supported has.
     entries = {p for _, platforms in known for p in platforms} | rules.platforms
     _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
         mutation.warnings.append(_none_fits(known, rules.platforms, rules))
@@ -164,7 +164,7 @@ def _require_known(
     if not known:
         return
     supported = frozenset(_runs_on(known, rules.platforms, rules))
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported & allowed:
         return  # a conflict: no constraint could help, and the unknown image may explain it
     node_affinity = _node_affinity(spec)
@@ -175,7 +175,7 @@ def _require_known(
 # --- what the pod already says -------------------------------------------------------
 
 
-def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
+def allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
     """The platforms the pod's nodeSelector and required node affinity already admit."""
     selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
     terms = _required_terms(_node_affinity(spec))

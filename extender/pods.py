@@ -113,6 +113,26 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def pod_template(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template (metadata and spec) a workload object makes its pods from: its
+    `spec.template`, a CronJob's `spec.jobTemplate.spec.template`; a Pod is its own.
+
+    Raises PodError naming a field that is not an object.
+    """
+    if kind == "Pod":
+        return obj
+    spec = _mapping(obj.get("spec"), "spec")
+    if kind == "CronJob":
+        spec = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
+    return _mapping(spec.get("template"), "spec.template")
+
+
+def template_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec of `pod_template`. Raises PodError naming a field that is not an object."""
+    where = "spec" if kind == "Pod" else "spec.template.spec"
+    return _mapping(pod_template(kind, obj).get("spec"), where)
+
+
 def prefer_arch(value: object) -> tuple[str, ...]:
     """Parse `archfit.io/prefer-arch: arm64` or `amd64,arm64` into a preference order."""
     if not isinstance(value, str):

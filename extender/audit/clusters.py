@@ -20,7 +20,7 @@ from extender.audit.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.render import left_out_line
 from extender.audit.report import LeftOut, Report
-from extender.audit.resolving import Resolution, metric_remaining, resolve
+from extender.audit.resolving import CheckedIndexes, Resolution, metric_remaining, resolve
 from extender.audit.run import AuditOptions, judge_fleet, parse_workloads, progress
 from extender.audit.workloads import Workload
 from extender.config import Settings
@@ -134,18 +134,23 @@ async def look_up_with(
     err: TextIO,
 ) -> Resolution:
     """The audit's registry work (audit.resolving) with `resolver`, whose transport records
-    registries' pull limits in `metrics`."""
-    return await resolve(
-        resolver,
+    registries' pull limits in `metrics`; with `--verify`, through CheckedIndexes."""
+    registry = resolver if isinstance(resolver, RegistryResolver) else None
+    checked = CheckedIndexes(registry) if options.verify and registry is not None else None
+    found = await resolve(
+        checked or resolver,
         pairs,
         per_host=settings.registry.max_connections_per_host,
         remaining=metric_remaining(metrics),
         say=lambda line: print(f"archfit: {line}", file=err, flush=True),
         advance=advance,
-        lister=resolver if isinstance(resolver, RegistryResolver) else None,
+        lister=checked or registry,
         newer_tags=options.newer_tags,
         loose=settings.policy.loose_matching,
     )
+    if checked is None:
+        return found
+    return dataclasses.replace(found, disagreements=checked.disagreements)
 
 
 @contextlib.asynccontextmanager
@@ -220,6 +225,8 @@ def run_fleet_audit(
     fleet = judge(clusters, resolution, options, loose=settings.policy.loose_matching)
     for item in fleet.summary.left_out:
         print(f"archfit: {left_out_line(item)}", file=err)
+    for lie in resolution.disagreements or ():  # the fleet's formats have no section for them
+        print(f"archfit: --verify: {lie.image} entry {lie.digest}: {lie.problem}", file=err)
     render_fleet.write(fleet, options.output, out)
     return 1 if options.fail_on_blockers and fleet.summary.blocked else 0
 

@@ -150,6 +150,12 @@ def _sections(report: Report) -> Iterator[_Section]:
             [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
                    b.problem) for b in report.broken],
         )  # fmt: skip
+    if report.disagreements:
+        yield _Section(
+            "Index entries their image configs contradict (--verify: the config is believed)",
+            ("IMAGE", "ENTRY", "PROBLEM"),
+            [cells(d.image, d.digest, d.problem) for d in report.disagreements],
+        )
 
 
 def _footer(report: Report) -> list[str]:

@@ -14,11 +14,14 @@ from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
 from extender.audit.lookups import Looker, Pair
 from extender.audit.newer_tags import TagHint
-from extender.audit.report import Lookups, same_image
+from extender.audit.report import Disagreement, Lookups, same_image
 from extender.metrics import Metrics
-from extender.platforms import Unknown, any_accepts
+from extender.platforms import Platform, Unknown, any_accepts
+from extender.pods import PullSecretsRef
+from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse
+from extender.registry.resolver import RegistryResolver
 from extender.resolution import PlatformResolver
 
 
@@ -29,6 +32,8 @@ class Resolution:
     lookups: Lookups
     hints: dict[str, TagHint] = field(default_factory=dict)
     """Newer-tag hints per blocking image (`report.same_image`)."""
+    disagreements: tuple[Disagreement, ...] | None = None
+    """With `--verify`, the index entries their configs contradict (CheckedIndexes)."""
 
 
 async def resolve(
@@ -109,3 +114,30 @@ def _api_host(image: str) -> str | None:
         return parse(image).api_host
     except RegistryError:
         return None
+
+
+class CheckedIndexes:
+    """A PlatformResolver that checks each index against its configs (`audit --verify`,
+    extender.registry.verify): it answers the platforms the configs name, and keeps every
+    disagreement for the report."""
+
+    def __init__(self, resolver: RegistryResolver) -> None:
+        self._resolver = resolver
+        self._found: dict[tuple[str, str], Disagreement] = {}
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        resolution, verification = await self._resolver.verify(image, pull)
+        for check in verification.disagreements:
+            key = (same_image(image), check.digest)
+            self._found.setdefault(key, Disagreement(image, check.digest, check.problem))
+        return verification.believed(resolution.platforms)
+
+    async def tags(
+        self, image: str, pull: PullSecretsRef | None, *, page_size: int, pages: int
+    ) -> TagList:
+        return await self._resolver.tags(image, pull, page_size=page_size, pages=pages)
+
+    @property
+    def disagreements(self) -> tuple[Disagreement, ...]:
+        """Each contradicted entry once, by image and entry digest."""
+        return tuple(sorted(self._found.values(), key=lambda d: (d.image, d.digest)))

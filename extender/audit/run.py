@@ -48,6 +48,8 @@ class AuditOptions:
     pricing: Pricing = field(default_factory=Pricing)
     newer_tags: int = NEWER_TAGS
     """Newer tags looked up per arm64 blocker with a version tag; 0: none (audit.hints)."""
+    verify: bool = False
+    """Check each index's entries against their image configs, believing the configs."""
 
 
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
@@ -90,7 +92,9 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         loose=settings.policy.loose_matching,
         left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
     )
-    report = dataclasses.replace(report, hints=resolution.hints)
+    report = dataclasses.replace(
+        report, hints=resolution.hints, disagreements=resolution.disagreements
+    )
     for item in report.summary.left_out:
         print(f"archfit: {render.left_out_line(item)}", file=err)
     render.write(report, options.output, out)

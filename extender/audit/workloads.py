@@ -65,7 +65,7 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
     namespace = str(metadata.get("namespace") or "default")
     key = WorkloadKey(kind, namespace, str(metadata.get("name") or ""))
     try:
-        spec = _pod_spec(kind, obj)
+        spec = pods.template_spec(kind, obj)
         return Workload(
             key=key,
             uid=str(metadata.get("uid") or ""),
@@ -167,16 +167,6 @@ def arch_choices(
         if key is not None:
             counts.setdefault(key, Counter())[str(side)] += 1
     return counts
-
-
-def _pod_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = _mapping(obj.get("spec"), "spec")
-    if kind == "Pod":
-        return spec
-    if kind == "CronJob":
-        spec = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
-    template = _mapping(spec.get("template"), "spec.template")
-    return _mapping(template.get("spec"), "spec.template.spec")
 
 
 def _replicas(kind: str, obj: Mapping[str, Any]) -> int:
