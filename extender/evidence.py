@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import orjson
 import structlog
@@ -28,6 +30,7 @@ from extender.pods import PullSecretsRef
 from extender.registry.settings import CacheSettings
 
 if TYPE_CHECKING:
+    from extender.config import Settings
     from extender.metrics import Metrics
     from extender.registry.redis_tier import RedisTier
     from extender.registry.resolver import ImageResolution
@@ -235,3 +238,32 @@ class LearnedResolver:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # tags(), aclose(): the wrapped resolver's
+
+
+async def evidence_command(settings: Settings, action: str, digest: str, out: TextIO) -> int:
+    """`archfit evidence list|clear [--digest D]`: 0, or 2 when no Redis holds any."""
+    book = EvidenceBook(settings.cache)
+    try:
+        if not book.shared:
+            print(
+                "archfit: evidence lives in the memory of the serving replica: set cache.url "
+                "(Redis) to list or clear it here (a restart of archfit also clears it)",
+                file=sys.stderr,
+            )
+            return 2
+        if not await book.sync():
+            print("archfit: Redis did not answer (cache.url)", file=sys.stderr)
+            return 1
+        if action == "clear":
+            print(f"cleared {await book.clear(digest)} entries", file=out)
+            return 0
+        for entry in book.entries():
+            expires = datetime.datetime.fromtimestamp(entry.expires, datetime.UTC)
+            print(
+                f"{entry.digest}  {entry.platform}  {entry.reason}  {entry.image}  "
+                f"expires {expires:%Y-%m-%dT%H:%M:%SZ}",
+                file=out,
+            )
+        return 0
+    finally:
+        await book.aclose()

@@ -9,13 +9,15 @@ fails (`cache.staleIfErrorSeconds`); both outputs say so.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import orjson
 from rich.table import Table
 from rich.text import Text
 
+from extender.evidence import EvidenceBook, LearnedResolver
+from extender.platforms import Platform
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, build_resolver
 from extender.registry.settings import CacheSettings, RegistrySettings
@@ -32,21 +34,24 @@ async def run_inspect(
     out: TextIO,
 ) -> int:
     """Resolve every image concurrently and print the outcome; 1 if any failed, else 0."""
-    resolver = await build_resolver(registry, cache)
+    book = EvidenceBook(cache)  # learned evidence (extender.evidence): shared through Redis
+    await book.sync()
+    resolver = LearnedResolver(await build_resolver(registry, cache), book)
     try:
         outcomes = await asyncio.gather(
             *(resolver.resolve(image) for image in images), return_exceptions=True
         )
     finally:
         await resolver.aclose()
+        await book.aclose()
     for outcome in outcomes:
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # KeyboardInterrupt, cancellation: not an image's problem
     rows = list(zip(images, outcomes, strict=True))
     if as_json:
-        out.write(_json(rows))
+        out.write(_json(rows, book.failing))
     else:
-        _table(rows, out)
+        _table(rows, out, book.failing)
     return 1 if any(isinstance(outcome, BaseException) for _, outcome in rows) else 0
 
 
@@ -59,7 +64,10 @@ def _describe_error(error: BaseException) -> dict[str, str]:
     return {"type": kind, "message": str(error) or type(error).__name__}
 
 
-def _json(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
+def _json(
+    rows: Sequence[tuple[str, ImageResolution | BaseException]],
+    failing: Callable[[str], frozenset[Platform]],
+) -> str:
     documents: list[dict[str, Any]] = []
     for image, outcome in rows:
         if isinstance(outcome, BaseException):
@@ -74,6 +82,7 @@ def _json(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
                 "platforms": _platforms(outcome),
                 "artifact": outcome.artifact,
                 "stale": _stale(outcome),
+                "doesNotRunOn": sorted(str(p) for p in failing(outcome.digest)),
             }
         )
     return orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -87,7 +96,11 @@ def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
     return {"ageSeconds": round(stale.age_seconds), "error": stale.error}
 
 
-def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: TextIO) -> None:
+def _table(
+    rows: Sequence[tuple[str, ImageResolution | BaseException]],
+    out: TextIO,
+    failing: Callable[[str], frozenset[Platform]],
+) -> None:
     table = Table(box=None, highlight=False, pad_edge=False)
     for header in _HEADERS:
         table.add_column(header, overflow="fold")
@@ -106,6 +119,8 @@ def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: Tex
                     f" (STALE: last good answer, {round(stale.age_seconds)}s old;"
                     f" registry failed: {snippet(stale.error, 300)})"
                 )
+            if learned := failing(outcome.digest):
+                platforms += f" (LEARNED: does not run on {', '.join(sorted(map(str, learned)))})"
             cells = (image, outcome.digest, platforms)
         table.add_row(*(Text(cell) for cell in cells))  # Text: "[x]" in a name is not markup
     print_table(table, out)
