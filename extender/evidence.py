@@ -51,6 +51,7 @@ class EvidenceBook:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._wall = wall
+        self._metrics = metrics
         self._hash = f"{cache.namespace}:evidence"
         self._entries: dict[str, Evidence] = {}
         self._by_digest: dict[str, dict[Platform, Evidence]] = {}
@@ -148,14 +149,15 @@ class EvidenceBook:
             self._unsaved.difference_update(pending)
 
     def _keep(self, evidence: Evidence) -> None:
-        self._entries[evidence.key] = evidence
-        self._by_digest.setdefault(evidence.digest, {})[evidence.platform] = evidence
+        self._replace({**self._entries, evidence.key: evidence})
 
     def _replace(self, entries: dict[str, Evidence]) -> None:
         by_digest: dict[str, dict[Platform, Evidence]] = {}
         for evidence in entries.values():
             by_digest.setdefault(evidence.digest, {})[evidence.platform] = evidence
         self._entries, self._by_digest = entries, by_digest  # swaps: readers see old or new
+        if self._metrics is not None:
+            self._metrics.evidence_entries.set(len(entries))
 
 
 def _learned(evidence: Evidence) -> float:

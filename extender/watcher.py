@@ -191,7 +191,6 @@ class Watcher:
                 now + self._settings.evidence_ttl_seconds,
             )
             if await self._book.learn(learned):
-                self._metrics.evidence_entries.set(len(self._book.entries()))
                 log.info("evidence_learned", digest=finding.digest, platform=str(platform))
         await self._calls.event(meta.namespace, ("v1", "Pod", meta.name), FINDING_REASON, message)
         owner = pod.controller()
@@ -206,7 +205,7 @@ class Watcher:
 
     def _maybe_remediate(self, pod: WatchedPod) -> None:
         uid = pod.uid
-        if pod.ready or pod.controller() is None or not pod.spec.node_name:
+        if pod.ready or not pod.failing or pod.controller() is None or not pod.spec.node_name:
             self._checked.pop(uid, None)
             return
         if uid in self._evicted or pod.metadata.deletion_timestamp:

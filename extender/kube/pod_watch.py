@@ -115,6 +115,16 @@ class WatchedPod(msgspec.Struct, frozen=True):
     def ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions or ())
 
+    @property
+    def failing(self) -> bool:
+        """Whether kubelet reports a container waiting or ended (a pod it has not reported
+        on yet, or whose containers all run, is not failing)."""
+        status = self.status
+        return any(
+            c.state.waiting is not None or c.state.terminated is not None
+            for c in (*(status.init_container_statuses or ()), *(status.container_statuses or ()))
+        )
+
     def controller(self) -> tuple[str, str] | None:
         """(kind, name) of the owner with `controller: true`, or None (a bare pod)."""
         for owner in self.metadata.owner_references or ():

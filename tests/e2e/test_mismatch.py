@@ -21,13 +21,19 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 from tests.e2e import cluster
 from tests.e2e.archfit import Archfit, archfit_command, archfit_settings, merge
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.runtime_kubelet import (
+    CONTAINERD_PULL,
+    SCRIPT_LOG,
     RuntimeKubelet,
+    crash_looping,
+    pull_failing,
+    running,
     start_failing,
 )
 from tests.e2e.topology import NODES
@@ -224,6 +230,12 @@ def _metric(archfit: Archfit, name: str, labels: str = "") -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def _evidence_list(config_path: Path) -> str:
+    """What `archfit evidence list` prints with that archfit's config (Redis)."""
+    command = [*archfit_command(), "evidence", "list", "--config", str(config_path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
 def _required_archs(pod: client.V1Pod) -> list[list[str]]:
     affinity = pod.spec.affinity
     node = affinity.node_affinity if affinity else None
@@ -274,11 +286,120 @@ def test_an_image_that_lies_is_found_learned_and_its_replacement_constrained_to_
     wait_for(constrained, "the webhook to constrain the replacement to amd64", seconds=20)
     replacement = _pod(plane, space, "api-5d9c-x2", plane.lying, owner=replica_set, node=None)
     assert ([], [["amd64"]]) == (_required_archs(before), _required_archs(replacement))
-    listed = subprocess.run(
-        [*archfit_command(), "evidence", "list", "--config", str(plane.hook.archfit.config_path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
+    listed = _evidence_list(plane.hook.archfit.config_path)
     assert f"{plane.lying_digest}  linux/arm64  start  {plane.lying}" in listed
+
+
+def test_a_pull_failure_and_a_crash_loop_whose_log_says_exec_format_error_are_each_found_once(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """No matching manifest (containerd's text) and a crash-loop whose previous log, served
+    through pods/log, says exec format error: one Event each, however often kubelet writes."""
+    amd64 = images.amd64_only.reference
+    amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
+    _pod(plane, space, "pulls", amd64, owner=None)
+    _pod(plane, space, "loops", amd64, owner=None)
+    plane.kubelet.logs[(space, "loops", "c0")] = SCRIPT_LOG
+    pull = pull_failing("c0", amd64, CONTAINERD_PULL.format(image=amd64))
+    for restarts in (1, 2, 3):  # kubelet writes again at each back-off and restart
+        plane.kubelet.write(space, "pulls", [pull])
+        plane.kubelet.write(space, "loops", [crash_looping("c0", amd64, amd64_id, restarts)])
+        wait_for(
+            lambda n=restarts: len([r for r in plane.kubelet.log_requests if r[1] == "loops"]) >= n,
+            f"the previous log of restart {restarts} to be read",
+        )
+    wait_for(lambda: _events(plane, space, "Pod", "loops"), "the crash-loop's Event")
+    wait_for(lambda: _events(plane, space, "Pod", "pulls"), "the pull failure's Event")
+    reads = [r for r in plane.kubelet.log_requests if r[1] == "loops"]
+    counts = (
+        len(_events(plane, space, "Pod", "pulls")),
+        len(_events(plane, space, "Pod", "loops")),
+    )
+    assert ((1, 1), 3) == (counts, len(reads))
+    assert {"previous": "true", "limitBytes": "16384"} == {
+        k: v for k, v in reads[0][3].items() if k in ("previous", "limitBytes")
+    }
+    assert "no linux/arm64 entry" in _events(plane, space, "Pod", "pulls")[0].message
+    assert "its log says exec format error" in _events(plane, space, "Pod", "loops")[0].message
+
+
+def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """On an arm64 node with an amd64-only image: the not-Ready ReplicaSet pod is evicted; one
+    a PodDisruptionBudget protects, a Ready one and a bare one stay."""
+    amd64 = images.amd64_only.reference
+    amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
+    replica_set = _deployment(plane, space, "web", amd64)
+    plane.policy.create_namespaced_pod_disruption_budget(
+        space,
+        {
+            "metadata": {"name": "guarded"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"guard": "yes"}}},
+        },
+    )
+    # What the disruption controller would write: one healthy pod wanted, none healthy.
+    plane.policy.patch_namespaced_pod_disruption_budget_status(
+        "guarded",
+        space,
+        {
+            "status": {
+                "observedGeneration": 1,
+                "disruptionsAllowed": 0,
+                "currentHealthy": 0,
+                "desiredHealthy": 1,
+                "expectedPods": 1,
+            }
+        },
+    )
+    _pod(plane, space, "guarded", amd64, owner=replica_set, labels={"guard": "yes"})
+    _pod(plane, space, "ready", amd64, owner=replica_set)
+    _pod(plane, space, "bare", amd64, owner=None)
+    _pod(plane, space, "broken", amd64, owner=replica_set)
+    waiting = crash_looping("c0", amd64, amd64_id, 1)
+    for name in ("guarded", "bare", "broken"):
+        plane.kubelet.write(space, name, [waiting])
+    plane.kubelet.write(space, "ready", [running("c0", amd64, amd64_id)], ready=True)
+
+    def gone(name: str) -> bool:
+        try:
+            pod = plane.core.read_namespaced_pod(name, space)
+        except ApiException as error:
+            return error.status == 404
+        return pod.metadata.deletion_timestamp is not None
+
+    wait_for(lambda: gone("broken"), "the not-Ready pod to be evicted")
+    wait_for(
+        lambda: (
+            _metric(plane.hook.archfit, "archfit_mismatch_evictions_total", '{outcome="refused"}')
+            >= 1
+        ),
+        "the PodDisruptionBudget to refuse the eviction",
+    )
+    assert (False, False, False) == (gone("guarded"), gone("ready"), gone("bare"))
+
+
+def test_a_restart_and_a_second_replica_keep_the_learned_evidence_through_redis(
+    plane: Plane, space: str
+) -> None:
+    """After archfit restarts, and on a second replica, the evidence learned before is there."""
+    learned = wait_for(
+        lambda: _metric(plane.hook.archfit, "archfit_evidence_entries"),
+        "evidence learned by the scenarios before",
+    )
+    plane.hook.stop()
+    plane.hook.start()
+    replica = Archfit(
+        plane.workdir / "replica",
+        merge(plane.settings, {"watcher": {"enabled": False}}),
+        name="replica",
+    ).start()
+    try:
+        restarted = wait_for(
+            lambda: _metric(plane.hook.archfit, "archfit_evidence_entries"), "the restarted one"
+        )
+        second = wait_for(lambda: _metric(replica, "archfit_evidence_entries"), "the replica")
+        assert (learned, learned) == (restarted, second)
+        assert plane.lying_digest in _evidence_list(replica.config_path)
+    finally:
+        replica.stop()
