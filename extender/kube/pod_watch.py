@@ -24,9 +24,12 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.kube.watching import (
     Expired,
+    ListMeta,
+    decode_watch_event,
     list_watch_forever,
     open_watch,
     stop_watching,
+    watch_error,
     watch_lines,
 )
 from extender.mismatch import ContainerState
@@ -162,30 +165,13 @@ class WatchedPod(msgspec.Struct, frozen=True):
             )
 
 
-class _ListMeta(msgspec.Struct, rename="camel", frozen=True):
-    resource_version: str = ""
-    next: str = msgspec.field(default="", name="continue")
-
-
 class _PodList(msgspec.Struct, frozen=True):
-    metadata: _ListMeta = _ListMeta()
+    metadata: ListMeta = ListMeta()
     items: list[WatchedPod] | None = None
-
-
-class _Event(msgspec.Struct, frozen=True):
-    type: str
-    object: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-class _Failure(msgspec.Struct, frozen=True):
-    code: int = 0
-    message: str = ""
 
 
 decode_pod_page = msgspec.json.Decoder(_PodList).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
-_decode_event = msgspec.json.Decoder(_Event).decode
-_decode_failure = msgspec.json.Decoder(_Failure).decode
 
 OnPod = Callable[[str, WatchedPod], None]
 """Told ("ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a relist tells
@@ -254,12 +240,9 @@ class PodWatch:
         self._response = response
         try:
             for line in watch_lines(response):
-                event = _decode_event(line)
+                event = decode_watch_event(line)
                 if event.type == "ERROR":
-                    failure = _decode_failure(event.object)
-                    if failure.code == 410:
-                        raise Expired
-                    raise RuntimeError(f"watch error {failure.code}: {failure.message}")
+                    raise watch_error(event.object)
                 pod = decode_pod(event.object)
                 version = pod.metadata.resource_version or version
                 if event.type in ("ADDED", "MODIFIED", "DELETED"):

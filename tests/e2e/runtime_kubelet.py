@@ -167,6 +167,19 @@ def pull_failing(name: str, image: str, message: str) -> dict[str, Any]:
 
 def start_failing(name: str, image: str, image_id: str, restarts: int = 1) -> dict[str, Any]:
     """A container whose task failed to start with exec format error (containerd)."""
+    ended = {"exitCode": 128, "reason": "StartError", "message": CONTAINERD_START}
+    return _looping(name, image, image_id, restarts, ended)
+
+
+def crash_looping(name: str, image: str, image_id: str, restarts: int) -> dict[str, Any]:
+    """A container that started and exited 126 (its log says why), then waits to restart."""
+    return _looping(name, image, image_id, restarts, {"exitCode": 126, "reason": "Error"})
+
+
+def _looping(
+    name: str, image: str, image_id: str, restarts: int, ended: dict[str, Any]
+) -> dict[str, Any]:
+    """kubelet's status of a container in CrashLoopBackOff after its run `ended`."""
     return {
         "name": name,
         "image": image,
@@ -182,36 +195,7 @@ def start_failing(name: str, image: str, image_id: str, restarts: int = 1) -> di
         },
         "lastState": {
             "terminated": {
-                "exitCode": 128,
-                "reason": "StartError",
-                "message": CONTAINERD_START,
-                "startedAt": "1970-01-01T00:00:00Z",
-                "finishedAt": cluster.timestamp(),
-                "containerID": f"containerd://{name}{restarts:060d}",
-            }
-        },
-    }
-
-
-def crash_looping(name: str, image: str, image_id: str, restarts: int) -> dict[str, Any]:
-    """A container that started and exited 1, then waits in CrashLoopBackOff."""
-    return {
-        "name": name,
-        "image": image,
-        "imageID": image_id,
-        "ready": False,
-        "started": False,
-        "restartCount": restarts,
-        "state": {
-            "waiting": {
-                "reason": "CrashLoopBackOff",
-                "message": f"back-off 20s restarting failed container={name}",
-            }
-        },
-        "lastState": {
-            "terminated": {
-                "exitCode": 126,
-                "reason": "Error",
+                **ended,
                 "startedAt": cluster.timestamp(),
                 "finishedAt": cluster.timestamp(),
                 "containerID": f"containerd://{name}{restarts:060d}",
