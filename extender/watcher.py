@@ -20,13 +20,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from extender.config import Settings, WatcherSettings
 from extender.evidence import EvidenceBook
-from extender.kube.pod_watch import WatchedPod
 from extender.metrics import Metrics
 from extender.mismatch import ContainerState, Evidence, Finding, advice, classify, from_log
 from extender.mismatch import wants_log as needs_log
@@ -34,6 +33,9 @@ from extender.platforms import any_accepts
 from extender.releaser import RateLimit
 from extender.resolution import Resolution
 from extender.services import NodeSource, Services
+
+if TYPE_CHECKING:  # the client is loaded only once API access is on
+    from extender.kube.pod_watch import WatchedPod
 
 log = structlog.get_logger("archfit.watcher")
 
@@ -323,7 +325,14 @@ async def leading(settings: Settings, metrics: Metrics, services: Services) -> A
         identity,
         on_change=metrics.watcher_leader.set,
     )
-    task = asyncio.create_task(lease.lead(work), name="archfit-watcher-lease")
+    async def contend() -> None:
+        # Node platforms first: every finding names one. It also keeps a silent API server
+        # from holding shutdown hostage to a Lease read blocked in the default executor.
+        while services.nodes is not None and not await services.nodes.wait_synced(1.0):
+            pass
+        await lease.lead(work)
+
+    task = asyncio.create_task(contend(), name="archfit-watcher-lease")
     try:
         yield
     finally:
