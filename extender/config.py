@@ -318,6 +318,9 @@ class WatcherSettings:
     restart."""
     logs_per_second: float = 2.0
     """Previous-log reads per second at most."""
+    events_per_second: float = 20.0
+    """Events the watcher writes per second at most (a finding writes one on the pod and
+    one on its controller)."""
     page_size: int = 500
     """Pods per list request."""
     remediate: bool = False
@@ -335,8 +338,8 @@ class WatcherSettings:
             raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
         if not 256 <= self.log_bytes <= 1048576:
             raise ValueError("logBytes: must be in 256..1048576")
-        if self.logs_per_second <= 0 or self.evictions_per_minute <= 0:
-            raise ValueError("logsPerSecond and evictionsPerMinute: must be above 0")
+        if min(self.logs_per_second, self.events_per_second, self.evictions_per_minute) <= 0:
+            raise ValueError("logsPerSecond, eventsPerSecond, evictionsPerMinute: must be above 0")
         if not 10 <= self.page_size <= 5000:
             raise ValueError("pageSize: must be in 10..5000")
 

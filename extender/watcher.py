@@ -87,8 +87,8 @@ class Watcher:
         """uid → (container, reason) already reported: each finding once."""
         self._broken: set[str] = set()
         """uids with a container failing on its platform now."""
-        self._logs_read: dict[str, set[tuple[str, int]]] = {}
-        """uid → (container, restart) whose previous log was read."""
+        self._logs_read: dict[str, dict[str, int]] = {}
+        """uid → container → the restart whose previous log was read last."""
         self._checked: dict[str, float] = {}
         """uid → when its images were last compared with its node (remediation)."""
         self._evicted: set[str] = set()
@@ -96,9 +96,10 @@ class Watcher:
         """uids told since the current list began (a relist forgets the others)."""
         self._logs = RateLimit(settings.logs_per_second, clock)
         self._evictions = RateLimit(settings.evictions_per_minute / 60, clock)
+        self._events = RateLimit(settings.events_per_second, clock)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.findings: list[Finding] = []
-        """Every finding reported, in order (tests and the bench read it)."""
+        self.findings = 0
+        """How many findings were reported (the bench reads it)."""
 
     def on_pod(self, kind: str, pod: WatchedPod) -> None:
         if kind == "SYNCED":
@@ -127,9 +128,9 @@ class Watcher:
                 broken = True
                 self._found(pod, finding)
             elif needs_log(state):
-                read = self._logs_read.setdefault(uid, set())
-                if (state.name, state.restart_count) not in read:
-                    read.add((state.name, state.restart_count))
+                read = self._logs_read.setdefault(uid, {})
+                if read.get(state.name) != state.restart_count:
+                    read[state.name] = state.restart_count
                     self._spawn(self._read_log(pod, state))
             if (state.name, "run") in self._reported.get(uid, ()):
                 broken = broken or needs_log(state)
@@ -166,7 +167,7 @@ class Watcher:
         node = pod.spec.node_name
         facts = self._nodes.snapshot().get(node) if self._nodes is not None else None
         platform = facts[0] if facts is not None else None
-        self.findings.append(finding)
+        self.findings += 1
         self._metrics.mismatch_findings.labels(finding.reason).inc()
         message = advice(finding, platform)
         log.warning(
@@ -194,11 +195,11 @@ class Watcher:
             )
             if await self._book.learn(learned):
                 log.info("evidence_learned", digest=finding.digest, platform=str(platform))
-        await self._calls.event(meta.namespace, ("v1", "Pod", meta.name), FINDING_REASON, message)
+        await self._event(meta.namespace, ("v1", "Pod", meta.name), FINDING_REASON, message)
         owner = pod.controller()
         if owner is not None:
             top = await self._calls.controller(meta.namespace, *owner)
-            await self._calls.event(meta.namespace, top, FINDING_REASON, message)
+            await self._event(meta.namespace, top, FINDING_REASON, message)
         if learned is not None and self._settings.remediate:
             self._checked.pop(pod.uid, None)
             self._maybe_remediate(pod)
@@ -253,11 +254,15 @@ class Watcher:
                 f"archfit evicted this pod (watcher.remediate): {', '.join(lacking)} cannot run on"
                 f" {platform}, and the pod was not Ready; its controller makes a replacement"
             )
-            await self._calls.event(
-                meta.namespace, ("v1", "Pod", meta.name), EVICTED_REASON, message
-            )
+            await self._event(meta.namespace, ("v1", "Pod", meta.name), EVICTED_REASON, message)
 
     # --- helpers ------------------------------------------------------------------------
+
+    async def _event(
+        self, namespace: str, regarding: tuple[str, str, str], reason: str, message: str
+    ) -> None:
+        await self._events.wait()
+        await self._calls.event(namespace, regarding, reason, message)
 
     def _forget(self, uid: str) -> None:
         self._reported.pop(uid, None)
@@ -325,6 +330,7 @@ async def leading(settings: Settings, metrics: Metrics, services: Services) -> A
         identity,
         on_change=metrics.watcher_leader.set,
     )
+
     async def contend() -> None:
         # Node platforms first: every finding names one. It also keeps a silent API server
         # from holding shutdown hostage to a Lease read blocked in the default executor.
