@@ -29,6 +29,7 @@ from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.runtime_kubelet import (
     CONTAINERD_PULL,
+    CRIO_PULL,
     SCRIPT_LOG,
     RuntimeKubelet,
     crash_looping,
@@ -293,16 +294,20 @@ def test_an_image_that_lies_is_found_learned_and_its_replacement_constrained_to_
 def test_a_pull_failure_and_a_crash_loop_whose_log_says_exec_format_error_are_each_found_once(
     plane: Plane, space: str, images: Images
 ) -> None:
-    """No matching manifest (containerd's text) and a crash-loop whose previous log, served
-    through pods/log, says exec format error: one Event each, however often kubelet writes."""
+    """No matching manifest (containerd's and CRI-O's texts) and a crash-loop whose previous
+    log, served through pods/log, says exec format error: one Event each, however often
+    kubelet writes."""
     amd64 = images.amd64_only.reference
     amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
     _pod(plane, space, "pulls", amd64, owner=None)
+    _pod(plane, space, "pulls-crio", amd64, owner=None)
     _pod(plane, space, "loops", amd64, owner=None)
     plane.kubelet.logs[(space, "loops", "c0")] = SCRIPT_LOG
     pull = pull_failing("c0", amd64, CONTAINERD_PULL.format(image=amd64))
+    crio_pull = pull_failing("c0", amd64, CRIO_PULL.format(arch="arm64"))
     for restarts in (1, 2, 3):  # kubelet writes again at each back-off and restart
         plane.kubelet.write(space, "pulls", [pull])
+        plane.kubelet.write(space, "pulls-crio", [crio_pull])
         plane.kubelet.write(space, "loops", [crash_looping("c0", amd64, amd64_id, restarts)])
         wait_for(
             lambda n=restarts: len([r for r in plane.kubelet.log_requests if r[1] == "loops"]) >= n,
@@ -310,6 +315,7 @@ def test_a_pull_failure_and_a_crash_loop_whose_log_says_exec_format_error_are_ea
         )
     wait_for(lambda: _events(plane, space, "Pod", "loops"), "the crash-loop's Event")
     wait_for(lambda: _events(plane, space, "Pod", "pulls"), "the pull failure's Event")
+    wait_for(lambda: _events(plane, space, "Pod", "pulls-crio"), "CRI-O's pull failure's Event")
     reads = [r for r in plane.kubelet.log_requests if r[1] == "loops"]
     counts = (
         len(_events(plane, space, "Pod", "pulls")),
