@@ -17,6 +17,7 @@ from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
+from extender.steering import Steering
 
 if TYPE_CHECKING:
     from extender.registry.resolver import RegistryResolver
@@ -43,6 +44,18 @@ class NodeSource(Protocol):
     async def wait_synced(self, seconds: float) -> bool: ...
 
 
+class SteeringSource(Protocol):
+    """Namespace preferences and arm64 shares for the webhook (extender.kube.steering)."""
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        """What the pod's namespace, workload and own annotations say, from memory."""
+        ...
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        """The pod was admitted requiring `applied` (or "" if the share left it alone)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     resolution: Resolution
@@ -51,6 +64,8 @@ class Services:
     """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
     evidence: EvidenceBook | None = None
     """Learned evidence the resolver believes (extender.evidence); None with a given resolver."""
+    steering: SteeringSource | None = None
+    """Namespace preferences and arm64 shares (webhook.steering with API access)."""
 
 
 @asynccontextmanager
@@ -68,6 +83,7 @@ async def open_services(
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
             or settings.watcher.enabled
+            or (settings.webhook.enabled and settings.webhook.steering)
         )
         kube_off = ""
         if wants_kube:
@@ -87,6 +103,13 @@ async def open_services(
             stack.push_async_callback(index.stop)
             nodes = index
         book = None
+        steering = None
+        if settings.webhook.enabled and settings.webhook.steering and api is not None:
+            from extender.kube.steering import FleetSteering
+
+            steering = FleetSteering(api)
+            steering.start()
+            stack.push_async_callback(steering.stop)
         if resolver is None:
             registry = await stack.enter_async_context(registry_resolver(settings, metrics, api))
             book = await stack.enter_async_context(
@@ -122,7 +145,9 @@ async def open_services(
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )
-        yield Services(resolution=resolution, nodes=nodes, kube=api, evidence=book)
+        yield Services(
+            resolution=resolution, nodes=nodes, kube=api, evidence=book, steering=steering
+        )
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:

@@ -26,11 +26,10 @@ from extender.kube.watching import (
     Expired,
     ListMeta,
     decode_watch_event,
+    follow_watch,
     list_watch_forever,
-    open_watch,
     stop_watching,
     watch_error,
-    watch_lines,
 )
 from extender.mismatch import ContainerState
 from extender.pods import PullSecretsRef
@@ -236,23 +235,22 @@ class PodWatch:
         return page.metadata.resource_version
 
     def watch_from(self, version: str) -> str:
-        response = open_watch(self._core.list_pod_for_all_namespaces, version)
+        """Tell each watched change until the server ends the watch; returns the version."""
+        return follow_watch(
+            self._core.list_pod_for_all_namespaces, version, self._stop, self._apply, self._reading
+        )
+
+    def _apply(self, line: bytes, version: str) -> str:
+        event = decode_watch_event(line)
+        if event.type == "ERROR":
+            raise watch_error(event.object)
+        pod = decode_pod(event.object)
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            self._tell(event.type, pod)
+        return pod.metadata.resource_version or version
+
+    def _reading(self, response: Any) -> None:
         self._response = response
-        try:
-            for line in watch_lines(response):
-                event = decode_watch_event(line)
-                if event.type == "ERROR":
-                    raise watch_error(event.object)
-                pod = decode_pod(event.object)
-                version = pod.metadata.resource_version or version
-                if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                    self._tell(event.type, pod)
-                if self._stop.is_set():
-                    break
-        finally:
-            self._response = None
-            response.release_conn()
-        return version
 
     def _tell(self, kind: str, pod: WatchedPod) -> None:
         loop, on_pod = self._loop, self._on_pod

@@ -127,6 +127,30 @@ def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any
         raise
 
 
+def follow_watch(
+    list_call: Callable[..., Any],
+    version: str,
+    stop: threading.Event,
+    apply: Callable[[bytes, str], str],
+    reading: Callable[[Any], None],
+    **query: Any,
+) -> str:
+    """Read a watch from `version` until the server ends it or `stop`: `apply(line, version)`
+    takes each event and returns the version to resume from. `reading` is told the response
+    while it is read (None after), so `stop_watching` can cut it."""
+    response = open_watch(list_call, version, **query)
+    reading(response)
+    try:
+        for line in watch_lines(response):
+            version = apply(line, version)
+            if stop.is_set():
+                break
+    finally:
+        reading(None)
+        response.release_conn()
+    return version
+
+
 def watch_lines(response: Any) -> Iterator[bytes]:
     """The non-empty lines of a streamed watch body: one JSON event each."""
     pending = b""
