@@ -35,6 +35,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "audit.py": ([], []),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
+    "pod_watch.py": ([], ["--quick"]),
 }
 
 

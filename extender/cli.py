@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         return _audit(settings, args)
     if command == "release":
         return _release(settings, args)
+    if command == "evidence":
+        from extender.evidence import evidence_command
+
+        return asyncio.run(evidence_command(settings, args.action, args.digest, sys.stdout))
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -452,6 +456,15 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    evidence = commands.add_parser(
+        "evidence",
+        parents=[common],
+        help="list or clear learned evidence (digest D does not run on platform P)",
+        description="The evidence the mismatch watcher learned, shared through Redis "
+        "(cache.url): see docs/operations.md.",
+    )
+    evidence.add_argument("action", choices=("list", "clear"))
+    evidence.add_argument("--digest", default="", help="clear: only this digest's entries")
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")

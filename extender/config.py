@@ -331,6 +331,48 @@ class WebhookSettings:
 
 
 @dataclass(frozen=True)
+class WatcherSettings:
+    enabled: bool = True
+    """Watch pods (on the replica holding `leaseName`) for containers that fail on their node's
+    platform: an Event on the pod and its controller, metrics, and learned evidence."""
+    lease_name: str = "archfit-watcher"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one watcher."""
+    evidence_ttl_seconds: int = 7 * 24 * 3600
+    """How long learned evidence ("digest D does not run on platform P") counts."""
+    evidence_sync_seconds: float = 5.0
+    """How often each replica reads the shared evidence again from Redis (`cache.url`)."""
+    log_bytes: int = 16384
+    """How much of a crash-looping container's previous log is read (limitBytes), once per
+    restart."""
+    logs_per_second: float = 2.0
+    """Previous-log reads per second at most."""
+    events_per_second: float = 20.0
+    """Events the watcher writes per second at most (a finding writes one on the pod and
+    one on its controller)."""
+    page_size: int = 500
+    """Pods per list request."""
+    remediate: bool = False
+    """Evict (the Eviction API, so PodDisruptionBudgets hold) pods that are not Ready, are
+    owned by a controller, and sit on a node whose platform their images lack."""
+    evictions_per_minute: float = 6.0
+    """Evictions per minute at most, with `remediate`."""
+
+    def __post_init__(self) -> None:
+        if not self.lease_name:
+            raise ValueError("leaseName: must not be empty")
+        if self.evidence_ttl_seconds < 60:
+            raise ValueError("evidenceTtlSeconds: must be at least 60")
+        if not 0.1 <= self.evidence_sync_seconds <= 3600:
+            raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
+        if not 256 <= self.log_bytes <= 1048576:
+            raise ValueError("logBytes: must be in 256..1048576")
+        if min(self.logs_per_second, self.events_per_second, self.evictions_per_minute) <= 0:
+            raise ValueError("logsPerSecond, eventsPerSecond, evictionsPerMinute: must be above 0")
+        if not 10 <= self.page_size <= 5000:
+            raise ValueError("pageSize: must be in 10..5000")
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level written."""
@@ -354,6 +396,8 @@ class Settings:
     """Resolver cache: in memory or Redis, TTLs."""
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
     """The mutating admission webhook: writes platform constraints into pods at CREATE."""
+    watcher: WatcherSettings = field(default_factory=WatcherSettings)
+    """The mismatch watcher: pods failing on their node's platform, learned evidence."""
 
 
 def source(path: Path | None = None) -> Path | None:

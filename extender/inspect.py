@@ -11,13 +11,15 @@ the config is believed, and the exit status is 1.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import orjson
 from rich.table import Table
 from rich.text import Text
 
+from extender.evidence import EvidenceBook, LearnedResolver
+from extender.platforms import Platform
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, RegistrySettings
@@ -43,21 +45,26 @@ async def run_inspect(
 ) -> int:
     """Resolve every image concurrently and print the outcome; 1 if any failed (or, with
     `verify`, any index disagrees with its configs), else 0."""
-    resolver = await build_resolver(registry, cache)
+    book = EvidenceBook(cache)  # learned evidence (extender.evidence): shared through Redis
+    await book.sync()
+    registry_resolver = await build_resolver(registry, cache)
+    resolver = LearnedResolver(registry_resolver, book)
     try:
         outcomes = await asyncio.gather(
-            *(_look(resolver, image, verify) for image in images), return_exceptions=True
+            *(_look(resolver, registry_resolver, image, verify) for image in images),
+            return_exceptions=True,
         )
     finally:
         await resolver.aclose()
+        await book.aclose()
     for outcome in outcomes:
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # KeyboardInterrupt, cancellation: not an image's problem
     rows = list(zip(images, outcomes, strict=True))
     if as_json:
-        out.write(_json(rows))
+        out.write(_json(rows, book.failing))
     else:
-        _table(rows, out, verify)
+        _table(rows, out, book.failing, verify)
     failed = any(
         isinstance(outcome, BaseException) or (outcome[1] and outcome[1].disagreements)
         for _, outcome in rows
@@ -65,10 +72,12 @@ async def run_inspect(
     return 1 if failed else 0
 
 
-async def _look(resolver: RegistryResolver, image: str, verify: bool) -> Found:
+async def _look(
+    resolver: LearnedResolver, registry_resolver: RegistryResolver, image: str, verify: bool
+) -> Found:
     if not verify:
         return await resolver.resolve(image), None
-    return await resolver.verify(image)
+    return await registry_resolver.verify(image)
 
 
 def _platforms(found: Found) -> list[str]:
@@ -110,7 +119,10 @@ def _describe_error(error: BaseException) -> dict[str, str]:
     return {"type": kind, "message": str(error) or type(error).__name__}
 
 
-def _json(rows: Sequence[tuple[str, Found | BaseException]]) -> str:
+def _json(
+    rows: Sequence[tuple[str, Found | BaseException]],
+    failing: Callable[[str], frozenset[Platform]],
+) -> str:
     documents: list[dict[str, Any]] = []
     for image, outcome in rows:
         if isinstance(outcome, BaseException):
@@ -125,6 +137,7 @@ def _json(rows: Sequence[tuple[str, Found | BaseException]]) -> str:
             "platforms": _platforms(outcome),
             "artifact": resolution.artifact,
             "stale": _stale(resolution),
+            "doesNotRunOn": sorted(str(p) for p in failing(resolution.digest)),
         }
         if verification is not None:
             document["verified"] = _verified(verification)
@@ -141,7 +154,10 @@ def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
 
 
 def _table(
-    rows: Sequence[tuple[str, Found | BaseException]], out: TextIO, verify: bool = False
+    rows: Sequence[tuple[str, Found | BaseException]],
+    out: TextIO,
+    failing: Callable[[str], frozenset[Platform]],
+    verify: bool = False,
 ) -> None:
     table = Table(box=None, highlight=False, pad_edge=False)
     for header in (*_HEADERS, _VERIFY_HEADER) if verify else _HEADERS:
@@ -166,6 +182,8 @@ def _table(
                     f" (STALE: last good answer, {round(stale.age_seconds)}s old;"
                     f" registry failed: {snippet(stale.error, 300)})"
                 )
+            if learned := failing(resolution.digest):
+                platforms += f" (LEARNED: does not run on {', '.join(sorted(map(str, learned)))})"
             cells = (image, resolution.digest, platforms)
         if verification is not None:
             cells += (_check_cell(resolution, verification),)

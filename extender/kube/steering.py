@@ -24,6 +24,7 @@ from kubernetes import client
 
 from extender.kube.watching import (
     Expired,
+    ListMeta,
     follow_watch,
     list_watch_forever,
     stop_watching,
@@ -71,13 +72,8 @@ class _Object(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class _ListMeta(msgspec.Struct, rename="camel", frozen=True):
-    resource_version: str = ""
-    next: str = msgspec.field(default="", name="continue")
-
-
 class _List(msgspec.Struct, frozen=True):
-    metadata: _ListMeta = _ListMeta()
+    metadata: ListMeta = ListMeta()
     items: list[_Object] | None = None
 
 

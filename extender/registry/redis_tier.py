@@ -78,6 +78,11 @@ class RedisTier:
         """Drop `key`, unless Redis is being skipped."""
         await self._call("delete", self._cache.delete, key)
 
+    async def command(self, name: str, *args: Any, **kwargs: Any) -> object:
+        """One raw command (`hgetall`, `hset`, `hdel`: the learned evidence's hash), bounded
+        and skipped as the others are; None when skipped or failed."""
+        return await self._call(name, self._cache.raw, name, *args, **kwargs)
+
     async def aclose(self) -> None:
         """Close every pooled connection.
 
