@@ -13,12 +13,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from extender.platforms import Platform, Resolved, Rule, any_accepts
+from extender.platforms import (
+    ARCH_LABEL,
+    MAX_SCORE,
+    OS_LABEL,
+    Platform,
+    Resolved,
+    Rule,
+    any_accepts,
+)
 from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
 from extender.text import short_image
 
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
 PLATFORMS_ANNOTATION = "archfit.io/platforms"
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -292,9 +298,13 @@ def _prefer(
     return True
 
 
+_MAX_WEIGHT = 100
+"""A preferred node affinity term's weight runs 1..100: a score of MAX_SCORE weighs most."""
+
+
 def _preferred_term(arch: str, score: int) -> dict[str, Any]:
     return {
-        "weight": max(1, min(100, score * 10)),
+        "weight": max(1, min(_MAX_WEIGHT, score * _MAX_WEIGHT // MAX_SCORE)),
         "preference": {
             "matchExpressions": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}]
         },

@@ -9,14 +9,14 @@ from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
-from extender.platforms import normalize
+from extender.platforms import MAX_SCORE, normalize
 
 SKIP_ANNOTATION = "archfit.io/skip"
 PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
 
 # Bounds on the lists archfit walks, far above any real pod: each image costs a registry
 # lookup, so a pod with a million containers must be refused, not resolved.
-MAX_CONTAINERS = 1_000
+MAX_POD_CONTAINERS = 1_000
 """Containers, and init containers, per pod."""
 MAX_PULL_SECRETS = 1_000
 MAX_ANNOTATIONS = 10_000
@@ -103,7 +103,7 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
             continue
         if not isinstance(containers, list):
             raise PodError(f"Pod.spec.{key} must be a list")
-        _bounded(containers, f"Pod.spec.{key}", MAX_CONTAINERS)
+        _bounded(containers, f"Pod.spec.{key}", MAX_POD_CONTAINERS)
         for index, container in enumerate(containers):
             where = f"Pod.spec.{key}[{index}]"
             image = _string(_mapping(container, where).get("image"), f"{where}.image").strip()
@@ -128,8 +128,8 @@ def prefer_arch(value: object) -> tuple[str, ...]:
 def annotation_preference(order: Sequence[str]) -> dict[str, int]:
     """`amd64,arm64` (prefer_arch's order) → {amd64: 10, arm64: 5}: first is best, unlisted
     get 0."""
-    step = 10 // len(order)
-    return {arch: 10 - i * step for i, arch in enumerate(order)}
+    step = MAX_SCORE // len(order)
+    return {arch: MAX_SCORE - i * step for i, arch in enumerate(order)}
 
 
 def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
