@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.audit import render, render_fleet
-from extender.audit.clusters import cluster, fleet_pairs, judge
+from extender.audit.clusters import cluster, fleet_pairs, judge_clusters
 from extender.audit.fleet_report import FleetReport
 from extender.audit.lookups import distinct_pairs, look_up
 from extender.audit.report import Pricing, Report
@@ -160,7 +160,7 @@ async def audit_clusters(
         lookup_seconds = time.perf_counter() - started
     finally:
         await resolver.aclose()
-    report = judge(clusters, resolution, options, loose=False)
+    report = judge_clusters(clusters, resolution, options, loose=False)
     render_fleet.write(report, "json", io.StringIO())
     return report, len(pairs), lookup_seconds
 

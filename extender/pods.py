@@ -11,6 +11,9 @@ from typing import Any
 
 from extender.platforms import MAX_SCORE, normalize
 
+Pod = dict[str, Any]
+"""A v1.Pod as the API server sends it, decoded from JSON."""
+
 SKIP_ANNOTATION = "archfit.io/skip"
 PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
 
@@ -54,13 +57,13 @@ class PodError(ValueError):
 
 def facts(pod: Mapping[str, Any]) -> PodFacts:
     """Extract PodFacts from a v1.Pod. Raises PodError naming the bad field."""
-    metadata = _mapping(pod.get("metadata"), "Pod.metadata")
-    spec = _mapping(pod.get("spec"), "Pod.spec")
+    metadata = read_mapping(pod.get("metadata"), "Pod.metadata")
+    spec = read_mapping(pod.get("spec"), "Pod.spec")
     namespace = _string(metadata.get("namespace"), "Pod.metadata.namespace") or "default"
     name = _string(metadata.get("name"), "Pod.metadata.name") or _string(
         metadata.get("generateName"), "Pod.metadata.generateName"
     )
-    annotations = _mapping(metadata.get("annotations"), "Pod.metadata.annotations")
+    annotations = read_mapping(metadata.get("annotations"), "Pod.metadata.annotations")
     _bounded(annotations, "Pod.metadata.annotations", MAX_ANNOTATIONS)
     return PodFacts(
         namespace=namespace,
@@ -106,7 +109,7 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
         _bounded(containers, f"Pod.spec.{key}", MAX_POD_CONTAINERS)
         for index, container in enumerate(containers):
             where = f"Pod.spec.{key}[{index}]"
-            image = _string(_mapping(container, where).get("image"), f"{where}.image").strip()
+            image = _string(read_mapping(container, where).get("image"), f"{where}.image").strip()
             if not image:
                 raise PodError(f"{where}.image is empty")
             seen.setdefault(image, None)
@@ -141,7 +144,7 @@ def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
     _bounded(refs, "Pod.spec.imagePullSecrets", MAX_PULL_SECRETS)
     names: list[str] = []
     for index, ref in enumerate(refs):
-        name = _string(_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
+        name = _string(read_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
         if name:
             names.append(name)
     return tuple(names)
@@ -152,11 +155,16 @@ def _bounded(value: Sized, where: str, limit: int) -> None:
         raise PodError(f"{where} has {len(value)} entries, more than any real pod ({limit})")
 
 
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
+def read_mapping(
+    value: object, where: str, error: type[ValueError] = PodError
+) -> Mapping[str, Any]:
+    """A field of a Kubernetes object that must be an object: {} when it is absent or null,
+    else `error` naming the field `where`. The one reader for pods, the webhook's patches
+    and the audit's workloads alike."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise PodError(f"{where} must be an object")
+        raise error(f"{where} must be an object")
     return value
 
 
