@@ -155,9 +155,7 @@ def _bounded(value: Sized, where: str, limit: int) -> None:
         raise PodError(f"{where} has {len(value)} entries, more than any real pod ({limit})")
 
 
-def read_mapping(
-    value: object, where: str, error: type[ValueError] = PodError
-) -> Mapping[str, Any]:
+def read_mapping(value: object, where: str, error: type[Exception] = PodError) -> Mapping[str, Any]:
     """A field of a Kubernetes object that must be an object: {} when it is absent or null,
     else `error` naming the field `where`. The one reader for pods, the webhook's patches
     and the audit's workloads alike."""
