@@ -284,6 +284,10 @@ class WebhookSettings:
     lets it through constrained only by the images that did resolve (docs/webhook.md)."""
     gate: WebhookGateSettings = field(default_factory=WebhookGateSettings)
     """How held pods are released."""
+    steering: bool = True
+    """Read `archfit.io/prefer-arch` and `archfit.io/arm64-share` from Namespaces and split
+    workloads by share (docs/webhook.md): list-watches Namespaces and the pods labelled
+    `archfit.io/arch-choice`. Needs API access; without it only pod annotations count."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.json_patch import pointer, set_in_metadata
+
 GATE = "archfit.io/platforms-unknown"
 """The scheduling gate's name."""
 GATED_LABEL = "archfit.io/gated"
@@ -37,11 +39,6 @@ class ReleaseRefused(Exception):
 
 
 _MAX_REASON = 512
-
-
-def pointer(*parts: str) -> str:
-    """An RFC 6901 JSON pointer: `~` is written `~0` and `/` `~1` in each part."""
-    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
@@ -122,6 +119,4 @@ def _gate_index(pod: Mapping[str, Any]) -> int | None:
 
 
 def _set_in(metadata: Mapping[str, Any], member: str, key: str, value: str) -> list[dict[str, Any]]:
-    if metadata.get(member) is None:
-        return [{"op": "add", "path": f"/metadata/{member}", "value": {key: value}}]
-    return [{"op": "add", "path": pointer("metadata", member, key), "value": value}]
+    return [set_in_metadata(metadata, member, key, value)]

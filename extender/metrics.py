@@ -126,7 +126,7 @@ class Metrics:
         self.admission_changes = Counter(
             "archfit_admission_changes",
             "Changes written into pods: required_affinity, preferred_affinity, toleration, "
-            "scheduler_name.",
+            "scheduler_name, arch_choice (an arm64 share's side).",
             ["change"],
             registry=r,
         )

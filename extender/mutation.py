@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.json_patch import set_in_metadata
 from extender.platforms import (
     ARCH_LABEL,
     MAX_SCORE,
@@ -28,6 +29,7 @@ from extender.pods import (
     prefer_arch,
     read_mapping,
 )
+from extender.steering import CHOICE_LABEL, SIDES, Steering
 from extender.text import short_image
 
 PLATFORMS_ANNOTATION = "archfit.io/platforms"
@@ -67,6 +69,10 @@ class MutationRules:
     architectures, not nodes, so only `policy.arm32OnArm64: pull-rule` sets it."""
     scheduler_name: str = ""
     """Send pods that asked for the default scheduler to this one (off when empty)."""
+    steering: Steering | None = None
+    """What this pod's namespace and workload say (extender.steering): the preference that
+    replaces arch_preference, and the side an arm64 share chose, required only when the
+    pod's images run natively on both arm64 and amd64 and the pod admits it."""
 
 
 @dataclass(slots=True)
@@ -86,6 +92,10 @@ class Mutation:
     """Images whose platforms are unknown: the webhook fails open for the whole pod."""
     outcome: str = "unchanged"
     """mutated | unchanged | conflict | unknown: the metric label."""
+    arch_choice: str = ""
+    """The side the pod now requires because of an arm64 share, or "" (untouched)."""
+    steering: Steering | None = None
+    """The rules' steering, for the pod_admitted line."""
 
     def operations(self, dry_run: bool) -> list[dict[str, Any]]:
         """The JSONPatch to answer with: dry-run explains but constrains nothing."""
@@ -114,7 +124,7 @@ def decide_mutation(
     could only make it unschedulable.
     """
     spec = read_mapping(pod.get("spec"), "spec", ShapeError)
-    mutation = Mutation()
+    mutation = Mutation(steering=rules.steering)
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
         mutation.unknown, mutation.outcome = unknown, "unknown"
@@ -136,10 +146,14 @@ def decide_mutation(
         mutation.outcome = "conflict"
         mutation.warnings.append(_pod_requires_other(known, allowed, rules))
     else:
-        node_affinity = _node_affinity(spec)
-        changed = _require(node_affinity, supported, allowed, mutation)
         # Only native builds earn a preference: a 32-bit Arm one never makes arm64 preferred.
         native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+        choice = rules.steering.choice if rules.steering else ""
+        if _takes_choice(pod, native & allowed, choice):
+            supported = native = frozenset(p for p in native if p.architecture == choice)
+            _label_choice(pod, choice, mutation)
+        node_affinity = _node_affinity(spec)
+        changed = _require(node_affinity, supported, allowed, mutation)
         changed |= _prefer(node_affinity, native & allowed, pod, rules, mutation)
         if changed:
             _set_node_affinity(spec, node_affinity, mutation)
@@ -267,6 +281,34 @@ def _is_empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
 
+# --- the arm64 share's choice ----------------------------------------------------------
+
+
+def _takes_choice(pod: Mapping[str, Any], possible: frozenset[Platform], choice: str) -> bool:
+    """Whether the share's side applies: the pod may run natively on both arm64 and amd64
+    (or it carries this choice already, a reinvocation). A single-arch pod is never split."""
+    if not choice:
+        return False
+    arches = {p.architecture for p in possible}
+    if choice not in arches:
+        return False
+    return set(SIDES) <= arches or _labels(pod).get(CHOICE_LABEL) == choice
+
+
+def _label_choice(pod: Mapping[str, Any], choice: str, mutation: Mutation) -> None:
+    mutation.arch_choice = choice
+    if _labels(pod).get(CHOICE_LABEL) == choice:
+        return  # a reinvocation: written already
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    mutation.patch.append(set_in_metadata(metadata, "labels", CHOICE_LABEL, choice))
+    mutation.changes.append("arch_choice")
+
+
+def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    return read_mapping(metadata.get("labels"), "metadata.labels", ShapeError)
+
+
 # --- preferred node affinity ----------------------------------------------------------
 
 
@@ -282,7 +324,11 @@ def _prefer(
     if len(arches) < 2:
         return False
     order = _prefer_arch_annotation(pod)
-    preference = annotation_preference(order) if order else rules.arch_preference
+    preference: Mapping[str, int] = rules.arch_preference
+    if order:
+        preference = annotation_preference(order)
+    elif rules.steering is not None:
+        preference = rules.steering.preference
     wanted = [
         _preferred_term(arch, score)
         for arch, score in sorted(preference.items(), key=lambda item: (-item[1], item[0]))
@@ -446,13 +492,9 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     annotations = read_mapping(metadata.get("annotations"), "metadata.annotations", ShapeError)
     if annotations.get(PLATFORMS_ANNOTATION) == value:
         return
-    if metadata.get("annotations") is None:
-        op = {"op": "add", "path": "/metadata/annotations", "value": {PLATFORMS_ANNOTATION: value}}
-    else:
-        # RFC 6901: "/" in a key is written "~1".
-        path = "/metadata/annotations/" + PLATFORMS_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        op = {"op": "add", "path": path, "value": value}
-    mutation.annotation.append(op)
+    mutation.annotation.append(
+        set_in_metadata(metadata, "annotations", PLATFORMS_ANNOTATION, value)
+    )
 
 
 def _runs_on(

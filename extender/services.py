@@ -16,6 +16,7 @@ from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
+from extender.steering import Steering
 
 log = structlog.get_logger("archfit")
 
@@ -39,12 +40,26 @@ class NodeSource(Protocol):
     async def wait_synced(self, seconds: float) -> bool: ...
 
 
+class SteeringSource(Protocol):
+    """Namespace preferences and arm64 shares for the webhook (extender.kube.steering)."""
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        """What the pod's namespace, workload and own annotations say, from memory."""
+        ...
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        """The pod was admitted requiring `applied` (or "" if the share left it alone)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     resolution: Resolution
     nodes: NodeSource | None
     kube: Any | None = None
     """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
+    steering: SteeringSource | None = None
+    """Namespace preferences and arm64 shares (webhook.steering with API access)."""
 
 
 @asynccontextmanager
@@ -61,6 +76,7 @@ async def open_services(
             (nodes is None and settings.kubernetes.node_index)
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
+            or (settings.webhook.enabled and settings.webhook.steering)
         )
         kube_off = ""
         if wants_kube:
@@ -79,6 +95,13 @@ async def open_services(
             index.start()
             stack.push_async_callback(index.stop)
             nodes = index
+        steering = None
+        if settings.webhook.enabled and settings.webhook.steering and api is not None:
+            from extender.kube.steering import FleetSteering
+
+            steering = FleetSteering(api)
+            steering.start()
+            stack.push_async_callback(steering.stop)
         if resolver is None:
             resolver = await stack.enter_async_context(registry_resolver(settings, metrics, api))
         if settings.webhook.enabled and api is not None:
@@ -110,7 +133,7 @@ async def open_services(
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )
-        yield Services(resolution=resolution, nodes=nodes, kube=api)
+        yield Services(resolution=resolution, nodes=nodes, kube=api, steering=steering)
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:

@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -232,6 +232,8 @@ async def _admit(
         pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
     )
     rules = _with_cluster_platforms(rules, services)
+    if services.steering is not None:  # namespace preferences, arm64 shares (docs/webhook.md)
+        rules = replace(rules, steering=services.steering.steer(pod, rules.arch_preference))
     dry_run = settings.policy.mode == "dry-run"
     holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
     try:
@@ -255,6 +257,8 @@ async def _admit(
     if not dry_run and not review.dry_run:
         for change in mutation.changes:
             metrics.admission_changes.labels(change).inc()
+    if services.steering and mutation.steering and not (dry_run or review.dry_run):
+        services.steering.chosen(mutation.steering, mutation.arch_choice)
     if mutation.unknown:
         policy = "gate" if mutation.outcome == "gated" else "fail-open"
         metrics.unknown_images.labels(policy).inc(len(mutation.unknown))

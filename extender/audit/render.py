@@ -120,6 +120,15 @@ def _sections(report: Report) -> Iterator[_Section]:
         ],
         verdict_column=3,
     )  # fmt: skip
+    split = [w for w in report.workloads if w.split]
+    if split:
+        yield _Section(
+            "arm64 share reached (archfit.io/arm64-share), live pods placed by the share",
+            ("NAMESPACE", "KIND", "NAME", "ARM64", "AMD64", "ARM64 SHARE"),
+            [cells(w.workload.key.namespace, w.workload.key.kind, w.workload.key.name,
+                   str(w.split.get("arm64", 0)), str(w.split.get("amd64", 0)),
+                   _percent(w.arm64_share)) for w in split],
+        )  # fmt: skip
     if report.blockers:
         action = ("ACTION",) if report.hints else ()
         yield _Section(

@@ -69,6 +69,14 @@ class WorkloadReport:
     running: Mapping[str, int]
     """Pods bound to nodes now, per node architecture."""
     broken: tuple[Breakage, ...]
+    split: Mapping[str, int] = field(default_factory=dict)
+    """Live pods an arm64 share placed, per side (`archfit.io/arch-choice`); empty if none."""
+
+    @property
+    def arm64_share(self) -> float | None:
+        """The share of arm64 among the pods the share placed, or None when it placed none."""
+        total = sum(self.split.values())
+        return self.split.get("arm64", 0) / total if total else None
 
     @property
     def cpu_millis(self) -> int:
@@ -190,6 +198,7 @@ def judge(
     broken: Sequence[Breakage] = (),
     *,
     loose: bool = False,
+    split: Mapping[str, int] | None = None,
 ) -> WorkloadReport:
     """The verdict on one workload: every image must have an entry for an architecture."""
     blockers: dict[str, list[Blocker]] = {arch: [] for arch in TARGETS}
@@ -217,6 +226,7 @@ def judge(
         unknown=tuple(unknown),
         running=dict(sorted(running.items())),
         broken=tuple(broken),
+        split={side: count for side, count in sorted((split or {}).items()) if count},
     )
 
 
@@ -230,6 +240,7 @@ def build(
     skipped: Sequence[str] = (),
     loose: bool = False,
     left_out: Sequence[LeftOut] = (),
+    splits: Mapping[WorkloadKey, Mapping[str, int]] | None = None,
 ) -> Report:
     """Judge every workload and sum up."""
     broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
@@ -237,7 +248,14 @@ def build(
         broken_by.setdefault(item.workload, []).append(item)
     ordered = sorted(workloads, key=_order)
     reports = tuple(
-        judge(w, lookups, running.get(w.key, {}), broken_by.get(w.key, ()), loose=loose)
+        judge(
+            w,
+            lookups,
+            running.get(w.key, {}),
+            broken_by.get(w.key, ()),
+            loose=loose,
+            split=(splits or {}).get(w.key),
+        )
         for w in ordered
     )
     return Report(
@@ -407,6 +425,9 @@ def _workload_document(report: WorkloadReport) -> dict[str, Any]:
         "vcpu": report.cpu_millis / 1000,
         "memoryBytes": report.memory_bytes,
         "brokenNow": len(report.broken),
+        "archChoice": (
+            {**report.split, "arm64Share": _share(report.arm64_share)} if report.split else None
+        ),
     }
 
 

@@ -25,6 +25,7 @@ from extender.audit.workloads import (
     Owners,
     Workload,
     WorkloadError,
+    arch_choices,
     from_object,
     node_architectures,
     running,
@@ -142,6 +143,7 @@ def judge_fleet(
         skipped=skipped,
         loose=loose,
         left_out=left_out,
+        splits=arch_choices(pods, owners),
     )
 
 

@@ -15,6 +15,7 @@ from extender import pods
 from extender.audit import quantities
 from extender.platforms import node_platform
 from extender.pods import PodError, PullSecretsRef, read_mapping
+from extender.steering import CHOICE_LABEL, SIDES
 
 KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
 """What the audit reads, in the order reports list them."""
@@ -151,6 +152,26 @@ def running(
         if key is None or not node or phase in _FINISHED_PHASES:
             continue
         counts.setdefault(key, Counter())[node_arch.get(str(node), "unknown")] += 1
+    return counts
+
+
+def arch_choices(
+    pods_: Iterable[Mapping[str, Any]], owners: Owners
+) -> dict[WorkloadKey, Counter[str]]:
+    """Live pods an arm64 share placed (label `archfit.io/arch-choice`), per workload and side:
+    the share each workload has reached, bound or not yet (docs/webhook.md)."""
+    counts: dict[WorkloadKey, Counter[str]] = {}
+    for pod in pods_:
+        metadata = read_mapping(pod.get("metadata"), "metadata", WorkloadError)
+        side = read_mapping(metadata.get("labels"), "metadata.labels", WorkloadError).get(
+            CHOICE_LABEL
+        )
+        phase = read_mapping(pod.get("status"), "status", WorkloadError).get("phase")
+        if side not in SIDES or phase in _FINISHED_PHASES or metadata.get("deletionTimestamp"):
+            continue
+        key = owners.of(pod)
+        if key is not None:
+            counts.setdefault(key, Counter())[str(side)] += 1
     return counts
 
 

@@ -16,7 +16,8 @@ import orjson
 import urllib3
 from kubernetes import client
 
-_PAGE = 500
+from extender.kube.watching import LIST_PAGE
+
 _DENIED = (401, 403)
 
 # kind → (API group class, namespaced list method, all-namespaces list method)
@@ -140,7 +141,7 @@ def _list(
                 *args,
                 label_selector=selector,
                 field_selector=field_selector,
-                limit=_PAGE,
+                limit=LIST_PAGE,
                 _continue=token or None,
                 _preload_content=False,  # raw JSON: camelCase keys, and much faster
                 _request_timeout=timeout,

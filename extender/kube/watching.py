@@ -18,6 +18,9 @@ from kubernetes.client.exceptions import ApiException
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+LIST_PAGE = 500
+"""Objects per list request (`limit`/`continue`) for the audit's reads and the steering
+watches; the node index pages smaller, to keep less memory behind (kube/nodes.py)."""
 WATCH_SECONDS = 30
 """A server-side watch timeout: it bounds how long the thread can block in a read, even if
 stopping could not cut the connection."""
@@ -89,6 +92,30 @@ def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any
         if error.status == 410:
             raise Expired from error
         raise
+
+
+def follow_watch(
+    list_call: Callable[..., Any],
+    version: str,
+    stop: threading.Event,
+    apply: Callable[[bytes, str], str],
+    reading: Callable[[Any], None],
+    **query: Any,
+) -> str:
+    """Read a watch from `version` until the server ends it or `stop`: `apply(line, version)`
+    takes each event and returns the version to resume from. `reading` is told the response
+    while it is read (None after), so `stop_watching` can cut it."""
+    response = open_watch(list_call, version, **query)
+    reading(response)
+    try:
+        for line in watch_lines(response):
+            version = apply(line, version)
+            if stop.is_set():
+                break
+    finally:
+        reading(None)
+        response.release_conn()
+    return version
 
 
 def watch_lines(response: Any) -> Iterator[bytes]:

@@ -380,3 +380,19 @@ def test_archfit_knows_its_pod_name_for_the_releasers_lease(
                     if c["name"] == "archfit"]  # fmt: skip
     env = {e["name"]: e for e in container.get("env", [])}
     assert {"fieldRef": {"fieldPath": "metadata.name"}} == env["POD_NAME"].get("valueFrom")
+
+
+@pytest.mark.parametrize(("steering", "expected"), [(None, ["namespaces", "pods"]), (False, None)])
+def test_the_chart_grants_the_steering_watches_only_while_webhook_steering_is_on(
+    helm: Path, tmp_path: Path, steering: bool | None, expected: list[str] | None
+) -> None:
+    """config.webhook.steering: false drops the namespaces and pods list-watch grant."""
+    hook: dict[str, Any] = {} if steering is None else {"steering": steering}
+    values = {"webhook": {"enabled": True}, "config": {"webhook": hook}}
+    objects = render.helm_template(helm, values, tmp_path)
+    roles = [
+        o for o in objects if o["kind"] == "ClusterRole" and "steering" in o["metadata"]["name"]
+    ]
+    granted = [(r["resources"], r["verbs"]) for role in roles for r in role["rules"]]
+    assert expected == (granted[0][0] if granted else None)
+    assert all(verbs == ["list", "watch"] for _, verbs in granted)

@@ -122,3 +122,38 @@ def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch)
     headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
     starts = {re.search(r" w\d{4} ", line).start() for line in rows}
     assert (2500, 1, 1) == (len(rows), len(headers), len(starts))
+
+
+def _split_report():
+    """web's 4 live pods placed by an arm64 share (one of them finished, one pending)."""
+    from extender.audit.workloads import Owners, arch_choices
+    from tests.unit.audit_objects import running_pod
+
+    fleet = [workload("web", "web:1"), workload("api", "api:1")]
+    pods = []
+    for index, (side, phase) in enumerate(
+        [("arm64", "Running"), ("amd64", "Running"), ("amd64", "Pending"), ("arm64", "Succeeded")]
+    ):
+        pod = running_pod(f"web-{index}", "n1", "web", "Deployment", phase=phase)
+        pod["metadata"]["labels"] = {"archfit.io/arch-choice": side}
+        pods.append(pod)
+    pods.append(running_pod("api-0", "n1", "api", "Deployment"))  # never placed by a share
+    splits = arch_choices(pods, Owners(fleet, []))
+    answers = {("web:1", PULL): AMD64, ("api:1", PULL): AMD64}
+    return build(fleet, answers, {}, [], Pricing(), splits=splits)
+
+
+def test_the_share_each_workload_reached_is_in_the_json_and_only_for_split_workloads():
+    """Live pods per side and the arm64 share; null for a workload no share placed."""
+    workloads = {w["name"]: w["archChoice"] for w in document(_split_report())["workloads"]}
+    assert {"web": {"amd64": 2, "arm64": 1, "arm64Share": 0.3333}, "api": None} == workloads
+
+
+def test_the_table_has_an_arm64_share_section_with_one_row_per_split_workload():
+    """A section of its own: the sides' counts and the share reached."""
+    out = io.StringIO()
+    write(_split_report(), "table", out)
+    text = out.getvalue()
+    section = text[text.index("arm64 share reached") :].splitlines()
+    rows = [line.split() for line in section if line.lstrip().startswith("shop")]
+    assert [["shop", "Deployment", "web", "1", "2", "33%"]] == rows
