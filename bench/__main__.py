@@ -73,8 +73,9 @@ def others(source: Path | None, quick: bool) -> dict[str, str]:
         if not path.exists():
             found[script] = f"(not in {checkout})"
             continue
+        # As a module of the checkout's bench package: its `tests` imports resolve from there.
         done = subprocess.run(
-            [sys.executable, str(path), *(small if quick else full)],
+            [sys.executable, "-m", f"bench.{path.stem}", *(small if quick else full)],
             env=harness.source_env(source),
             capture_output=True,
             text=True,

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from extender.platforms import normalize
+from extender.platforms import ARCH_LABEL, MAX_SCORE, normalize
 from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.text import cut
 
 ENV_PREFIX = "ARCHFIT_"
 DEFAULT_CONFIG = Path("config/archfit.yaml")
@@ -129,8 +130,8 @@ class PolicySettings:
 
     def __post_init__(self) -> None:
         for arch, score in self.arch_preference.items():
-            if not 0 <= score <= 10:
-                raise ValueError(f"archPreference.{arch}: score {score} is outside 0..10")
+            if not 0 <= score <= MAX_SCORE:
+                raise ValueError(f"archPreference.{arch}: score {score} is outside 0..{MAX_SCORE}")
         # Normalise aliases once, so "aarch64: 10" means arm64.
         preference = self.arch_preference.items()
         normal = {normalize("linux", arch.strip()).architecture: s for arch, s in preference}
@@ -170,7 +171,7 @@ class KubernetesSettings:
 class ArchTaintSettings:
     architecture: str = "arm64"
     """Nodes of this architecture carry the taint; pods whose images all run there tolerate it."""
-    key: str = "kubernetes.io/arch"
+    key: str = ARCH_LABEL
     """The taint's key."""
     value: str = "arm64"
     """The taint's value (tolerated with operator Equal)."""
@@ -641,7 +642,7 @@ def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
 
 
 def _short(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:57] + "...")
+    return repr(cut(text, 60))
 
 
 def _join(where: str, key: str) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.mutation import ARCH_LABEL, OS_LABEL, MutationRules, allowed_by_pod
-from extender.platforms import Platform, Resolved, any_accepts
+from extender.mutation import MutationRules, allowed_by_pod
+from extender.platforms import ARCH_LABEL, OS_LABEL, Platform, Resolved, any_accepts
 from extender.pods import (
     SKIP_ANNOTATION,
     PodError,

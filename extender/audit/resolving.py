@@ -26,7 +26,7 @@ from extender.resolution import PlatformResolver
 
 
 @dataclass(frozen=True, slots=True)
-class Resolution:
+class RegistryAnswers:
     """What the registries answered."""
 
     lookups: Lookups
@@ -47,7 +47,7 @@ async def resolve(
     lister: hints.TagLister | None = None,
     newer_tags: int = 0,
     loose: bool = False,
-) -> Resolution:
+) -> RegistryAnswers:
     """Look every pair up (probes first), then hint at newer tags of arm64 blockers when a
     `lister` is given and `newer_tags` > 0."""
     budget = PullBudget(remaining)
@@ -70,10 +70,10 @@ async def resolve(
         say(warning(host, count, left))
     lookups.update(await looker.all(rest))
     if lister is None or newer_tags <= 0:
-        return Resolution(lookups)
+        return RegistryAnswers(lookups)
     blocking = blocking_images(lookups, loose=loose)
     found = await hints.hints(lister, looker.one, blocking, pairs, limit=newer_tags, loose=loose)
-    return Resolution(lookups, found)
+    return RegistryAnswers(lookups, found)
 
 
 def blocking_images(lookups: Lookups, *, loose: bool = False) -> list[str]:

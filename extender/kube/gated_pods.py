@@ -32,12 +32,12 @@ from extender.kube.watching import (
     stop_watching,
     watch_lines,
 )
+from extender.pods import Pod
 
 log = structlog.get_logger("archfit.gates")
 
 _REQUEST_TIMEOUT = (5, 15)
 
-Pod = dict[str, Any]
 OnChange = Callable[[str, Pod], None]
 """Told `("ADDED" | "MODIFIED" | "DELETED", pod)` for each held pod, in the event loop;
 a relist tells every pod again as ADDED, and those gone as DELETED."""

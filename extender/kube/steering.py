@@ -23,6 +23,7 @@ import structlog
 from kubernetes import client
 
 from extender.kube.watching import (
+    LIST_PAGE,
     Expired,
     ListMeta,
     follow_watch,
@@ -42,7 +43,6 @@ from extender.steering import (
 
 log = structlog.get_logger("archfit.steering")
 
-_PAGE = 500
 _KEPT = (SHARE_ANNOTATION, PREFER_ARCH_ANNOTATION)
 _FINISHED = frozenset({"Succeeded", "Failed"})
 
@@ -123,7 +123,7 @@ class _Watch:
         token = ""
         while True:
             response: Any = self._list_call(
-                limit=_PAGE,
+                limit=LIST_PAGE,
                 _continue=token or None,
                 _preload_content=False,
                 _request_timeout=(5, 60),

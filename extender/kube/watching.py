@@ -19,6 +19,9 @@ from kubernetes.client.exceptions import ApiException
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+LIST_PAGE = 500
+"""Objects per list request (`limit`/`continue`) for the audit's reads and the steering
+watches; the node index pages smaller, to keep less memory behind (kube/nodes.py)."""
 WATCH_SECONDS = 30
 """A server-side watch timeout: it bounds how long the thread can block in a read, even if
 stopping could not cut the connection."""

@@ -18,6 +18,7 @@ import datetime as dt
 import os
 import tempfile
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from extender.kube.errors import CertificateSetupError, short_error
 log = structlog.get_logger("archfit.webhook")
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_CONFLICT, _NOT_FOUND = 409, 404
 _TIMEOUT = (5, 15)
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
@@ -120,7 +120,7 @@ class SelfManagedCertificate:
         try:
             self._store(secret, fresh)
         except ApiException as error:
-            if error.status != _CONFLICT:
+            if error.status != HTTPStatus.CONFLICT:
                 raise CertificateSetupError(f"cannot store Secret: {_api_error(error)}") from error
             # Another replica wrote first: use its pair, so all serve the same CA.
             theirs = _bundle_of(self._read_secret())
@@ -136,7 +136,7 @@ class SelfManagedCertificate:
                 self._cert.secret_name, self.namespace, _request_timeout=_TIMEOUT
             )
         except ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise CertificateSetupError(f"cannot read Secret: {_api_error(error)}") from error
 
@@ -213,7 +213,7 @@ class SelfManagedCertificate:
         try:
             configuration = read(name, _request_timeout=_TIMEOUT)
         except ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 log.warning("webhook_configuration_missing", kind=kind, name=name)
                 return
             raise CertificateSetupError(
@@ -243,7 +243,8 @@ class SelfManagedCertificate:
         try:
             patch_with(name, patch, _request_timeout=_TIMEOUT)
         except ApiException as error:
-            if error.status in (_CONFLICT, 422):  # changed meanwhile: the next pass retries
+            # Changed meanwhile: the next pass retries.
+            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY):
                 log.info("webhook_ca_bundle_race", kind=kind, name=name)
                 return
             raise CertificateSetupError(

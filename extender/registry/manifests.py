@@ -35,7 +35,8 @@ MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
 SCHEMA1_TYPES = frozenset({DOCKER_SCHEMA1, DOCKER_SCHEMA1_SIGNED})
 IMAGE_CONFIG_TYPES = frozenset({OCI_CONFIG, DOCKER_CONFIG})
 ATTESTATION_ANNOTATION = "vnd.docker.reference.type"
-UNKNOWN = "unknown"
+UNKNOWN_PLATFORM_PART = "unknown"
+"""An index entry's os or architecture that says it is no platform (BuildKit attestations)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ def _platform(fields: dict[str, Any]) -> Platform | None:
     os_, arch = fields.get("os"), fields.get("architecture")
     if not isinstance(os_, str) or not isinstance(arch, str) or not os_ or not arch:
         return None
-    if UNKNOWN in (os_.lower(), arch.lower()):
+    if UNKNOWN_PLATFORM_PART in (os_.lower(), arch.lower()):
         return None
     variant, os_version = fields.get("variant"), fields.get("os.version")
     return normalize(

@@ -22,8 +22,9 @@ from aiocache.serializers import StringSerializer  # type: ignore[import-untyped
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from extender.metrics import Metrics
-from extender.registry.breaker import CircuitBreaker, Clock
+from extender.registry.breaker import CircuitBreaker
 from extender.registry.settings import CacheSettings
+from extender.ttlmap import Clock
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -17,7 +17,6 @@ import structlog
 from extender.metrics import Metrics
 from extender.platforms import Platform, describe_failure
 from extender.pods import PullSecretsRef
-from extender.registry.breaker import Clock
 from extender.registry.cache import CachedSource, KnownDigest, Store
 from extender.registry.client import RegistryClient, TagList
 from extender.registry.credentials import CredentialChain
@@ -36,6 +35,7 @@ from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
 from extender.registry.verify import IndexVerifier, Verification
+from extender.ttlmap import Clock
 
 log = structlog.get_logger(__name__)
 Closer = Callable[[], Awaitable[None]]
