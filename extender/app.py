@@ -101,6 +101,8 @@ def create_app(
         app.cleanup_ctx.append(_watch_server_certificate)
     if settings.webhook.enabled:
         app.cleanup_ctx.append(_webhook_ctx)
+    if settings.watcher.enabled:
+        app.cleanup_ctx.append(_watcher_ctx)
     prefix = settings.server.prefix.rstrip("/")
     app.router.add_post(f"{prefix}/filter", filter_handler)
     app.router.add_post(f"{prefix}/prioritize", prioritize_handler)
@@ -131,6 +133,14 @@ async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
+
+
+async def _watcher_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The mismatch watcher, on whichever replica holds its Lease (extender.watcher)."""
+    from extender.watcher import leading
+
+    async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
+        yield
 
 
 async def _webhook_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -14,13 +14,24 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.json_patch import set_in_metadata
-from extender.platforms import Platform, Resolved, Rule, any_accepts
-from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
+from extender.platforms import (
+    ARCH_LABEL,
+    MAX_SCORE,
+    OS_LABEL,
+    Platform,
+    Resolved,
+    Rule,
+    any_accepts,
+)
+from extender.pods import (
+    PREFER_ARCH_ANNOTATION,
+    annotation_preference,
+    prefer_arch,
+    read_mapping,
+)
 from extender.steering import CHOICE_LABEL, SIDES, Steering
 from extender.text import short_image
 
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
 PLATFORMS_ANNOTATION = "archfit.io/platforms"
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -112,7 +123,7 @@ def decide_mutation(
     platform its images run on is left alone, with a warning, because adding a constraint
     could only make it unschedulable.
     """
-    spec = _mapping(pod.get("spec"), "spec")
+    spec = read_mapping(pod.get("spec"), "spec", ShapeError)
     mutation = Mutation(steering=rules.steering)
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
@@ -127,7 +138,7 @@ def decide_mutation(
     # The images' platforms and the cluster's: the annotation names every one supported has.
     entries = {p for _, platforms in known for p in platforms} | rules.platforms
     _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
         mutation.warnings.append(_none_fits(known, rules.platforms, rules))
@@ -164,7 +175,7 @@ def _require_known(
     if not known:
         return
     supported = frozenset(_runs_on(known, rules.platforms, rules))
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported & allowed:
         return  # a conflict: no constraint could help, and the unknown image may explain it
     node_affinity = _node_affinity(spec)
@@ -175,9 +186,9 @@ def _require_known(
 # --- what the pod already says -------------------------------------------------------
 
 
-def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
+def allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
     """The platforms the pod's nodeSelector and required node affinity already admit."""
-    selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+    selector = read_mapping(spec.get("nodeSelector"), "spec.nodeSelector", ShapeError)
     terms = _required_terms(_node_affinity(spec))
     return frozenset(
         p
@@ -201,7 +212,7 @@ def _term_admits(term: Mapping[str, Any], platform: Platform) -> bool:
         return False
     values = {ARCH_LABEL: platform.architecture, OS_LABEL: platform.os}
     for index, expression in enumerate(_list(term.get("matchExpressions"), "matchExpressions")):
-        expression = _mapping(expression, f"matchExpressions[{index}]")
+        expression = read_mapping(expression, f"matchExpressions[{index}]", ShapeError)
         key = expression.get("key")
         if key in values and not _expression_admits(expression, values[key]):
             return False
@@ -288,14 +299,14 @@ def _label_choice(pod: Mapping[str, Any], choice: str, mutation: Mutation) -> No
     mutation.arch_choice = choice
     if _labels(pod).get(CHOICE_LABEL) == choice:
         return  # a reinvocation: written already
-    metadata = _mapping(pod.get("metadata"), "metadata")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
     mutation.patch.append(set_in_metadata(metadata, "labels", CHOICE_LABEL, choice))
     mutation.changes.append("arch_choice")
 
 
 def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = _mapping(pod.get("metadata"), "metadata")
-    return _mapping(metadata.get("labels"), "metadata.labels")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    return read_mapping(metadata.get("labels"), "metadata.labels", ShapeError)
 
 
 # --- preferred node affinity ----------------------------------------------------------
@@ -338,9 +349,13 @@ def _prefer(
     return True
 
 
+_MAX_WEIGHT = 100
+"""A preferred node affinity term's weight runs 1..100: a score of MAX_SCORE weighs most."""
+
+
 def _preferred_term(arch: str, score: int) -> dict[str, Any]:
     return {
-        "weight": max(1, min(100, score * 10)),
+        "weight": max(1, min(_MAX_WEIGHT, score * _MAX_WEIGHT // MAX_SCORE)),
         "preference": {
             "matchExpressions": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}]
         },
@@ -354,25 +369,29 @@ def _mentions_arch(term: Any) -> bool:
 
 
 def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    metadata = _mapping(pod.get("metadata"), "metadata")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
     return prefer_arch(
-        _mapping(metadata.get("annotations"), "annotations").get(PREFER_ARCH_ANNOTATION)
+        read_mapping(metadata.get("annotations"), "annotations", ShapeError).get(
+            PREFER_ARCH_ANNOTATION
+        )
     )
 
 
 def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
-    affinity = _mapping(spec.get("affinity"), "spec.affinity")
-    node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    affinity = read_mapping(spec.get("affinity"), "spec.affinity", ShapeError)
+    node_affinity = read_mapping(
+        affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity", ShapeError
+    )
     try:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = _mapping(copied.get(_REQUIRED), "requiredDuringScheduling")
+    required = read_mapping(copied.get(_REQUIRED), "requiredDuringScheduling", ShapeError)
     terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
     for index, term in enumerate(terms):
         # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
-        terms[index] = dict(_mapping(term, f"nodeSelectorTerms[{index}]"))
+        terms[index] = dict(read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError))
     return copied
 
 
@@ -469,8 +488,8 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     if len(platforms) > len(shown):
         shown.append(f"+{len(platforms) - len(shown)} more")
     value = ",".join(shown) or "none"
-    metadata = _mapping(pod.get("metadata"), "metadata")
-    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    annotations = read_mapping(metadata.get("annotations"), "metadata.annotations", ShapeError)
     if annotations.get(PLATFORMS_ANNOTATION) == value:
         return
     mutation.annotation.append(
@@ -537,14 +556,6 @@ def _warning(image: str, text: str) -> str:
 
 
 # --- shape checks -------------------------------------------------------------------------
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ShapeError(f"{where} must be an object")
-    return value
 
 
 def _list(value: object, where: str) -> list[Any]:

@@ -11,13 +11,10 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Literal
 
-from extender.platforms import Platform, Resolved, Rule, Unknown, any_accepts
+from extender.platforms import MAX_SCORE, Platform, Resolved, Rule, Unknown, any_accepts
 from extender.pods import annotation_preference
 from extender.runtimes import NodeFacts
 from extender.text import short_image
-
-MAX_SCORE = 10
-"""kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"

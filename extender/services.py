@@ -6,11 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from extender.config import Settings
+from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
 from extender.metrics import Metrics
 from extender.platforms import Platform
 from extender.pods import PodFacts
@@ -18,6 +19,9 @@ from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
 from extender.steering import SteeringSource
+
+if TYPE_CHECKING:
+    from extender.registry.resolver import RegistryResolver
 
 log = structlog.get_logger("archfit")
 
@@ -58,6 +62,8 @@ class Services:
     nodes: NodeSource | None
     kube: Any | None = None
     """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
+    evidence: EvidenceBook | None = None
+    """Learned evidence the resolver believes (extender.evidence); None with a given resolver."""
     steering: SteeringSource | None = None
     """Namespace preferences and arm64 shares (webhook.steering with API access)."""
 
@@ -76,6 +82,7 @@ async def open_services(
             (nodes is None and settings.kubernetes.node_index)
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
+            or settings.watcher.enabled
             or (settings.webhook.enabled and settings.webhook.steering)
         )
         kube_off = ""
@@ -95,6 +102,7 @@ async def open_services(
             index.start()
             stack.push_async_callback(index.stop)
             nodes = index
+        book = None
         steering = None
         if settings.webhook.enabled and settings.webhook.steering and api is not None:
             from extender.kube.steering import FleetSteering
@@ -103,7 +111,11 @@ async def open_services(
             steering.start()
             stack.push_async_callback(steering.stop)
         if resolver is None:
-            resolver = await stack.enter_async_context(registry_resolver(settings, metrics, api))
+            registry = await stack.enter_async_context(registry_resolver(settings, metrics, api))
+            book = await stack.enter_async_context(
+                evidence_book(settings.cache, settings.watcher.evidence_sync_seconds, metrics)
+            )
+            resolver = LearnedResolver(registry, book)
         if settings.webhook.enabled and api is not None:
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(
@@ -133,7 +145,9 @@ async def open_services(
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )
-        yield Services(resolution=resolution, nodes=nodes, kube=api, steering=steering)
+        yield Services(
+            resolution=resolution, nodes=nodes, kube=api, evidence=book, steering=steering
+        )
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:
@@ -189,7 +203,7 @@ def _served_keys(settings: Settings) -> list[str]:
 @asynccontextmanager
 async def registry_resolver(
     settings: Settings, metrics: Metrics | None, api: Any | None, *, queue_secret_reads: int = 0
-) -> AsyncIterator[PlatformResolver]:
+) -> AsyncIterator[RegistryResolver]:
     """The registry-backed resolver, reading pull secrets through the API when it can.
 
     `queue_secret_reads`: when above 0, at most that many pull-secret lookups run at once and

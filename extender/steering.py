@@ -152,13 +152,13 @@ def steer(
     annotations to each pod, so on a pod with a controller they are the workload's; on a
     pod without one they are the pod's own.
     """
-    metadata = _mapping(pod.get("metadata"))
+    metadata = _mapping_or_empty(pod.get("metadata"))
     namespace = str(metadata.get("namespace") or "")
     owner = owner_of(metadata, namespace)
     own_level = "workload" if owner.controller else "pod"
     problems: list[str] = []
     levels = (
-        (own_level, _mapping(metadata.get("annotations"))),
+        (own_level, _mapping_or_empty(metadata.get("annotations"))),
         ("namespace", namespace_annotations),
     )
     decided = _deciding(levels, problems)
@@ -217,7 +217,7 @@ def _split(
     level: str,
     split_of: Callable[[OwnerKey], Split],
 ) -> Steering:
-    kept = _kept_choice(_mapping(pod.get("metadata")))
+    kept = _kept_choice(_mapping_or_empty(pod.get("metadata")))
     split = split_of(steering.owner)
     choice = kept or choose(share, split)
     return _with_choice(steering, choice, kept=bool(kept), split=split, share=share, level=level)
@@ -246,11 +246,12 @@ def _with_choice(
 
 
 def _kept_choice(metadata: Mapping[str, Any]) -> str:
-    value = _mapping(metadata.get("labels")).get(CHOICE_LABEL)
+    value = _mapping_or_empty(metadata.get("labels")).get(CHOICE_LABEL)
     return value if value in SIDES else ""
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
+def _mapping_or_empty(value: object) -> Mapping[str, Any]:
+    """{} for anything but an object: unlike pods.read_mapping, steering never refuses."""
     return value if isinstance(value, Mapping) else {}
 
 

@@ -42,6 +42,7 @@ from extender.pods import PodError, PodFacts, facts, skip_reason
 from extender.services import Services
 from extender.tls import ReloadingCertificate
 from extender.wire_json import JsonError
+from extender.workload_admission import WorkloadWarner
 
 log = structlog.get_logger("archfit")
 
@@ -93,6 +94,9 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
     if hold is not None:
         app[HOLD] = hold
     app.router.add_post(settings.webhook.path, mutate_handler)
+    if settings.webhook.workload_warnings.enabled:
+        # The second admission path: warnings on workloads (extender.workload_admission).
+        WorkloadWarner(settings, metrics, services, app[RULES], app[_WARNINGS]).route(app)
     return app
 
 

@@ -25,6 +25,7 @@ from rich.text import Text
 from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
 from extender.registry.errors import snippet
 from extender.tables import print_table
+from extender.text import printable
 
 _STYLE = {READY: "green", BLOCKED: "red"}
 _CELL = 120
@@ -150,6 +151,12 @@ def _sections(report: Report) -> Iterator[_Section]:
             [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
                    b.problem) for b in report.broken],
         )  # fmt: skip
+    if report.disagreements:
+        yield _Section(
+            "Index entries their image configs contradict (--verify: the config is believed)",
+            ("IMAGE", "ENTRY", "PROBLEM"),
+            [cells(d.image, d.digest, d.problem) for d in report.disagreements],
+        )
 
 
 def _footer(report: Report) -> list[str]:
@@ -316,7 +323,7 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&])")
 def _csv_cell(text: str) -> str:
     """A cell no spreadsheet runs: control characters (ESC, CR, U+202E ...) become spaces,
     and a cell that starts like a formula gets a leading `'` (OWASP's rule)."""
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = printable(text, " ")
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 

@@ -172,6 +172,17 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class Disagreement:
+    """An index entry that claims a platform its image config does not name."""
+
+    image: str
+    digest: str
+    """The entry's (child manifest's) digest."""
+    problem: str
+    """What the index says and what the config says, in plain words."""
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything `archfit audit` prints."""
 
@@ -185,6 +196,9 @@ class Report:
     """Workloads that could not be read, each with the reason."""
     hints: Mapping[str, TagHint] = field(default_factory=dict)
     """Newer tags of blocking images that run on arm64, by `same_image` (audit.hints)."""
+    disagreements: tuple[Disagreement, ...] | None = None
+    """With `--verify`: index entries whose image config names another platform (the
+    config was believed); None when indexes were not checked."""
 
     def hint(self, image: str) -> TagHint | None:
         """The newer-tag hint for a blocker, if one was looked up."""
@@ -392,7 +406,16 @@ def document(report: Report) -> dict[str, Any]:
         "workloads": [_workload_document(w) for w in report.workloads],
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
+        **_disagreements_document(report.disagreements),
     }
+
+
+def _disagreements_document(found: Sequence[Disagreement] | None) -> dict[str, Any]:
+    """`indexDisagreements` when indexes were checked (`--verify`), else nothing."""
+    if found is None:
+        return {}
+    entries = [{"image": d.image, "digest": d.digest, "problem": d.problem} for d in found]
+    return {"indexDisagreements": entries}
 
 
 def hint_document(hint: TagHint | None) -> dict[str, Any]:

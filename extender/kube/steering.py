@@ -23,7 +23,9 @@ import structlog
 from kubernetes import client
 
 from extender.kube.watching import (
+    LIST_PAGE,
     Expired,
+    ListMeta,
     follow_watch,
     list_watch_forever,
     stop_watching,
@@ -42,7 +44,6 @@ from extender.steering import (
 
 log = structlog.get_logger("archfit.steering")
 
-_PAGE = 500
 _KEPT = (SHARE_ANNOTATION, PREFER_ARCH_ANNOTATION)
 _FINISHED = frozenset({"Succeeded", "Failed"})
 
@@ -72,13 +73,8 @@ class _Object(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class _ListMeta(msgspec.Struct, rename="camel", frozen=True):
-    resource_version: str = ""
-    next: str = msgspec.field(default="", name="continue")
-
-
 class _List(msgspec.Struct, frozen=True):
-    metadata: _ListMeta = _ListMeta()
+    metadata: ListMeta = ListMeta()
     items: list[_Object] | None = None
 
 
@@ -128,7 +124,7 @@ class _Watch:
         token = ""
         while True:
             response: Any = self._list_call(
-                limit=_PAGE,
+                limit=LIST_PAGE,
                 _continue=token or None,
                 _preload_content=False,
                 _request_timeout=(5, 60),

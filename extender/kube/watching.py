@@ -13,11 +13,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 from kubernetes.client.exceptions import ApiException
 
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+LIST_PAGE = 500
+"""Objects per list request (`limit`/`continue`) for the audit's reads and the steering
+watches; the node index pages smaller, to keep less memory behind (kube/nodes.py)."""
 WATCH_SECONDS = 30
 """A server-side watch timeout: it bounds how long the thread can block in a read, even if
 stopping could not cut the connection."""
@@ -25,6 +29,41 @@ stopping could not cut the connection."""
 
 class Expired(Exception):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """The Status object of a watch ERROR event."""
+
+    code: int = 0
+    message: str = ""
+
+
+class ListMeta(msgspec.Struct, rename="camel", frozen=True):
+    """A list's metadata: its resourceVersion and the next page's token."""
+
+    resource_version: str = ""
+    next: str = msgspec.field(default="", name="continue")  # `continue` is a keyword
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One watch line: its type, and its object left undecoded."""
+
+    type: str
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+    """An object, or for ERROR a Status: decoded by type, since a Status's `status` is a
+    string where a Node's or a Pod's is an object."""
+
+
+decode_watch_event = msgspec.json.Decoder(WatchEvent).decode
+_decode_failure = msgspec.json.Decoder(Failure).decode
+
+
+def watch_error(raw: msgspec.Raw) -> Exception:
+    """What a watch ERROR event means: Expired for a 410, else a RuntimeError saying it."""
+    failure = _decode_failure(raw)
+    if failure.code == 410:
+        return Expired()
+    return RuntimeError(f"watch error {failure.code}: {failure.message}")
 
 
 def list_watch_forever(

@@ -167,13 +167,14 @@ class AutoscaledCluster:
         return list(listed["items"])
 
     def reset(self) -> None:
-        """Stop the scheduler and the controllers and delete every mutating webhook,
+        """Stop the scheduler and the controllers and delete every webhook configuration,
         Deployment, ReplicaSet, pod, NodeClaim and Node, so the next variant starts from zero
         nodes, no workloads and no archfit; Karpenter's own termination removes the Nodes."""
         self.stop_scheduler()
         self.stop_controllers()
         admission = client.AdmissionregistrationV1Api(self.api_client)
         admission.delete_collection_mutating_webhook_configuration()
+        admission.delete_collection_validating_webhook_configuration()
         core, apps = self.core, client.AppsV1Api(self.api_client)
         for namespace in core.list_namespace().items:
             name = namespace.metadata.name

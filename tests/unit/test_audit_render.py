@@ -1,11 +1,13 @@
 """The audit report as a table, Markdown and CSV: hostile names cannot forge rows or styles."""
 
 import csv
+import dataclasses
 import io
+import json
 import re
 
 from extender.audit.render import CSV_COLUMNS, headline, write
-from extender.audit.report import LeftOut, Pricing, build, document
+from extender.audit.report import Disagreement, LeftOut, Pricing, build, document
 from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
@@ -122,6 +124,33 @@ def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch)
     headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
     starts = {re.search(r" w\d{4} ", line).start() for line in rows}
     assert (2500, 1, 1) == (len(rows), len(headers), len(starts))
+
+
+def _verified(output, disagreements):
+    out = io.StringIO()
+    write(dataclasses.replace(_report(), disagreements=disagreements), output, out)
+    return out.getvalue()
+
+
+LIE = Disagreement(
+    "acme/agent:2.1", "sha256:" + "a" * 64, "index says linux/arm64; its config says linux/amd64"
+)
+
+
+def test_verify_lists_each_contradicted_entry_in_the_table_and_json():
+    """The table gets a section naming the entry; JSON gets indexDisagreements."""
+    table = _verified("table", (LIE,))
+    found = json.loads(_verified("json", (LIE,)))["indexDisagreements"]
+    expected = (True, [{"image": LIE.image, "digest": LIE.digest, "problem": LIE.problem}])
+    assert expected == (f"{LIE.digest}  {LIE.problem}" in table, found)
+
+
+def test_json_has_no_index_disagreements_key_unless_verify_was_asked():
+    """Without --verify nothing was checked, so the report claims nothing either way."""
+    assert ([], False) == (
+        json.loads(_verified("json", ()))["indexDisagreements"],
+        "indexDisagreements" in json.loads(_render("json")),
+    )
 
 
 def _split_report():
