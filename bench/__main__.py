@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             source=source,
             sweep=request_cost.QUICK_SWEEP if quick else request_cost.SWEEP,
             seconds=2.0 if quick else 10.0,
+            orders=request_cost.QUICK_ORDERS if quick else request_cost.ORDERS,
             progress=say,
         ),
         "memory": lambda: memory.run(

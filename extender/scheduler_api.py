@@ -116,25 +116,46 @@ class ExtenderArgs:
     """The Nodes to echo back (nodeCacheCapable: false); None for NodeNames."""
 
 
+NAME_BYTES = 80
+"""What one decoded node name costs in memory beyond its JSON: a str object of a short
+name (49 bytes plus its characters) and the list's pointer to it, rounded up."""
+
+
+def names_size(raw_length: int, count: int) -> int:
+    """The bytes a NodeNames list of `count` names, `raw_length` bytes of JSON, holds decoded
+    (with the JSON kept as its key): what the reuse caches count against their budgets."""
+    return raw_length + count * NAME_BYTES
+
+
 class NameLists:
     """Decoded NodeNames lists by their bytes: kube-scheduler offers pod after pod the same
     feasible nodes, so a list is decoded once and the same list object handed out again,
     which also lets the verbs reuse what they built from it (Verbs._candidates_of). Lists handed
-    out are shared: nobody may change them. At most `size` lists are kept."""
+    out are shared: nobody may change them. At most `max_bytes` (names_size) are kept,
+    the least recently used going first: a new order on every call must not grow memory."""
 
-    def __init__(self, size: int = 32) -> None:
-        self._lists: dict[bytes, list[str] | None] = {}
-        self._size = size
+    def __init__(self, max_bytes: int = 2 * 1024 * 1024) -> None:
+        self._lists: dict[bytes, tuple[list[str] | None, int]] = {}
+        """bytes → (the list, its names_size), least recently used first."""
+        self._max_bytes = max_bytes
+        self.bytes = 0
+        """The names_size of the lists kept."""
 
     def decode(self, raw: msgspec.Raw) -> list[str] | None:
         """The list `raw` holds (None for null). Raises msgspec errors as decode does."""
         key = memoryview(raw).tobytes()
-        if key in self._lists:
-            return self._lists[key]
+        lists = self._lists
+        kept = lists.pop(key, None)
+        if kept is not None:
+            lists[key] = kept  # now the most recently used
+            return kept[0]
         names: list[str] | None = _names_decoder.decode(raw)
-        if len(self._lists) >= self._size:
-            del self._lists[next(iter(self._lists))]  # the oldest
-        self._lists[key] = names
+        size = names_size(len(key), len(names or ()))
+        if size <= self._max_bytes:
+            lists[key] = (names, size)
+            self.bytes += size
+            while self.bytes > self._max_bytes:
+                self.bytes -= lists.pop(next(iter(lists)))[1]  # the least recently used
         return names
 
 
