@@ -34,6 +34,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
+    "server_floor.py": ([], ["--seconds", "1"]),
 }
 
 

@@ -111,8 +111,9 @@ CASES = (
     Case("filter multi-arch, full Nodes" + SAME, "filter", "multi", True, True),
 )
 SWEEP_CASES = (CASES[0], CASES[1], CASES[4], CASES[5], CASES[8])
-SHUFFLES = 64
-"""Orders sent in turn: more than any cache of recent lists holds (NameLists keeps 32)."""
+SHUFFLES = 256
+"""Orders sent in turn (the load generator spreads its workers over them): more than any
+cache of recent lists holds, so each call's order is new to archfit."""
 FULL_SHUFFLES = 8
 ORDERS = 10_000
 """Filter calls in distinct orders before the RSS of the orders part is read (goal 4)."""

@@ -118,11 +118,12 @@ class NodeGroups:
         )
         """Node name → group number."""
 
-    def groups(self, names: Sequence[str]) -> list[int]:
+    def groups(self, names: Sequence[str]) -> Sequence[int]:
         """The group of each name, in order: itemgetter looks them all up in one C call."""
         if len(names) > 1:
             try:
-                return list(itemgetter(*names)(self.group_of))
+                found: tuple[int, ...] = itemgetter(*names)(self.group_of)
+                return found
             except KeyError:  # a name the index does not know (yet): the slower lookup
                 pass
         return list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))

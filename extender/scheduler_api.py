@@ -347,7 +347,8 @@ def render_filter(
         "Error": error,
     }
     if args.full is None:
-        result["NodeNames"] = list(passed)
+        # A decision's own list goes out as it is: orjson only reads it.
+        result["NodeNames"] = passed if isinstance(passed, list) else list(passed)
         return orjson.dumps(result)
     if len(passed) == len(args.names):
         result["Nodes"] = args.full.raw()  # every node kept: the NodeList as it came
