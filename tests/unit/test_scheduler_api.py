@@ -182,3 +182,10 @@ def test_a_full_node_body_as_kube_scheduler_writes_it_is_answered_from_one_decod
         args.names,
         b'"items":[' + orjson.dumps(nodes[1]) + b"]" in kept,
     )
+
+
+def test_a_node_list_of_a_million_empty_objects_is_refused_before_any_is_built():
+    """Each item becomes a Struct: the objects are counted first, on the one-pass path too."""
+    items = b",".join([b"{}"] * 1_000_001)
+    with pytest.raises(WireError, match=r"Nodes: body holds 1000002 JSON objects, more than"):
+        parse_args(b'{"Pod":{},"Nodes":{"items":[%s]},"NodeNames":null}' % items)
