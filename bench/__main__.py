@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             results["meta"]["problems"].append(f"{name} failed: {type(error).__name__}: {error}")
 
     pictures_dir = args.doc.parent / args.doc.stem
-    pictures = report.plots(results, pictures_dir)
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    pictures = report.plots(results, pictures_dir, baseline)
     pictures_dir.mkdir(parents=True, exist_ok=True)
     (pictures_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     args.doc.write_text(report.render(results, pictures, pictures_dir.name, baseline))

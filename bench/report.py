@@ -136,8 +136,11 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def plots(results: Results, directory: Path) -> list[tuple[str, str]]:
-    """Draw the PNGs into `directory`; (title, file name) of each drawn."""
+def plots(
+    results: Results, directory: Path, baseline: Results | None = None
+) -> list[tuple[str, str]]:
+    """Draw the PNGs into `directory`; (title, file name) of each drawn. The CPU plot shows
+    the `baseline` run's sweep too, dashed, when it has one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -172,11 +175,23 @@ def plots(results: Results, directory: Path) -> list[tuple[str, str]]:
         counts = sorted({r["nodes"] for r in cost["sweep"]})
         _node_axes(axis, "latency at concurrency 1 (ms)", counts)
         save(figure, "latency-vs-nodes.png", "Latency against node count")
-        figure, axis = plt.subplots(figsize=(7, 4.2))
+        before: dict[str, list[Mapping[str, Any]]] = {}
+        for row in ((baseline or {}).get("request_cost") or {}).get("sweep", []):
+            before.setdefault(row["case"], []).append(row)
+        figure, axis = plt.subplots(figsize=(7, 5.2) if before else (7, 4.2))
         for case, rows in by_case.items():
-            axis.plot(
+            (line,) = axis.plot(
                 [r["nodes"] for r in rows], [r["cpu_ms"] for r in rows], marker="o", label=case
             )
+            if case in before:
+                axis.plot(
+                    [r["nodes"] for r in before[case]],
+                    [r["cpu_ms"] for r in before[case]],
+                    marker="x",
+                    linestyle="--",
+                    color=line.get_color(),
+                    label=f"{case}, before",
+                )
         _node_axes(axis, "archfit CPU per request (ms)", counts)
         save(figure, "cpu-vs-nodes.png", "CPU per request against node count")
     memory = results.get("memory")
