@@ -21,9 +21,6 @@ from typing import Any
 
 import psutil
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import harness
 from tests.e2e.processes import Process, http_ok
 
