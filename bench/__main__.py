@@ -36,6 +36,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
+    "server_floor.py": ([], ["--seconds", "1"]),
 }
 
 
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             source=source,
             sweep=request_cost.QUICK_SWEEP if quick else request_cost.SWEEP,
             seconds=2.0 if quick else 10.0,
+            orders=request_cost.QUICK_ORDERS if quick else request_cost.ORDERS,
             progress=say,
         ),
         "memory": lambda: memory.run(
@@ -150,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             results["meta"]["problems"].append(f"{name} failed: {type(error).__name__}: {error}")
 
     pictures_dir = args.doc.parent / args.doc.stem
-    pictures = report.plots(results, pictures_dir)
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    pictures = report.plots(results, pictures_dir, baseline)
     pictures_dir.mkdir(parents=True, exist_ok=True)
     (pictures_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     args.doc.write_text(report.render(results, pictures, pictures_dir.name, baseline))

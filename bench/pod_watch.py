@@ -29,9 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 PAGE = 500
 BROKEN_EVERY = 50
 """One pod in 50 fails on its platform (2%)."""

@@ -1,17 +1,24 @@
-"""What one extender request costs archfit, alone on one core (goals 2, 3 and 6 of issue 12).
+"""What one extender request costs archfit, alone on one core (goals 2, 3 and 4 of issue 21).
 
 Starts a real etcd + kube-apiserver with `--nodes` nodes (half amd64, half arm64, as a
 kubelet reports them), a real registry with a multi-arch, an amd64-only and an arm64-only
 image, and `archfit serve` (kubernetes.mode kubeconfig, node index on, JSON logs at info
-to a file) pinned to core 1. The Go load generator (bench/loadgen) sends one fixed body
-from core 0, over keep-alive connections. Every case is first checked: archfit must
+to a file) pinned to core 1. The Go load generator (bench/loadgen) sends the bodies in
+turn from core 0, over keep-alive connections. Every case is first checked: archfit must
 answer 200 and keep the expected number of nodes, or the run fails.
 
+kube-scheduler's parallel filters hand the extender the feasible nodes in a new order on
+most calls, so every case sends SHUFFLES orders of the same nodes in turn unless its name
+says "same order" (one body, byte for byte the same on every call: the best case).
+
 - cases at `--names` nodes: filter of each image kind by NodeNames, prioritize, and
-  filter with full v1.Node objects (nodeCacheCapable: false); req/s, p50 and p99 at
-  concurrency 16, p99 at concurrency 1, and archfit's CPU per request (its CPU time over
-  the run / requests);
-- sweep: p50, p99 (concurrency 1) and CPU per request against the node count;
+  filter and prioritize with full v1.Node objects (nodeCacheCapable: false), in a new
+  order and in the same order; req/s, p50 and p99 at concurrency 16, p50 and p99 at
+  concurrency 1, and archfit's CPU per request (its CPU time over the run / requests);
+- sweep: p50, p99 (concurrency 1) and CPU per request against the node count, in both
+  orders;
+- orders: a fresh archfit with `--names` nodes indexed answers ORDERS filter calls, each
+  listing the nodes in an order not seen before; its RSS and peak RSS after (goal 4);
 - event loop: the multi-arch filter with `server.eventLoop` asyncio and uvloop (a row
   says so when the archfit under test does not know the setting).
 
@@ -51,28 +58,28 @@ class Case:
     verb: str
     image: str
     full_nodes: bool = False
-    shuffled: bool = False
-    """Each request lists the nodes in another order, as kube-scheduler's parallel filters
-    do: archfit cannot reuse what it built for the last list (app._candidates)."""
+    same_order: bool = False
+    """One body every call; otherwise each call lists the nodes in another order, as
+    kube-scheduler's parallel filters do, so nothing built for the last list applies."""
 
     def bodies(self, images: harness.Images, count: int) -> list[bytes]:
-        """The bodies to send in turn: one, or SHUFFLES orders of the same nodes."""
-        if not self.shuffled:
-            return [self.body(images, count)]
-        image = getattr(images, self.image)
-        names = [harness.node_name(i) for i in range(count)]
+        """The bodies to send in turn: SHUFFLES orders of the same nodes, or one."""
+        if self.same_order:
+            return [self.body(images, count, range(count))]
         bodies = []
-        for seed in range(SHUFFLES):
-            random.Random(seed).shuffle(names)
-            bodies.append(harness.names_args([image], names))
+        # Full Nodes are kilobytes each, and nothing archfit keeps depends on their order.
+        for seed in range(FULL_SHUFFLES if self.full_nodes else SHUFFLES):
+            order = list(range(count))
+            random.Random(seed).shuffle(order)
+            bodies.append(self.body(images, count, order))
         return bodies
 
-    def body(self, images: harness.Images, count: int) -> bytes:
-        """The request body for `count` nodes."""
+    def body(self, images: harness.Images, count: int, order: Sequence[int]) -> bytes:
+        """The request body listing nodes `order` (indices below `count`)."""
         image = getattr(images, self.image)
         if self.full_nodes:
-            return harness.nodes_args([image], [harness.node_object(i) for i in range(count)])
-        return harness.names_args([image], [harness.node_name(i) for i in range(count)])
+            return harness.nodes_args([image], [harness.node_object(i) for i in order])
+        return harness.names_args([image], [harness.node_name(i) for i in order])
 
     def expected(self, count: int) -> int | None:
         """Nodes a filter keeps (None: prioritize, any list will do)."""
@@ -85,19 +92,29 @@ class Case:
         )
 
 
+SAME = ", same order"
 CASES = (
     Case("filter multi-arch", "filter", "multi"),
     Case("filter amd64-only", "filter", "amd64"),
     Case("filter arm64-only", "filter", "arm64"),
     Case("prioritize multi-arch", "prioritize", "multi"),
+    Case("filter multi-arch" + SAME, "filter", "multi", same_order=True),
+    Case("filter amd64-only" + SAME, "filter", "amd64", same_order=True),
+    Case("filter arm64-only" + SAME, "filter", "arm64", same_order=True),
+    Case("prioritize multi-arch" + SAME, "prioritize", "multi", same_order=True),
     Case("filter multi-arch, full Nodes", "filter", "multi", full_nodes=True),
     Case("filter amd64-only, full Nodes", "filter", "amd64", full_nodes=True),
-    Case("filter multi-arch, new node order each call", "filter", "multi", shuffled=True),
-    Case("filter amd64-only, new node order each call", "filter", "amd64", shuffled=True),
-    Case("prioritize multi-arch, new node order each call", "prioritize", "multi", shuffled=True),
+    Case("prioritize multi-arch, full Nodes", "prioritize", "multi", full_nodes=True),
+    Case("filter multi-arch, full Nodes" + SAME, "filter", "multi", True, True),
 )
-SWEEP_CASES = (CASES[0], CASES[1], CASES[4])
-SHUFFLES = 64
+SWEEP_CASES = (CASES[0], CASES[1], CASES[4], CASES[5], CASES[8])
+SHUFFLES = 256
+"""Orders sent in turn (the load generator spreads its workers over them): more than any
+cache of recent lists holds, so each call's order is new to archfit."""
+FULL_SHUFFLES = 8
+ORDERS = 10_000
+"""Filter calls in distinct orders before the RSS of the orders part is read (goal 4)."""
+QUICK_ORDERS = 1_000
 
 
 def settings(plane: harness.Plane, registry: RegistryProcess) -> dict[str, Any]:
@@ -167,6 +184,42 @@ def measure_case(
     return row
 
 
+def orders_row(
+    workdir: Path,
+    base: dict[str, Any],
+    images: harness.Images,
+    names: int,
+    calls: int,
+    source: Path | None,
+) -> dict[str, Any]:
+    """A fresh archfit's RSS after `calls` multi-arch filter calls, each in a new order."""
+    server = harness.ArchfitServer(workdir / "orders", base, source=source, name="orders")
+    case = CASES[0]
+    with harness.running(server):
+        check(server, case, case.body(images, names, range(names)), names)
+        before = server.memory()
+        client = harness.Client(server)
+        order = list(range(names))
+        shuffler = random.Random(names)
+        try:
+            for _ in range(calls):
+                shuffler.shuffle(order)
+                status, answer = client.post(case.verb, case.body(images, names, order))
+                if status != 200 or harness.kept(answer) != names:
+                    raise harness.BenchError(f"orders: archfit answered {status}: {answer}")
+        finally:
+            client.close()
+        rss, peak = server.memory()
+    mb = 1024 * 1024
+    return {
+        "nodes": names,
+        "calls": calls,
+        "rss_before_mb": before[0] / mb,
+        "rss_mb": rss / mb,
+        "peak_mb": peak / mb,
+    }
+
+
 def event_loop_rows(
     workdir: Path,
     base: dict[str, Any],
@@ -214,10 +267,11 @@ def run(
     names: int = 500,
     sweep: Sequence[int] = SWEEP,
     seconds: float = 10.0,
+    orders: int = ORDERS,
     workdir: Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Run every part; rows per part: `cases`, `sweep`, `event_loop`."""
+    """Run every part; rows per part: `cases`, `sweep`, `orders`, `event_loop`."""
     harness.loadgen_binary()  # build before anything runs, so a failure costs nothing
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = workdir or Path(tmp)
@@ -225,12 +279,15 @@ def run(
         registry: RegistryProcess | None = None
         try:
             plane.start()
-            most = max(names, *sweep)
-            took = plane.grow_to(most)
-            progress(f"{most} nodes created in {took:.1f}s")
             registry = RegistryProcess.start(root / "registry")
             images = harness.push_kinds(registry)
             base = settings(plane, registry)
+            plane.grow_to(names)  # the orders part indexes `names` nodes, no more
+            ordered = orders_row(root, base, images, names, orders, source)
+            progress(f"{orders} orders: RSS {ordered['rss_mb']:.1f} MB")
+            most = max(names, *sweep)
+            took = plane.grow_to(most)
+            progress(f"{most} nodes created in {took:.1f}s")
             server = harness.ArchfitServer(root / "archfit", base, source=source)
             with harness.running(server):
                 cases = []
@@ -248,7 +305,7 @@ def run(
             if registry is not None:
                 registry.stop()
             plane.stop()
-    return {"cases": cases, "sweep": swept, "event_loop": loops}
+    return {"cases": cases, "sweep": swept, "orders": [ordered], "event_loop": loops}
 
 
 CASE_COLUMNS = (
@@ -264,6 +321,7 @@ CASE_COLUMNS = (
     "cpu_ms_c1",
 )
 SWEEP_COLUMNS = ("case", "nodes", "p50_ms", "p99_ms", "cpu_ms")
+ORDERS_COLUMNS = ("nodes", "calls", "rss_before_mb", "rss_mb", "peak_mb")
 LOOP_COLUMNS = ("event_loop", "uvloop_loaded", "req_per_s", "p50_ms", "p99_ms", "cpu_ms", "note")
 
 
@@ -276,13 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sweep, 2 s per measurement")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)
+    orders = ORDERS
     if args.quick:
-        args.sweep, args.seconds = list(QUICK_SWEEP), 2.0
+        args.sweep, args.seconds, orders = list(QUICK_SWEEP), 2.0, QUICK_ORDERS
     result = run(
         source=args.source,
         names=args.names,
         sweep=args.sweep,
         seconds=args.seconds,
+        orders=orders,
         progress=lambda line: print(line, file=sys.stderr),
     )
     if args.output == "json":
@@ -292,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     harness.print_table(result["cases"], CASE_COLUMNS)
     print()
     harness.print_table(result["sweep"], SWEEP_COLUMNS)
+    print()
+    harness.print_table(result["orders"], ORDERS_COLUMNS)
     print()
     harness.print_table(result["event_loop"], LOOP_COLUMNS)
     return 0

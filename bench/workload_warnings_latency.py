@@ -13,7 +13,7 @@ over TLS). Then, one at a time and round-robin, times:
 
 Prints p50 and p99 per variant and the added p50 (medians' differences in this one run).
 
-    .venv/bin/python bench/workload_warnings_latency.py [--rounds 40]
+    .venv/bin/python -m bench.workload_warnings_latency [--rounds 40]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,20 +28,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from kubernetes import client
 
-from kubernetes import client  # noqa: E402
-
-from bench.webhook_latency import summary  # noqa: E402
-from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import archfit_settings  # noqa: E402
-from tests.e2e.catalog import TempFactory, published  # noqa: E402
-from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.topology import NODES  # noqa: E402
-from tests.e2e.webhook import NAMESPACE, WebhookArchfit  # noqa: E402
-from tests.support.images import Pusher  # noqa: E402
-from tests.support.waiting import wait_for  # noqa: E402
+from bench.webhook_latency import summary
+from tests.e2e import binaries, cluster
+from tests.e2e.archfit import archfit_settings
+from tests.e2e.catalog import TempFactory, published
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.topology import NODES
+from tests.e2e.webhook import NAMESPACE, WebhookArchfit
+from tests.support.images import Pusher
+from tests.support.waiting import wait_for
 
 KUBECTL = "/usr/bin/kubectl"
 

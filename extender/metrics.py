@@ -37,6 +37,10 @@ def tally_request_lookups() -> Tally[str]:
     return tally
 
 
+_NODE_DECISIONS = ("passed", "rejected", "failed_unknown")
+"""The `decision` label of archfit_node_decisions_total, in extender_call's `nodes` order."""
+
+
 class Metrics:
     """Every metric archfit exports, prefixed `archfit_`."""
 
@@ -257,10 +261,11 @@ class Metrics:
             child(self.skipped_pods, skipped).inc()
         if nodes is not None:
             mode = "dry-run" if dry_run else "enforce"
-            passed, rejected, failed = nodes
-            child(self.node_decisions, "passed", mode).inc(passed)
-            child(self.node_decisions, "rejected", mode).inc(rejected)
-            child(self.node_decisions, "failed_unknown", mode).inc(failed)
+            # Each series exists from the first call (child); adding 0 would only take its lock.
+            for decision, count in zip(_NODE_DECISIONS, nodes, strict=True):
+                series = child(self.node_decisions, decision, mode)
+                if count:
+                    series.inc(count)
         if unknown_images:
             child(self.unknown_images, failure_policy).inc(unknown_images)
 
@@ -275,7 +280,7 @@ class Metrics:
 
     def cache_lookup(self, kind: str, result: str) -> None:
         """Count one resolver cache lookup, globally and for the current request."""
-        self.cache_lookups.labels(kind, result).inc()
+        self._child(self.cache_lookups, kind, result).inc()
         tally = _request_tally.get()
         if tally is not None:
             tally[result] += 1

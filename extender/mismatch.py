@@ -111,7 +111,7 @@ def from_log(state: ContainerState, tail: str) -> Finding | None:
     return None
 
 
-def digest_of(image_id: str) -> str:
+def digest_in_image_id(image_id: str) -> str:
     """The sha256 digest in a container status's imageID (`docker.io/x@sha256:…`,
     `sha256:…`, `docker-pullable://x@sha256:…`), or ""."""
     found = _DIGEST.search(image_id)
@@ -127,7 +127,7 @@ def _finding(state: ContainerState, reason: Reason, message: str) -> Finding:
     return Finding(
         state.name,
         state.image,
-        digest_of(state.image_id),
+        digest_in_image_id(state.image_id),
         reason,
         message[:300],
         state.restart_count,

@@ -38,7 +38,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # The API documents about 120 characters as what a warning should stay under.
 _MAX_WARNING = 120
 _MAX_ANNOTATED_PLATFORMS = 16
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +253,9 @@ def _require(
         # Only variants or os/arch pairs tell them apart, which labels cannot say;
         # the extender still judges each node. Never add an empty term: it matches nothing.
         return False
-    required = node_affinity.get(_REQUIRED)
+    required = node_affinity.get(REQUIRED_TERMS)
     if required is None:
-        node_affinity[_REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        node_affinity[REQUIRED_TERMS] = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
         mutation.changes.append("required_affinity")
         return True
     changed = False
@@ -387,7 +387,7 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = read_mapping(copied.get(_REQUIRED), "requiredDuringScheduling", ShapeError)
+    required = read_mapping(copied.get(REQUIRED_TERMS), "requiredDuringScheduling", ShapeError)
     terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
     for index, term in enumerate(terms):
         # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
@@ -401,7 +401,7 @@ def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]
     A required node selector with no terms admits no node (the apiserver refuses it as
     `nodeSelectorTerms: Required value`); it is an empty list, not None.
     """
-    required = node_affinity.get(_REQUIRED)
+    required = node_affinity.get(REQUIRED_TERMS)
     if required is None:
         return None
     return list(required.get("nodeSelectorTerms") or [])
@@ -503,10 +503,12 @@ def _runs_on(
     rules: MutationRules,
 ) -> Iterable[Platform]:
     """Those of `platforms` that every image runs on."""
-    return (p for p in platforms if all(_runs(p, ps, rules) for _, ps in known))
+    return (p for p in platforms if all(image_runs_on(p, ps, rules) for _, ps in known))
 
 
-def _runs(platform: Platform, image_platforms: frozenset[Platform], rules: MutationRules) -> bool:
+def image_runs_on(
+    platform: Platform, image_platforms: frozenset[Platform], rules: MutationRules
+) -> bool:
     """Whether an image with these entries runs on `platform`, under the rules' matching."""
     return any_accepts(platform, image_platforms, rule=rules.rule, aarch32=rules.aarch32)
 
@@ -521,7 +523,7 @@ def _none_fits(
 ) -> str:
     wanted = sorted(platforms)
     for image, image_platforms in known:
-        if not any(_runs(p, image_platforms, rules) for p in wanted):
+        if not any(image_runs_on(p, image_platforms, rules) for p in wanted):
             names = ", ".join(str(p) for p in wanted)
             return _warning(image, f"runs on none of this cluster's platforms ({names})")
     # Each image runs somewhere, just not all on the same platform.
@@ -539,7 +541,7 @@ def _pod_requires_other(
     arches = ",".join(sorted({p.architecture for p in required}))
     for platform in required:
         for image, image_platforms in known:
-            if not _runs(platform, image_platforms, rules):
+            if not image_runs_on(platform, image_platforms, rules):
                 return _warning(image, f"has no {platform}, but this pod requires {arches}")
     return _warning(known[0][0], f"does not fit this pod's required {arches}")
 

@@ -9,6 +9,8 @@ building it, which is what makes full-Node requests and the node index cheap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -44,6 +46,8 @@ class _Status(msgspec.Struct, frozen=True):
 
 
 _Key = tuple[_Labels | None, _NodeInfo | None]
+_key_of = attrgetter("metadata.labels", "status.nodeInfo")
+"""NodeParts.key() in C."""
 
 
 class NodeParts(msgspec.Struct, frozen=True):
@@ -178,3 +182,11 @@ class FactsOf:
                 self._shared.clear()
             self._known[key] = facts
         return facts
+
+    def many(self, nodes: Sequence[NodeParts]) -> list[NodeFacts]:
+        """The facts of each node, in order: looked up in C (attrgetter, then a map over the
+        known keys), with a Python step only for the nodes whose key is new."""
+        facts: list[NodeFacts | None] = list(map(self._known.get, map(_key_of, nodes)))
+        if None in facts:
+            facts = list(map(self, nodes))
+        return facts  # type: ignore[return-value]  # no None left

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Literal
 
 from extender.platforms import MAX_SCORE, Platform, Resolved, Rule, Unknown, any_accepts
 from extender.pods import annotation_preference
-from extender.runtimes import NodeFacts
+from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.text import short_image
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
@@ -90,20 +91,54 @@ class FilterDecision:
         return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
 
 
+UNKNOWN_GROUP = 0
+"""NodeGroups' group of names it does not know: their facts are runtimes.UNKNOWN_NODE."""
+
+
+class NodeGroups:
+    """A node index snapshot for grouping: name → a small integer group, one per facts object.
+
+    Built once per snapshot (Verbs keeps the last), so that a NodeNames list in any order
+    is grouped by one pass in C over its names (`Candidates.among`), with no Python step
+    and no new object per node. Group UNKNOWN_GROUP holds the names it does not know.
+    """
+
+    __slots__ = ("facts", "group_of")
+
+    def __init__(self, nodes: Mapping[str, NodeFacts]) -> None:
+        by_identity = {id(facts): facts for facts in nodes.values()}
+        number = {key: group for group, key in enumerate(by_identity, start=UNKNOWN_GROUP + 1)}
+        self.facts: tuple[NodeFacts, ...] = (UNKNOWN_NODE, *by_identity.values())
+        """Each group's facts, by group number."""
+        self.group_of: dict[str, int] = dict(
+            zip(nodes, map(number.__getitem__, map(id, nodes.values())), strict=True)
+        )
+        """Node name → group number."""
+
+    def groups(self, names: Sequence[str]) -> Sequence[int]:
+        """The group of each name, in order: itemgetter looks them all up in one C call."""
+        if len(names) > 1:
+            try:
+                found: tuple[int, ...] = itemgetter(*names)(self.group_of)
+                return found
+            except KeyError:  # a name the index does not know (yet): the slower lookup
+                pass
+        return list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """The nodes the scheduler offers: names[i] with facts[i], grouped by facts object.
+    """The nodes the scheduler offers: names[i] in group keys[i], and each group's facts.
 
     Nodes of one platform and runtime share one NodeFacts object (the node index and
     node_parts.FactsOf hand out the same one), so grouping is by identity: it spares hashing
-    a Platform per node. Built once per distinct (names, node index snapshot) by the app,
-    since kube-scheduler offers pod after pod the same nodes.
+    a Platform per node. NodeNames lists are grouped by the node index's NodeGroups, full
+    Nodes by the id of their shared facts.
     """
 
     names: Sequence[str]
-    facts: Sequence[NodeFacts]
-    keys: list[int]
-    """id(facts[i]): the group of names[i]."""
+    keys: Sequence[int]
+    """The group of names[i]."""
     distinct: dict[int, NodeFacts]
     """One facts object per group."""
 
@@ -112,16 +147,20 @@ class Candidates:
         if len(names) != len(facts):
             raise ValueError(f"{len(names)} names but {len(facts)} facts")
         keys = list(map(id, facts))
-        return cls(names, facts, keys, dict(zip(keys, facts, strict=True)))
+        return cls(names, keys, dict(zip(keys, facts, strict=True)))
+
+    @classmethod
+    def among(cls, names: Sequence[str], groups: NodeGroups) -> Candidates:
+        """The candidates `names`, grouped by the node index snapshot `groups`."""
+        keys = groups.groups(names)
+        table = groups.facts
+        return cls(names, keys, {key: table[key] for key in set(keys)})
 
     def names_in(self, groups: Collection[int]) -> list[str]:
         """The names of the nodes in `groups`, in the scheduler's order: a new list, picked
         in C (compress over a map of the keys), with no Python step per node."""
         if len(groups) == len(self.distinct):
             return list(self.names)
-        if len(groups) == 1:
-            (group,) = groups
-            return list(compress(self.names, map(group.__eq__, self.keys)))
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
 
 

@@ -61,7 +61,27 @@ class _RawNodeList(msgspec.Struct):
     metadata: msgspec.Raw = msgspec.Raw(b"{}")
 
 
+class _FullArgs(msgspec.Struct):
+    """ExtenderArgs with the Nodes decoded to their parts in the same pass as the body."""
+
+    Pod: msgspec.Raw = msgspec.Raw(b"null")
+    Nodes: _NodeList | None = None
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _KeptArgs(msgspec.Struct):
+    """ExtenderArgs with each Node kept as its bytes (for an answer that keeps only some)."""
+
+    Nodes: _RawNodeList | None = None
+
+
+_NODES_KEY = b'"Nodes":'
+"""Where a full-Node body's NodeList begins (`"Nodes":{`, as Go and orjson write it): found
+right after the pod, since both write Pod first. Only a hint: _full_args checks."""
+
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
+_full_args_decoder = msgspec.json.Decoder(_FullArgs)
+_kept_args_decoder = msgspec.json.Decoder(_KeptArgs)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
 _names_decoder = msgspec.json.Decoder(list[str] | None)
 _nodes_decoder = msgspec.json.Decoder(_NodeList | None)
@@ -91,12 +111,22 @@ class HostPriority(msgspec.Struct):
 class FullNodes:
     """The Nodes of a nodeCacheCapable: false request, as they came."""
 
-    raw: msgspec.Raw
-    """The NodeList's original bytes: returned as they are when every node is kept."""
+    source: bytes | msgspec.Raw
+    """The NodeList's original bytes, or with `whole` the whole request body holding them."""
+    whole: bool = False
+
+    def raw(self) -> msgspec.Raw | bytes:
+        """The NodeList's original bytes: returned as they are when every node is kept."""
+        if self.whole:
+            return _args_decoder.decode(self.source).Nodes
+        return self.source
 
     def kept(self, names: Sequence[str], passed: Sequence[str]) -> dict[str, Any]:
         """The NodeList holding only the `passed` nodes, each as its original bytes."""
-        listed = _raw_nodes_decoder.decode(self.raw)
+        if self.whole:
+            listed = _kept_args_decoder.decode(self.source).Nodes or _RawNodeList()
+        else:
+            listed = _raw_nodes_decoder.decode(self.source)
         keep = set(passed)
         items = [raw for name, raw in zip(names, listed.items or (), strict=True) if name in keep]
         return {"metadata": listed.metadata, "items": items}
@@ -115,25 +145,46 @@ class ExtenderArgs:
     """The Nodes to echo back (nodeCacheCapable: false); None for NodeNames."""
 
 
+NAME_BYTES = 80
+"""What one decoded node name costs in memory beyond its JSON: a str object of a short
+name (49 bytes plus its characters) and the list's pointer to it, rounded up."""
+
+
+def names_size(raw_length: int, count: int) -> int:
+    """The bytes a NodeNames list of `count` names, `raw_length` bytes of JSON, holds decoded
+    (with the JSON kept as its key): what the reuse caches count against their budgets."""
+    return raw_length + count * NAME_BYTES
+
+
 class NameLists:
     """Decoded NodeNames lists by their bytes: kube-scheduler offers pod after pod the same
     feasible nodes, so a list is decoded once and the same list object handed out again,
     which also lets the verbs reuse what they built from it (Verbs._candidates_of). Lists handed
-    out are shared: nobody may change them. At most `size` lists are kept."""
+    out are shared: nobody may change them. At most `max_bytes` (names_size) are kept,
+    the least recently used going first: a new order on every call must not grow memory."""
 
-    def __init__(self, size: int = 32) -> None:
-        self._lists: dict[bytes, list[str] | None] = {}
-        self._size = size
+    def __init__(self, max_bytes: int = 2 * 1024 * 1024) -> None:
+        self._lists: dict[bytes, tuple[list[str] | None, int]] = {}
+        """bytes → (the list, its names_size), least recently used first."""
+        self._max_bytes = max_bytes
+        self.bytes = 0
+        """The names_size of the lists kept."""
 
     def decode(self, raw: msgspec.Raw) -> list[str] | None:
         """The list `raw` holds (None for null). Raises msgspec errors as decode does."""
         key = memoryview(raw).tobytes()
-        if key in self._lists:
-            return self._lists[key]
+        lists = self._lists
+        kept = lists.pop(key, None)
+        if kept is not None:
+            lists[key] = kept  # now the most recently used
+            return kept[0]
         names: list[str] | None = _names_decoder.decode(raw)
-        if len(self._lists) >= self._size:
-            del self._lists[next(iter(self._lists))]  # the oldest
-        self._lists[key] = names
+        size = names_size(len(key), len(names or ()))
+        if size <= self._max_bytes:
+            lists[key] = (names, size)
+            self.bytes += size
+            while self.bytes > self._max_bytes:
+                self.bytes -= lists.pop(next(iter(lists)))[1]  # the least recently used
         return names
 
 
@@ -151,7 +202,8 @@ def parse_args(
         # Before any decoding: msgspec skips what it does not read without checking it,
         # and would hand invalid bytes in a kept fragment to a later decode, or back.
         wire_json.check_utf8(body)
-        args = _args_decoder.decode(body)
+        full = _full_args(body) if _holds_node_list(body) else None
+        args: _ExtenderArgs | _FullArgs = _args_decoder.decode(body) if full is None else full
     except wire_json.JsonError as error:
         raise WireError(str(error)) from error
     except RecursionError as error:
@@ -180,9 +232,12 @@ def parse_args(
     if names is not None:
         _check_count("NodeNames", len(names))
         return ExtenderArgs(pod, names, None)
+    if isinstance(args, _FullArgs):  # decoded to the parts already (_full_args: not null)
+        listed = args.Nodes or _NodeList()
+        return _full_nodes(pod, listed, FullNodes(body, whole=True), facts_of)
     try:
-        # Only six strings of each node are built, but each item is an object: bound them.
-        wire_json.check_bounds(args.Nodes, values=False)
+        # Only six strings of each node are built, but each item is a Struct: bound them.
+        wire_json.check_objects(args.Nodes)
     except wire_json.JsonError as error:
         raise WireError(f"Nodes: {error}") from error
     try:
@@ -194,14 +249,40 @@ def parse_args(
         return _parse_nodes_one_by_one(pod, args.Nodes, facts_of or FactsOf())
     if listed is None:
         raise WireError("both Nodes and NodeNames are null; one of them must list the candidates")
+    return _full_nodes(pod, listed, FullNodes(args.Nodes), facts_of)
+
+
+def _holds_node_list(body: bytes) -> bool:
+    """Whether the first `"Nodes":` key is followed by an object: a full-Node body, most
+    likely (a string holds no bare quote, so the key is one; it may be the pod's own)."""
+    at = body.find(_NODES_KEY)
+    return at >= 0 and body[at + len(_NODES_KEY) : at + len(_NODES_KEY) + 1] == b"{"
+
+
+def _full_args(body: bytes) -> _FullArgs | None:
+    """The body decoded in one pass, Nodes to their parts, when it looks like kube-scheduler's
+    full-Node request and decodes cleanly; None sends it the careful way (parse_args), which
+    also says what is wrong with it."""
+    try:
+        # Before the typed decoder builds a Struct per object: a body of a million `{}`.
+        wire_json.check_objects(body)
+        full = _full_args_decoder.decode(body)
+    except (wire_json.JsonError, RecursionError, msgspec.DecodeError):
+        return None
+    return full if full.Nodes is not None else None
+
+
+def _full_nodes(
+    pod: Mapping[str, Any], listed: _NodeList, full: FullNodes, facts_of: FactsOf | None
+) -> ExtenderArgs:
     nodes = listed.items or []
     _check_count("Nodes.items", len(nodes))
     names = [node.metadata.name for node in nodes]
     if not all(names):
         index = names.index("")
         raise WireError(f"Nodes.items[{index}].metadata.name is missing")
-    facts = list(map(facts_of or FactsOf(), nodes))
-    return ExtenderArgs(pod, names, facts, FullNodes(args.Nodes))
+    facts = (facts_of or FactsOf()).many(nodes)
+    return ExtenderArgs(pod, names, facts, full)
 
 
 def _parse_nodes_one_by_one(
@@ -210,6 +291,11 @@ def _parse_nodes_one_by_one(
     """The slow path, for Nodes whose typed decoding failed: each item on its own, so that
     a wrongly typed label leaves its node's platform unknown, and a node that is not an
     object at all is named in the error."""
+    try:
+        # Arrays too: this decoder builds a Raw for any item, an array as well as an object.
+        wire_json.check_bounds(raw, values=False)
+    except wire_json.JsonError as error:
+        raise WireError(f"Nodes: {error}") from error
     try:
         items = _raw_nodes_decoder.decode(raw).items or []
     except msgspec.DecodeError as error:
@@ -260,10 +346,11 @@ def render_filter(
         "Error": error,
     }
     if args.full is None:
-        result["NodeNames"] = list(passed)
+        # A decision's own list goes out as it is: orjson only reads it.
+        result["NodeNames"] = passed if isinstance(passed, list) else list(passed)
         return orjson.dumps(result)
     if len(passed) == len(args.names):
-        result["Nodes"] = args.full.raw  # every node kept: the NodeList as it came
+        result["Nodes"] = args.full.raw()  # every node kept: the NodeList as it came
     else:
         result["Nodes"] = args.full.kept(args.names, passed)
     # msgspec writes Raw values verbatim: the kept Nodes go back as the bytes that came.

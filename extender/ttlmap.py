@@ -3,8 +3,9 @@
 Every cache in archfit is one of these: tokens and challenges, refused credentials,
 credential plugin answers, pull secrets and the resolver's memory tier. Each entry carries
 its own time to live, because a token says how long it lives and a failure is kept for
-less time than an answer. The map holds at most `max_entries`; beyond that the least
-recently used entry goes, so what a flood of distinct keys can cost is bounded.
+less time than an answer. The map holds at most `max_entries`, and with `max_bytes` at
+most that many bytes by the sizes `put` is told; beyond either the least recently used
+entry goes, so what a flood of distinct keys can cost is bounded.
 
 `get_or_load` is noe's `Cache[T].LoadOrCall` made asynchronous: concurrent callers for a
 key share one load. The load runs as its own task, so a caller that stops waiting (its
@@ -32,15 +33,23 @@ Clock = Callable[[], float]
 
 
 class TTLMap(Generic[K, V]):
-    """At most `max_entries` values, each kept until its own expiry; LRU eviction beyond."""
+    """At most `max_entries` values (and `max_bytes`), each kept until its own expiry; LRU
+    eviction beyond."""
 
-    def __init__(self, max_entries: int, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, max_entries: int, clock: Clock = time.monotonic, *, max_bytes: int | None = None
+    ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max_entries = max_entries
+        self._max_bytes = max_bytes
         self._clock = clock
         self._entries: OrderedDict[K, tuple[V, float]] = OrderedDict()
         """key -> (value, the clock reading at which it expires), least recently used first."""
+        self._sizes: dict[K, int] = {}
+        """key -> the size `put` was told, for the entries that have one."""
+        self.bytes = 0
+        """The sum of the held entries' sizes."""
         self._loads: dict[K, asyncio.Task[V]] = {}
 
     def __len__(self) -> int:
@@ -62,19 +71,32 @@ class TTLMap(Generic[K, V]):
         entry = self._live(key)
         return None if entry is None else (entry[0], entry[1] - self._clock())
 
-    def put(self, key: K, value: V, ttl: float) -> None:
-        """Keep `value` for `ttl` seconds; a `ttl` of zero or less forgets `key` instead."""
-        if ttl <= 0:
-            self._entries.pop(key, None)
+    def put(self, key: K, value: V, ttl: float, size: int = 0) -> None:
+        """Keep `value` for `ttl` seconds, counted as `size` bytes against `max_bytes`; a
+        `ttl` of zero or less forgets `key` instead. A value larger than `max_bytes` alone
+        is not kept."""
+        self.pop(key)
+        if ttl <= 0 or (self._max_bytes is not None and size > self._max_bytes):
             return
         self._entries[key] = (value, self._clock() + ttl)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
+        if size:
+            self._sizes[key] = size
+            self.bytes += size
+        entries = self._entries
+        while len(entries) > self._max_entries or (
+            self._max_bytes is not None and self.bytes > self._max_bytes
+        ):
+            self._forget(next(iter(entries)))
 
     def pop(self, key: K) -> None:
         """Forget `key`, if held. A load in flight for it still keeps its answer."""
-        self._entries.pop(key, None)
+        if key in self._entries:
+            self._forget(key)
+
+    def _forget(self, key: K) -> None:
+        del self._entries[key]
+        if self._sizes:
+            self.bytes -= self._sizes.pop(key, 0)
 
     async def get_or_load(
         self, key: K, loader: Callable[[], Awaitable[V]], ttl_of: Callable[[V], float]
@@ -109,7 +131,7 @@ class TTLMap(Generic[K, V]):
         if entry is None:
             return None
         if entry[1] <= self._clock():
-            del self._entries[key]
+            self._forget(key)
             return None
         self._entries.move_to_end(key)
         return entry

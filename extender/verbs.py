@@ -13,7 +13,6 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
 import structlog
@@ -27,6 +26,7 @@ from extender.node_parts import FactsOf
 from extender.placement import (
     Candidates,
     FilterDecision,
+    NodeGroups,
     Policy,
     ScoreDecision,
     decide_filter,
@@ -34,10 +34,11 @@ from extender.placement import (
 )
 from extender.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.pods import PodFacts, facts, skip_reason
-from extender.runtimes import UNKNOWN_NODE, NodeFacts
+from extender.runtimes import NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
     NameLists,
+    names_size,
     parse_args,
     render_filter,
     render_priorities,
@@ -54,6 +55,13 @@ NO_NODE_INDEX = (
 _CANDIDATES_SECONDS = 60.0
 """How long an unused Candidates is kept; a new node index snapshot makes it unreachable."""
 _DECISIONS_SECONDS = 60.0
+_MIB = 1024 * 1024
+_NAME_LISTS_BYTES = 2 * _MIB
+_CANDIDATES_BYTES = 2 * _MIB
+_DECISIONS_BYTES = 4 * _MIB
+"""What the reuse caches may hold (scheduler_api.names_size for the names each keeps alive):
+kube-scheduler sends a new order on most calls, so a count of entries would let 5,000-node
+lists take a hundred times the memory of 50-node ones (docs/benchmarks.md, goal 4)."""
 
 
 class NoNodeIndex(Exception):
@@ -279,10 +287,13 @@ class Verbs:
         self.debug = settings.logging.level == "debug"
         self.facts_of = FactsOf()
         """Shares NodeFacts between full-Node requests, so their nodes compare by identity."""
-        self.name_lists = NameLists()
+        self.name_lists = NameLists(_NAME_LISTS_BYTES)
+        self._groups: tuple[object, NodeGroups] = ({}, NodeGroups({}))
+        """The last node index snapshot and its NodeGroups."""
         self._candidates: TTLMap[tuple[int, int], tuple[object, object, Candidates]]
-        self._candidates = TTLMap(64)
-        self._decisions: TTLMap[DecisionKey, Decided] = TTLMap(256)
+        self._candidates = TTLMap(1024, max_bytes=_CANDIDATES_BYTES)
+        self._decisions: TTLMap[DecisionKey, Decided]
+        self._decisions = TTLMap(1024, max_bytes=_DECISIONS_BYTES)
         self.decisions_reused = 0
         """Calls answered with a decision kept from an earlier call (tests read it)."""
 
@@ -343,12 +354,17 @@ class Verbs:
         node came or changed) is a new object. So the pair's identities are the key, and the
         entry holds both objects, which keeps their ids from being reused while it lives.
         """
-        key = (id(names), id(known))
+        last, groups = self._groups
+        if last is not known:  # a node came, went or changed: number the groups again
+            groups = NodeGroups(known)
+            self._groups = (known, groups)
+        key = (id(names), id(groups))
         hit = self._candidates.get(key)
-        if hit is not None and hit[0] is names and hit[1] is known:
+        if hit is not None and hit[0] is names and hit[1] is groups:
             return hit[2]
-        candidates = Candidates.of(names, list(map(known.get, names, repeat(UNKNOWN_NODE))))
-        self._candidates.put(key, (names, known, candidates), _CANDIDATES_SECONDS)
+        candidates = Candidates.among(names, groups)
+        size = names_size(0, len(names)) + _POINTER * len(names)
+        self._candidates.put(key, (names, groups, candidates), _CANDIDATES_SECONDS, size)
         return candidates
 
     def _decided(
@@ -375,8 +391,14 @@ class Verbs:
         answer = None if call.dry_run else verb.render(call, decision)
         if key is not None:
             entry = Decided(call.candidates, platforms, decision, answer)
-            self._decisions.put(key, entry, _DECISIONS_SECONDS)
+            count = call.count
+            size = names_size(len(answer or b""), count) + _POINTER * count
+            self._decisions.put(key, entry, _DECISIONS_SECONDS, size)
         return decision, answer
+
+
+_POINTER = 8
+"""Bytes per entry of a list: a Candidates' group of each name."""
 
 
 def _request_id() -> str:

@@ -68,6 +68,19 @@ def check_bounds(body: bytes | msgspec.Raw, *, values: bool = True) -> None:
         )
 
 
+def check_objects(body: bytes | msgspec.Raw) -> None:
+    """Refuse a value that holds more JSON objects than any real request (MAX_JSON_CONTAINERS)
+    before a typed decoder builds one struct per object: one count of `{`, where
+    check_bounds makes two. Only for a decoder that builds nothing from an array but the
+    objects in it (a list of Structs): an array where a Struct belongs fails its decoding
+    at once. Raises JsonError."""
+    objects = (body if isinstance(body, bytes) else memoryview(body).tobytes()).count(b"{")
+    if objects > MAX_JSON_CONTAINERS:
+        raise JsonError(
+            f"body holds {objects} JSON objects, more than any real request ({MAX_JSON_CONTAINERS})"
+        )
+
+
 def check_utf8(body: bytes) -> None:
     """Refuse a body that is not UTF-8 (RFC 8259 §8.1), wherever the bad bytes sit: parsers
     skip the fields they do not read without looking, and kept fragments are decoded later

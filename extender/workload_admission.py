@@ -25,7 +25,7 @@ from extender.platforms import Platform, Unknown
 from extender.pods import PodError
 from extender.services import Services
 from extender.wire_json import JsonError
-from extender.workload_warnings import KINDS, template, template_changed, warnings
+from extender.workload_warnings import WARNED_KINDS, template, template_changed, warnings
 
 log = structlog.get_logger("archfit")
 
@@ -93,7 +93,7 @@ class WorkloadWarner:
         if (
             review.operation not in ("CREATE", "UPDATE")
             or review.sub_resource
-            or KINDS.get(kind) != review.kind.get("group")
+            or WARNED_KINDS.get(kind) != review.kind.get("group")
         ):
             count("skipped").inc()
             return render_allowed(review.uid)

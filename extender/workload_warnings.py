@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.mutation import MutationRules, allowed_by_pod
-from extender.platforms import ARCH_LABEL, OS_LABEL, Platform, Resolved, any_accepts
+from extender.mutation import REQUIRED_TERMS, MutationRules, allowed_by_pod, image_runs_on
+from extender.platforms import ARCH_LABEL, OS_LABEL, Platform, Resolved
 from extender.pods import (
     SKIP_ANNOTATION,
     PodError,
@@ -25,7 +25,7 @@ from extender.pods import (
 )
 from extender.text import short_image
 
-KINDS: Mapping[str, str] = {
+WARNED_KINDS: Mapping[str, str] = {
     "Deployment": "apps",
     "StatefulSet": "apps",
     "DaemonSet": "apps",
@@ -40,7 +40,6 @@ MAX_WARNING = 256
 (admission.k8s.io/v1 AdmissionResponse.warnings): the image name is cut to keep under this."""
 _MIN_IMAGE = 24
 _PLATFORM_LABELS = frozenset({ARCH_LABEL, OS_LABEL})
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations")
 """What of a pod template decides its platform, besides its images (`template_changed`).
 The whole of `affinity`: pod (anti-)affinity rarely changes alone, and a change there costs
@@ -138,11 +137,11 @@ def warnings(
     allowed = allowed_by_pod(workload.spec, possible)
     if not allowed:
         return []  # its own constraints admit no platform at all: not archfit's to say
-    fits = frozenset(p for p in allowed if all(_runs(p, ps, rules) for _, ps in known))
+    fits = frozenset(p for p in allowed if all(image_runs_on(p, ps, rules) for _, ps in known))
     fix = sorted({p.architecture for p in fits})
     found: list[str] = []
     for image, image_platforms in known:
-        missing = sorted(p for p in allowed if not _runs(p, image_platforms, rules))
+        missing = sorted(p for p in allowed if not image_runs_on(p, image_platforms, rules))
         if not missing:
             continue
         role = workload.roles.get(image, "image")
@@ -205,7 +204,7 @@ def _selects_more(spec: Mapping[str, Any]) -> bool:
         return True
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = node.get(_REQUIRED) if isinstance(node, Mapping) else None
+    required = node.get(REQUIRED_TERMS) if isinstance(node, Mapping) else None
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     for term in terms if isinstance(terms, list) else ():
         if not isinstance(term, Mapping) or term.get("matchFields"):
@@ -227,10 +226,6 @@ def _label(platform: Platform) -> str:
         if platform.os == "linux"
         else f"{platform.os}/{platform.architecture}"
     )
-
-
-def _runs(platform: Platform, image_platforms: frozenset[Platform], rules: MutationRules) -> bool:
-    return any_accepts(platform, image_platforms, rule=rules.rule, aarch32=rules.aarch32)
 
 
 def _warning(role: str, image: str, text: str) -> str:

@@ -74,7 +74,11 @@ func main() {
 	stop := start.Add(*duration)
 	for w := 0; w < *concurrency; w++ {
 		wg.Add(1)
-		next := w // each worker starts at its own body, then takes them in turn
+		// Each worker starts its own share of the way through the bodies, then takes them in
+		// turn: a body comes back only after every other one was sent, whatever the
+		// concurrency (starting one apart, each body would be sent by every worker within a
+		// few rounds, and a cache of recent bodies would answer most of them).
+		next := w * len(bodies) / *concurrency
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration

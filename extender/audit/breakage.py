@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.audit.workloads import Owners, WorkloadKey
+from extender.mismatch import EXEC_FORMAT, PULL_TEXTS
 from extender.text import cut
 
 NO_MATCHING_MANIFEST = "no matching manifest"
-EXEC_FORMAT_ERROR = "exec format error"
+EXEC_FORMAT_ERROR = EXEC_FORMAT
 
-# Docker says "no matching manifest for linux/arm64/v8 in the manifest list entries";
-# containerd says "no match for platform in manifest".
-_MANIFEST_WORDS = ("no matching manifest", "no match for platform in manifest")
+# The runtimes' own texts (extender.mismatch cites where each comes from).
+_MANIFEST_WORDS = PULL_TEXTS
 _PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
 _IMAGE_IN_MESSAGE = re.compile(r'image "([^"]+)"')
 _FIELD_PATH = re.compile(r"spec\.(initContainers|containers)\{([^}]+)\}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from extender.audit.breakage import Breakage
 from extender.audit.newer_tags import TagHint
-from extender.audit.workloads import KINDS, Workload, WorkloadKey
+from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
 from extender.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.pods import PullSecretsRef
 from extender.registry.errors import RegistryError
@@ -284,7 +284,11 @@ def build(
 
 def _order(workload: Workload) -> tuple[str, int, str]:
     key = workload.key
-    return key.namespace, KINDS.index(key.kind) if key.kind in KINDS else len(KINDS), key.name
+    return (
+        key.namespace,
+        AUDITED_KINDS.index(key.kind) if key.kind in AUDITED_KINDS else len(AUDITED_KINDS),
+        key.name,
+    )
 
 
 def _summary(

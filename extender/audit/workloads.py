@@ -17,7 +17,7 @@ from extender.platforms import node_platform
 from extender.pods import PodError, PullSecretsRef, read_mapping
 from extender.steering import CHOICE_LABEL, SIDES
 
-KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
+AUDITED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
 """What the audit reads, in the order reports list them."""
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})

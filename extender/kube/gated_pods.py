@@ -26,6 +26,7 @@ from extender.gates import (
 )
 from extender.kube.pod_watch import write_event
 from extender.kube.watching import (
+    REQUEST_TIMEOUT,
     Expired,
     list_watch_forever,
     open_watch,
@@ -36,7 +37,6 @@ from extender.pods import Pod
 
 log = structlog.get_logger("archfit.gates")
 
-_REQUEST_TIMEOUT = (5, 15)
 
 OnChange = Callable[[str, Pod], None]
 """Told `("ADDED" | "MODIFIED" | "DELETED", pod)` for each held pod, in the event loop;
@@ -74,7 +74,7 @@ class GatedPods:
         def get() -> Pod | None:
             try:
                 response: Any = self._core.read_namespaced_pod(
-                    name, namespace, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT
+                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
                 )
             except ApiException as error:
                 if error.status == 404:
@@ -103,7 +103,7 @@ class GatedPods:
                     metadata["namespace"],
                     operations,
                     _preload_content=False,
-                    _request_timeout=_REQUEST_TIMEOUT,
+                    _request_timeout=REQUEST_TIMEOUT,
                 )
                 # Read the answer before the connection goes back to the pool: unread bytes
                 # would be taken for the next request's answer.

@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from extender.kube.watching import (
+    REQUEST_TIMEOUT,
     Expired,
     ListMeta,
     decode_watch_event,
@@ -36,7 +37,6 @@ from extender.pods import PullSecretsRef
 
 log = structlog.get_logger("archfit.watcher")
 
-_REQUEST_TIMEOUT = (5, 15)
 _TOO_MANY_REQUESTS = 429
 
 
@@ -278,7 +278,7 @@ class PodCalls:
                 previous=True,
                 limit_bytes=limit_bytes,
                 _preload_content=False,
-                _request_timeout=_REQUEST_TIMEOUT,
+                _request_timeout=REQUEST_TIMEOUT,
             )
             try:
                 return bytes(response.data[:limit_bytes]).decode("utf-8", "replace")
@@ -300,7 +300,7 @@ class PodCalls:
 
         def owner() -> tuple[str, str, str]:
             try:
-                found: Any = read(name, namespace, _request_timeout=_REQUEST_TIMEOUT)
+                found: Any = read(name, namespace, _request_timeout=REQUEST_TIMEOUT)
             except ApiException:
                 return version, kind, name
             for ref in found.metadata.owner_references or ():
@@ -338,7 +338,7 @@ class PodCalls:
         def send() -> str:
             try:
                 self._core.create_namespaced_pod_eviction(
-                    meta.name, meta.namespace, body, _request_timeout=_REQUEST_TIMEOUT
+                    meta.name, meta.namespace, body, _request_timeout=REQUEST_TIMEOUT
                 )
             except ApiException as error:
                 if error.status == _TOO_MANY_REQUESTS:
@@ -389,7 +389,7 @@ async def write_event(
     }
 
     def send() -> None:
-        core.create_namespaced_event(namespace, body, _request_timeout=_REQUEST_TIMEOUT)
+        core.create_namespaced_event(namespace, body, _request_timeout=REQUEST_TIMEOUT)
 
     try:
         await asyncio.to_thread(send)

@@ -27,11 +27,15 @@ WATCH_SECONDS = 30
 stopping could not cut the connection."""
 
 
+REQUEST_TIMEOUT = (5, 15)
+"""(connect, read) seconds for one Kubernetes API call that is not a watch."""
+
+
 class Expired(Exception):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
 
 
-class Failure(msgspec.Struct, frozen=True):
+class WatchFailure(msgspec.Struct, frozen=True):
     """The Status object of a watch ERROR event."""
 
     code: int = 0
@@ -55,7 +59,7 @@ class WatchEvent(msgspec.Struct, frozen=True):
 
 
 decode_watch_event = msgspec.json.Decoder(WatchEvent).decode
-_decode_failure = msgspec.json.Decoder(Failure).decode
+_decode_failure = msgspec.json.Decoder(WatchFailure).decode
 
 
 def watch_error(raw: msgspec.Raw) -> Exception:

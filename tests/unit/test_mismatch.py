@@ -21,7 +21,7 @@ import pytest
 from extender.mismatch import (
     ContainerState,
     classify,
-    digest_of,
+    digest_in_image_id,
     from_log,
     wants_log,
     without_failing,
@@ -153,7 +153,7 @@ def test_a_log_that_says_exec_format_error_is_a_run_finding() -> None:
 )
 def test_the_digest_is_read_from_any_imageid_spelling(image_id: str, expected: str) -> None:
     """containerd, CRI-O and dockershim spell imageID differently."""
-    assert expected == digest_of(image_id)
+    assert expected == digest_in_image_id(image_id)
 
 
 def test_evidence_on_a_node_platform_removes_every_variant_of_it() -> None:

@@ -2,10 +2,11 @@
 
 import pytest
 
-from extender.placement import Candidates, Policy, mismatch_reason
+from extender.placement import UNKNOWN_GROUP, Candidates, NodeGroups, Policy, mismatch_reason
 from extender.placement import decide_filter as decide_filter_on_names
 from extender.placement import decide_scores as decide_scores_on_names
 from extender.platforms import Rule, Unknown, parse
+from extender.runtimes import UNKNOWN_NODE
 
 
 def Candidate(name, platform, rule=Rule.STRICT, aarch32=False):
@@ -273,4 +274,29 @@ def test_a_32_bit_arm_build_is_never_a_reason_to_prefer_arm64(setting):
         decision.scores,
         decision.multi_arch,
         decision.architectures,
+    )
+
+
+def test_names_in_any_order_are_grouped_by_the_node_index_snapshot():
+    """NodeGroups numbers each facts object once; a list in any order gets its groups."""
+    amd, arm = (
+        (parse("linux/amd64"), Rule.STRICT, False),
+        (parse("linux/arm64"), Rule.STRICT, False),
+    )
+    groups = NodeGroups({"a1": amd, "r1": arm, "a2": amd})
+    found = Candidates.among(["r1", "a2", "a1"], groups)
+    assert ([2, 1, 1], {1: amd, 2: arm}, ["a2", "a1"]) == (
+        list(found.keys),
+        found.distinct,
+        found.names_in([1]),
+    )
+
+
+def test_a_name_the_node_index_does_not_know_is_an_unknown_node():
+    """Names missing from the snapshot fall in one group whose facts are UNKNOWN_NODE."""
+    amd = (parse("linux/amd64"), Rule.STRICT, False)
+    found = Candidates.among(["gone", "a1"], NodeGroups({"a1": amd}))
+    assert ([UNKNOWN_GROUP, 1], {UNKNOWN_GROUP: UNKNOWN_NODE, 1: amd}) == (
+        list(found.keys),
+        found.distinct,
     )

@@ -1,10 +1,18 @@
 """The extender wire contract: parsing ExtenderArgs and rendering results exactly."""
 
+import msgspec
 import orjson
 import pytest
 
 from extender.node_parts import NodeDecodeError, decode_node
-from extender.scheduler_api import WireError, parse_args, render_filter, render_priorities
+from extender.scheduler_api import (
+    NameLists,
+    WireError,
+    names_size,
+    parse_args,
+    render_filter,
+    render_priorities,
+)
 from tests.objects import args_full, args_names, node, pod
 
 
@@ -142,3 +150,42 @@ def test_a_node_that_is_not_utf8_is_a_node_decode_error(raw):
     """The node index's decode names invalid bytes as a NodeDecodeError, not UnicodeDecodeError."""
     with pytest.raises(NodeDecodeError):
         decode_node(raw)
+
+
+def test_decoded_name_lists_are_kept_within_their_byte_budget():
+    """A new order on every call must not grow memory: the oldest lists go first."""
+    lists = NameLists(max_bytes=3 * names_size(len(b'["n0","n1"]'), 2))
+    first = lists.decode(msgspec.Raw(b'["n0","n1"]'))
+    for index in range(2, 5):
+        lists.decode(msgspec.Raw(b'["n%d","n1"]' % index))
+    again = lists.decode(msgspec.Raw(b'["n0","n1"]'))
+    kept = lists.decode(msgspec.Raw(b'["n4","n1"]'))
+    assert (False, True, 3 * names_size(11, 2)) == (
+        again is first,
+        kept is lists.decode(msgspec.Raw(b'["n4","n1"]')),
+        lists.bytes,
+    )
+
+
+def test_a_full_node_body_as_kube_scheduler_writes_it_is_answered_from_one_decoding():
+    """Pod, Nodes, then a null NodeNames: the parts come from the pass over the body, and
+    the answer still carries every kept Node as the bytes that came."""
+    nodes = [node("n1", "amd64"), node("n2", "arm64")]
+    body = b'{"Pod":%s,"Nodes":%s,"NodeNames":null}' % (
+        orjson.dumps(pod("a")),
+        orjson.dumps({"metadata": {}, "items": nodes}),
+    )
+    args = parse_args(body)
+    kept = render_filter(args, ["n2"], {}, {})
+    assert (True, ["n1", "n2"], True) == (
+        args.full is not None and args.full.whole,
+        args.names,
+        b'"items":[' + orjson.dumps(nodes[1]) + b"]" in kept,
+    )
+
+
+def test_a_node_list_of_a_million_empty_objects_is_refused_before_any_is_built():
+    """Each item becomes a Struct: the objects are counted first, on the one-pass path too."""
+    items = b",".join([b"{}"] * 1_000_001)
+    with pytest.raises(WireError, match=r"Nodes: body holds 1000002 JSON objects, more than"):
+        parse_args(b'{"Pod":{},"Nodes":{"items":[%s]},"NodeNames":null}' % items)

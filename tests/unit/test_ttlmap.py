@@ -264,3 +264,11 @@ async def test_aclose_cancels_the_loads_in_flight():
         cache.loading,
         cache.get("k"),
     )
+
+
+def test_a_map_bounded_by_bytes_forgets_the_least_recently_used_until_it_fits():
+    """With max_bytes, the sizes put gives count: a large entry pushes out older ones."""
+    kept: TTLMap[str, int] = TTLMap(100, FakeClock(), max_bytes=10)
+    for key, size in (("a", 4), ("b", 4), ("c", 6), ("huge", 11)):
+        kept.put(key, 0, 60, size)
+    assert ([None, 0, 0, None], 10) == ([kept.get(k) for k in ("a", "b", "c", "huge")], kept.bytes)
