@@ -28,6 +28,7 @@ from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutati
 from extender.platforms import Resolved, Unknown
 from extender.pods import Pod, PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
+from extender.steering import SteeringSource
 
 log = structlog.get_logger("archfit.releaser")
 
@@ -87,6 +88,7 @@ class Releaser:
         rules: Callable[[], MutationRules],
         pods: HeldPods,
         *,
+        steering: SteeringSource | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
@@ -94,6 +96,9 @@ class Releaser:
         self._resolution = resolution
         self._rules = rules
         self._pods = pods
+        self._steering = steering
+        """Namespace and workload preferences and the arm64 share, applied on release as
+        on admission (docs/webhook.md)."""
         self._wall = wall_clock
         self._held: dict[str, _Held] = {}
         self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
@@ -198,6 +203,10 @@ class Releaser:
         while True:
             constrain = not (refused and self._age(pod) >= self._settings.max_wait_seconds)
             mutation, released = self._decide(pod, resolved, at_cap, constrain)
+            if self._steering is not None and mutation and mutation.steering:
+                # Counted at once, as admission counts: the releases of a workload's held
+                # pods run concurrently, and each must see the sides chosen before it.
+                self._steering.chosen(mutation.steering, mutation.arch_choice)
             operations = release_operations(
                 pod, mutation.operations(dry_run=False) if mutation else [], released
             )
@@ -245,6 +254,8 @@ class Releaser:
         if not constrain:
             return None, "without constraints: the apiserver refused them"
         rules = replace(self._rules(), scheduler_name="")  # immutable after CREATE
+        if self._steering is not None:  # as at admission (webhook._admit)
+            rules = replace(rules, steering=self._steering.steer(pod, rules.arch_preference))
         images = tuple(resolved)
         try:
             if not at_cap:

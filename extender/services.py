@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -14,10 +14,11 @@ from extender.config import Settings
 from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
 from extender.metrics import Metrics
 from extender.platforms import Platform
+from extender.pods import PodFacts
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
-from extender.steering import Steering
+from extender.steering import SteeringSource
 
 if TYPE_CHECKING:
     from extender.registry.resolver import RegistryResolver
@@ -44,16 +45,15 @@ class NodeSource(Protocol):
     async def wait_synced(self, seconds: float) -> bool: ...
 
 
-class SteeringSource(Protocol):
-    """Namespace preferences and arm64 shares for the webhook (extender.kube.steering)."""
-
-    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
-        """What the pod's namespace, workload and own annotations say, from memory."""
-        ...
-
-    def chosen(self, steering: Steering, applied: str) -> None:
-        """The pod was admitted requiring `applied` (or "" if the share left it alone)."""
-        ...
+def steered_facts(
+    pod_facts: PodFacts, pod: Mapping[str, Any], steering: SteeringSource | None
+) -> PodFacts:
+    """The pod's facts for the extender's verbs, with the preference the webhook's steering
+    gives it (its own, its workload's or its namespace's annotation: docs/webhook.md) when
+    this app has the namespace watch."""
+    if steering is None:
+        return pod_facts
+    return replace(pod_facts, prefer_arch=steering.preference_order(pod))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
 
@@ -91,6 +91,24 @@ class Steering:
         return shown
 
 
+class SteeringSource(Protocol):
+    """Namespace preferences and arm64 shares from memory, for the webhook, the releaser and
+    the extender's verbs (extender.kube.steering.FleetSteering)."""
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        """What the pod's namespace, workload and own annotations say, from memory."""
+        ...
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        """The pod was admitted requiring `applied` (or "" if the share left it alone)."""
+        ...
+
+    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
+        """The prefer-arch order the pod's own, workload's or namespace's annotation sets
+        (steering.preference_order), or () for the global preference."""
+        ...
+
+
 class ShareError(ValueError):
     """An arm64-share annotation that is not a whole percentage 0..100."""
 
@@ -143,16 +161,9 @@ def steer(
         (own_level, _mapping_or_empty(metadata.get("annotations"))),
         ("namespace", namespace_annotations),
     )
-    for level, said in levels:
-        share: int | None = None
-        if SHARE_ANNOTATION in said:
-            try:
-                share = parse_share(said[SHARE_ANNOTATION])
-            except ShareError as error:
-                problems.append(f"{level} {error}")
-        order = prefer_arch(said.get(PREFER_ARCH_ANNOTATION))
-        if share is None and not order:
-            continue
+    decided = _deciding(levels, problems)
+    if decided is not None:
+        level, order, share = decided
         preference = annotation_preference(order) if order else global_preference
         steering = Steering(
             preference=preference,
@@ -169,6 +180,34 @@ def steer(
         # No share applies now, but one did when this pod was first admitted: keep it.
         return _with_choice(steering, kept, kept=True, split=Split())
     return steering
+
+
+def preference_order(
+    pod_annotations: Mapping[str, Any], namespace_annotations: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The `archfit.io/prefer-arch` order that `steer` applies to a pod with these
+    annotations (its own, which are its workload's when a controller made it) in this
+    namespace, or () for the global preference. The extender's prioritize scores by it."""
+    decided = _deciding((("pod", pod_annotations), ("namespace", namespace_annotations)), [])
+    return decided[1] if decided is not None else ()
+
+
+def _deciding(
+    levels: Iterable[tuple[str, Mapping[str, Any]]], problems: list[str]
+) -> tuple[str, tuple[str, ...], int | None] | None:
+    """(level, prefer-arch order, share) of the most specific level that says anything (a
+    preference or a readable share), or None; unreadable shares are added to `problems`."""
+    for level, said in levels:
+        share: int | None = None
+        if SHARE_ANNOTATION in said:
+            try:
+                share = parse_share(said[SHARE_ANNOTATION])
+            except ShareError as error:
+                problems.append(f"{level} {error}")
+        order = prefer_arch(said.get(PREFER_ARCH_ANNOTATION))
+        if share is not None or order:
+            return level, order, share
+    return None
 
 
 def _split(

@@ -43,7 +43,7 @@ from extender.scheduler_api import (
     render_filter,
     render_priorities,
 )
-from extender.services import Services
+from extender.services import Services, steered_facts
 from extender.ttlmap import TTLMap
 
 log = structlog.get_logger("archfit")
@@ -332,7 +332,7 @@ class Verbs:
         )
         body = await read_body(request, settings.server.body_timeout_seconds)
         args = parse_args(body, self.facts_of, self.name_lists)
-        pod = facts(args.pod)
+        pod = steered_facts(facts(args.pod), args.pod, services.steering)
         structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
         skip = skip_reason(pod, settings.policy.excluded_namespaces)
         candidates = _UNEXAMINED

@@ -135,6 +135,7 @@ async def _release_held(
             services.resolution,
             lambda: _with_cluster_platforms(rules, services),
             pods,
+            steering=services.steering,
         )
         pods.start(releaser.on_change)
         try:

@@ -38,6 +38,7 @@ from extender.steering import (
     ShareTally,
     Steering,
     owner_of,
+    preference_order,
     steer,
 )
 
@@ -206,6 +207,17 @@ class FleetSteering:
             self._namespaces.get(namespace) or {},
             preference,
             lambda owner: self._tally.split(owner, now),
+        )
+
+    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
+        """The prefer-arch order of the level that decides for `pod` (extender.steering)."""
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return ()
+        annotations = metadata.get("annotations")
+        return preference_order(
+            annotations if isinstance(annotations, Mapping) else {},
+            self._namespaces.get(str(metadata.get("namespace") or "")) or {},
         )
 
     def chosen(self, steering: Steering, applied: str) -> None:

@@ -1,8 +1,9 @@
 """An autoscaled cluster: its own etcd and kube-apiserver with no nodes, a real Karpenter
 (kwok provider) with the `graviton` and `general` NodePools, and a stand-in kubelet.
 
-Scenarios start the kube-scheduler they need, create pods, and read which Nodes
-Karpenter launched; reset() takes the cluster back to zero nodes for the next variant.
+Scenarios start the kube-scheduler they need (and kube-controller-manager, when they want
+real Deployments), create pods, and read which Nodes Karpenter launched; reset() takes the
+cluster back to zero nodes and no workloads for the next variant.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from kubernetes import client, config
 
 from tests.e2e import cluster
+from tests.e2e.controllers import WORKLOAD_CONTROLLERS, ControllerManager
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.karpenter import (
     KARPENTER_GROUP,
@@ -51,6 +53,7 @@ class AutoscaledCluster:
         self._karpenter: Karpenter | None = None
         self._scheduler: Scheduler | None = None
         self._schedulers_started = 0
+        self._controllers: ControllerManager | None = None
 
     def start(self) -> AutoscaledCluster:
         """Start the control plane, install Karpenter's CRDs, NodeClass and NodePools, then
@@ -109,6 +112,25 @@ class AutoscaledCluster:
             self._scheduler.stop()
             self._scheduler = None
 
+    def start_controllers(
+        self, controllers: tuple[str, ...] = WORKLOAD_CONTROLLERS
+    ) -> ControllerManager:
+        """Start kube-controller-manager with `controllers` (a running one is stopped first)."""
+        self.stop_controllers()
+        self._controllers = ControllerManager(
+            self._binaries,
+            self.workdir / "controller-manager",
+            self.control_plane.admin_kubeconfig,
+            controllers,
+        ).start()
+        return self._controllers
+
+    def stop_controllers(self) -> None:
+        """Stop kube-controller-manager if one runs."""
+        if self._controllers is not None:
+            self._controllers.stop()
+            self._controllers = None
+
     def launches(self) -> list[Launch]:
         """Every Node Karpenter launched since start() or the last reset(), in order."""
         assert self._kubelet is not None, "AutoscaledCluster.start() first"
@@ -129,7 +151,8 @@ class AutoscaledCluster:
             ]
             for item in self._node_claims()
         }
-        logs = [p.process.log_path for p in (self._karpenter, self._scheduler) if p is not None]
+        running = (self._karpenter, self._scheduler, self._controllers)
+        logs = [p.process.log_path for p in running if p is not None]
         kubelet_error = self._kubelet.last_error if self._kubelet else None
         return (
             f"launches: {[str(launch) for launch in self.launches()]}; nodeclaims: {conditions}; "
@@ -144,16 +167,20 @@ class AutoscaledCluster:
         return list(listed["items"])
 
     def reset(self) -> None:
-        """Stop the scheduler and delete every webhook configuration, pod, NodeClaim and Node, so
-        the next variant starts from zero nodes and no archfit; Karpenter's own termination
-        removes the Nodes."""
+        """Stop the scheduler and the controllers and delete every webhook configuration,
+        Deployment, ReplicaSet, pod, NodeClaim and Node, so the next variant starts from zero
+        nodes, no workloads and no archfit; Karpenter's own termination removes the Nodes."""
         self.stop_scheduler()
+        self.stop_controllers()
         admission = client.AdmissionregistrationV1Api(self.api_client)
         admission.delete_collection_mutating_webhook_configuration()
         admission.delete_collection_validating_webhook_configuration()
-        core = self.core
+        core, apps = self.core, client.AppsV1Api(self.api_client)
         for namespace in core.list_namespace().items:
-            core.delete_collection_namespaced_pod(namespace.metadata.name, grace_period_seconds=0)
+            name = namespace.metadata.name
+            apps.delete_collection_namespaced_deployment(name)
+            apps.delete_collection_namespaced_replica_set(name)
+            core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         custom = self._custom()
         custom.delete_collection_cluster_custom_object(KARPENTER_GROUP, "v1", "nodeclaims")
         wait_for(
@@ -165,8 +192,10 @@ class AutoscaledCluster:
         self._kubelet.forget()
 
     def stop(self) -> None:
-        """Stop the scheduler, Karpenter, the stand-in kubelet, then the control plane."""
+        """Stop the scheduler, the controllers, Karpenter, the stand-in kubelet, then the
+        control plane."""
         self.stop_scheduler()
+        self.stop_controllers()
         if self._karpenter is not None:
             self._karpenter.stop()
         if self._kubelet is not None:

@@ -24,8 +24,9 @@ MISSING_GO_EXIT = 3
 
 def build() -> Path:
     """Run build.sh (a no-op when the cache is warm, which needs no Go) and return the
-    directory of kube-apiserver, kube-scheduler and etcd."""
-    return run_build_script(BUILD_SCRIPT, ("etcd", "kube-apiserver", "kube-scheduler"))
+    directory of kube-apiserver, kube-scheduler, kube-controller-manager and etcd."""
+    executables = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+    return run_build_script(BUILD_SCRIPT, executables)
 
 
 def build_karpenter() -> Path:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the real kube-apiserver, kube-scheduler and etcd used by archfit's
+# Build the real kube-apiserver, kube-scheduler, kube-controller-manager and etcd used by archfit's
 # end-to-end tests, from Go modules only (nothing but the module proxy).
 #
 # Binaries land in ${ARCHFIT_E2E_CACHE:-$HOME/.cache/archfit-e2e}/<k8s-version>/
@@ -18,7 +18,8 @@ stamp="$out/.complete"
 want="k8s=$K8S_VERSION etcd=$ETCD_VERSION"
 
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" \
-      && -x "$out/kube-apiserver" && -x "$out/kube-scheduler" && -x "$out/etcd" ]]; then
+      && -x "$out/kube-apiserver" && -x "$out/kube-scheduler" && -x "$out/etcd" \
+      && -x "$out/kube-controller-manager" ]]; then
     echo "$out"
     exit 0
 fi
@@ -35,11 +36,12 @@ export GOFLAGS="${GOFLAGS:-} -mod=readonly -trimpath"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
 
 start=$SECONDS
-echo "build.sh: building kube-apiserver and kube-scheduler $K8S_VERSION, etcd $ETCD_VERSION into $out" >&2
-(cd "$here/kube" && go build -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-scheduler) >&2
+echo "build.sh: building kube-apiserver, kube-scheduler and kube-controller-manager $K8S_VERSION, etcd $ETCD_VERSION into $out" >&2
+(cd "$here/kube" && go build -ldflags "$ldflags" -o "$tmp/" \
+    ./cmd/kube-apiserver ./cmd/kube-scheduler ./cmd/kube-controller-manager) >&2
 (cd "$here/etcd" && go build -ldflags "-s -w" -o "$tmp/etcd" .) >&2
 
-mv -f "$tmp/kube-apiserver" "$tmp/kube-scheduler" "$tmp/etcd" "$out/"
+mv -f "$tmp/kube-apiserver" "$tmp/kube-scheduler" "$tmp/kube-controller-manager" "$tmp/etcd" "$out/"
 echo "$want" > "$stamp"
 echo "build.sh: done in $((SECONDS - start))s" >&2
 echo "$out"

@@ -28,7 +28,8 @@ from tests.support.prerequisites import built
 
 @pytest.fixture(scope="session")
 def e2e_binaries() -> Binaries:
-    """kube-apiserver, kube-scheduler and etcd from tests/e2e/build.sh (cached)."""
+    """kube-apiserver, kube-scheduler, kube-controller-manager and etcd from
+    tests/e2e/build.sh (cached)."""
     return Binaries(built("E2E", binaries.build))
 
 
@@ -128,6 +129,17 @@ def autoscaled(autoscaled_cluster: AutoscaledCluster) -> Iterator[AutoscaledClus
         yield autoscaled_cluster
     finally:
         autoscaled_cluster.reset()
+
+
+@pytest.fixture
+def autoscaled_controllers(autoscaled: AutoscaledCluster) -> Iterator[AutoscaledCluster]:
+    """The autoscaled cluster with kube-controller-manager's Deployment and ReplicaSet
+    controllers running (opt-in: other tests' Deployments stay plain objects)."""
+    autoscaled.start_controllers()
+    try:
+        yield autoscaled
+    finally:
+        autoscaled.stop_controllers()
 
 
 @pytest.fixture

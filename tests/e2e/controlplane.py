@@ -1,7 +1,9 @@
 """etcd and kube-apiserver on 127.0.0.1, with generated certs and kubeconfigs.
 
-No kubelets and no kube-controller-manager run: nodes are plain API objects and a
-pod counts as scheduled once spec.nodeName is set.
+No kubelets run: nodes are plain API objects and a pod counts as scheduled once
+spec.nodeName is set. No kube-controller-manager runs either, unless a module asks for one
+(tests/e2e/controllers.py, opt-in through a fixture): elsewhere a Deployment or ReplicaSet
+is an object that nothing acts on.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ class Binaries:
     def kube_scheduler(self) -> Path:
         """The kube-scheduler."""
         return self.directory / "kube-scheduler"
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        """The kube-controller-manager (tests/e2e/controllers.py)."""
+        return self.directory / "kube-controller-manager"
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, client: pki.ClientCert, user: str) -> Path:

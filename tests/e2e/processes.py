@@ -139,3 +139,12 @@ def http_ok(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def self_signed_ok(port: int, path: str) -> Callable[[], bool]:
+    """Whether a control-plane component on loopback answers 200 at `path`: its serving
+    certificate is self-signed, and only its readiness is checked, so it is not verified."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return lambda: http_ok(f"https://127.0.0.1:{port}{path}", context)

@@ -7,14 +7,13 @@ the extender is removed: kube-scheduler as a cluster without archfit runs it.
 
 from __future__ import annotations
 
-import ssl
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tests.e2e.controlplane import Binaries
-from tests.e2e.processes import Process, http_ok
+from tests.e2e.processes import Process, self_signed_ok
 from tests.support.process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,11 +93,7 @@ class Scheduler:
     def start(self) -> Scheduler:
         """Start the scheduler and wait until /readyz says its informers have synced."""
         self.process.start()
-        # Its serving cert is self-signed; only readiness is checked here, on loopback.
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        self.process.wait_ready(lambda: http_ok(f"https://127.0.0.1:{self.port}/readyz", context))
+        self.process.wait_ready(self_signed_ok(self.port, "/readyz"))
         return self
 
     def stop(self) -> None:

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,14 @@ from tests.e2e.gating import (
 )
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
+from tests.support.images import Pusher
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 GATE = "archfit.io/platforms-unknown"
+SHARE = "archfit.io/arm64-share"
+CHOICE = "archfit.io/arch-choice"
 GATED_LABEL = "archfit.io/gated"
 #: The webhook's deadline (webhook.resolveDeadlineSeconds, default 2 s).
 DEADLINE_SECONDS = 2.0
@@ -476,6 +480,51 @@ def test_a_held_pod_with_its_own_constraints_is_released_without_the_apiserver_r
         assert {"key": "example.com/batch", "operator": "Exists"} in released["spec"]["tolerations"]
 
 
+def test_held_pods_are_released_with_their_namespaces_arm64_share(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    gating: WebhookArchfit,
+    proxy: DelayingProxy,
+    images: Images,
+) -> None:
+    """The namespace says arm64-share 50; four pods of a new multi-arch image, held while the
+    registry hangs, are released two on arm64 and two on amd64 (labelled and required), as
+    admission would have split them, and Karpenter launches both kinds."""
+    namespace = autoscaled_namespace
+    autoscaled.start_scheduler(None)
+    autoscaled.core.patch_namespace(namespace, {"metadata": {"annotations": {SHARE: "50"}}})
+    probe = cluster.pod_manifest("probe", [images.multi.reference])
+
+    def share_seen() -> bool:  # the namespace watch carries the annotation to archfit
+        autoscaled.core.create_namespaced_pod(namespace, probe, dry_run="All")
+        return any(line.get("share_from") == "namespace" for line in logged(gating, "pod_admitted"))
+
+    wait_for(share_seen, "archfit to see the namespace's arm64 share")
+    tag = uuid.uuid4().hex[:10]
+    Pusher(images.public.url).index(f"e2e/gate-multi-{tag}", tag, ["linux/amd64", "linux/arm64"])
+    reference = f"{proxy.host}/e2e/gate-multi-{tag}:{tag}"
+    with proxy.hung():
+        names = [
+            cluster.create_pod(
+                autoscaled.core, namespace, cluster.pod_manifest(f"split-{i}", [reference])
+            )
+            for i in range(4)
+        ]
+        held = [
+            GATED_LABEL in (pod_of(autoscaled, namespace, n).metadata.labels or {}) for n in names
+        ]
+    for name in names:
+        autoscaled.wait_scheduled(namespace, name)
+    pods = [pod_of(autoscaled, namespace, name) for name in names]
+    sides = sorted((p.metadata.labels or {}).get(CHOICE, "none") for p in pods)
+    required = sorted(value for p in pods for value in _required_arches(p))
+    print(f"held {held}, released {sides}, required {required}, launched {launched(autoscaled)}")
+    assert [True] * 4 == held
+    assert ["amd64", "amd64", "arm64", "arm64"] == sides
+    assert [("amd64",), ("amd64",), ("arm64",), ("arm64",)] == required
+    assert [("amd64", "general"), ("arm64", "graviton")] == launched(autoscaled)
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -488,6 +537,17 @@ def _create_concurrently(
         return list(
             pool.map(lambda m: cluster.create_pod(autoscaled.core, namespace, m), manifests)
         )
+
+
+def _required_arches(pod: Any) -> list[tuple[str, ...]]:
+    affinity = pod.spec.affinity.node_affinity
+    terms = affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    return [
+        tuple(e.values)
+        for term in terms
+        for e in term.match_expressions
+        if e.key == "kubernetes.io/arch"
+    ]
 
 
 def _held_count(hook: WebhookArchfit) -> int:

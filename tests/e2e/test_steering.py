@@ -1,19 +1,18 @@
 """Namespace and workload arch preferences and the arm64 share (issue 22), with the real
 Karpenter and the webhook only (kube-scheduler runs with no extender).
 
-No kube-controller-manager runs, so the test stands in for the ReplicaSet controller: it
-creates the Deployment and its ReplicaSet as objects, then the pods as the controller
-does, from the template with only `generateName` and a controller ownerReference, in the
-controller's slow-start batches (1, 2, 4, ...) sent concurrently. `pytest -s` prints what
-each case measured.
+kube-controller-manager runs the Deployment and ReplicaSet controllers (tests/e2e/
+controllers.py), so the pods reach the webhook as a real rollout sends them: only
+`generateName` and a controller ownerReference, in the ReplicaSet controller's slow-start
+batches. `pytest -s` prints what each case measured.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,8 +22,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests import objects
 from tests.e2e import cluster
-from tests.e2e.archfit import archfit_command
+from tests.e2e.archfit import archfit_command, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.gating import logged
@@ -40,16 +40,23 @@ CHOICE = "archfit.io/arch-choice"
 
 @pytest.fixture
 def hook(
+    autoscaled_controllers: AutoscaledCluster,
     autoscaled: AutoscaledCluster,
     autoscaled_namespace: str,
     autoscaled_settings: dict[str, Any],
     images: Images,
     tmp_path: Path,
 ) -> Iterator[WebhookArchfit]:
-    """archfit's webhook registered and called; kube-scheduler with no extender."""
-    running = WebhookArchfit(
-        autoscaled.control_plane.admin_kubeconfig, autoscaled_settings, tmp_path
-    ).start()
+    """archfit's webhook registered and called; kube-scheduler with no extender; the
+    Deployment and ReplicaSet controllers running."""
+    # Under the default server.maxIdlePerClient (32) a real ReplicaSet controller's burst
+    # (100 creates in about a second, each also calling the workload warnings' /warn) makes
+    # kube-apiserver hold more idle connections than that; the listener's guard closes one
+    # as the apiserver reuses it ("server closed idle connection"), and that pod is admitted
+    # unsteered (failurePolicy: Ignore): 3 or 4 of 100 here. The cap is the listener's
+    # matter, not steering's; this module measures steering.
+    settings = merge(autoscaled_settings, {"server": {"maxIdlePerClient": 512}})
+    running = WebhookArchfit(autoscaled.control_plane.admin_kubeconfig, settings, tmp_path).start()
     try:
         running.wait_called(autoscaled_namespace, images.multi.reference)
         autoscaled.start_scheduler(None)
@@ -65,81 +72,25 @@ def deployment(
     image: str,
     replicas: int,
     annotations: Mapping[str, str],
-) -> dict[str, Any]:
-    """A Deployment and its ReplicaSet, as objects; returns the ReplicaSet's ownerReference."""
-    apps = client.AppsV1Api(autoscaled.api_client)
+) -> None:
+    """A Deployment whose template carries `annotations`; the real controllers make its
+    ReplicaSet and pods."""
     template = cluster.pod_manifest(name, [image], annotations=annotations)
     labels = {"app": name}
-    template_spec = {"metadata": {"labels": labels, "annotations": dict(annotations)}}
-    template_spec["spec"] = template["spec"]
-    made = apps.create_namespaced_deployment(
+    client.AppsV1Api(autoscaled.api_client).create_namespaced_deployment(
         namespace,
         {
             "metadata": {"name": name},
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": labels},
-                "template": template_spec,
+                "template": {
+                    "metadata": {"labels": labels, "annotations": dict(annotations)},
+                    "spec": template["spec"],
+                },
             },
         },
     )
-    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": made.metadata.uid}
-    replica_set = apps.create_namespaced_replica_set(
-        namespace,
-        {
-            "metadata": {
-                "name": f"{name}-5d8f9",
-                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
-            },
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": template_spec,
-            },
-        },
-    )
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": replica_set.metadata.name,
-        "uid": replica_set.metadata.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def create_replicas(
-    autoscaled: AutoscaledCluster,
-    namespace: str,
-    owner: dict[str, Any],
-    image: str,
-    replicas: int,
-    annotations: Mapping[str, str],
-) -> float:
-    """The ReplicaSet controller's creates: slow-start batches, each batch concurrently.
-    Returns how long they took."""
-    name = owner["name"]
-    manifest = cluster.pod_manifest(name, [image], annotations=annotations)
-    manifest["metadata"] = {
-        "generateName": f"{name}-",
-        "labels": {"app": name.rsplit("-", 1)[0]},
-        "annotations": dict(annotations),
-        "ownerReferences": [owner],
-    }
-    started = time.monotonic()
-    created, batch = 0, 1
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        while created < replicas:
-            size = min(batch, replicas - created)
-            list(
-                pool.map(
-                    lambda _: autoscaled.core.create_namespaced_pod(namespace, manifest),
-                    range(size),
-                )
-            )
-            created += size
-            batch *= 2
-    return time.monotonic() - started
 
 
 def pods_of(autoscaled: AutoscaledCluster, namespace: str, app: str) -> list[Any]:
@@ -186,13 +137,15 @@ def test_a_namespace_preference_and_a_workload_preference_each_win_where_they_sh
         return any(line.get("preference_from") == "namespace" for line in admitted(hook, namespace))
 
     wait_for(namespace_seen, "the webhook to see the namespace's annotation")
+    # The extender's prioritize reads the same namespace watch: amd64 scores highest.
+    scored = prioritize(hook, {**probe, "metadata": {"name": "probe", "namespace": namespace}})
     plain = cluster.create_pod(
         autoscaled.core, namespace, cluster.pod_manifest("plain", [images.multi.reference])
     )
     # Alone, so that the only launch is the one its preference asks for.
     plain_node = autoscaled.wait_scheduled(namespace, plain)
-    owner = deployment(autoscaled, namespace, "api", images.multi.reference, 1, {PREFER: "arm64"})
-    create_replicas(autoscaled, namespace, owner, images.multi.reference, 1, {PREFER: "arm64"})
+    deployment(autoscaled, namespace, "api", images.multi.reference, 1, {PREFER: "arm64"})
+    wait_all_bound(autoscaled, namespace, "api", 1)
     (workload_pod,) = pods_of(autoscaled, namespace, "api")
 
     preferred = {
@@ -205,10 +158,27 @@ def test_a_namespace_preference_and_a_workload_preference_each_win_where_they_sh
         if "outcome" in line
     }
     launched = [(launch.name, launch.arch) for launch in autoscaled.launches()]
-    print(f"preferences: preferred {preferred}, levels {levels}, launches {launched}")
+    print(
+        f"preferences: preferred {preferred}, levels {levels}, launches {launched}, "
+        f"prioritize {scored}"
+    )
+    assert {"amd-a": 10} == scored
     assert {"plain": [("amd64", 100)], "workload": [("arm64", 100)]} == preferred
-    assert ("namespace", "workload") == (levels["plain"], levels[f"{owner['name']}-"])
+    generated = workload_pod.metadata.generate_name  # the ReplicaSet's name and a dash
+    assert ("namespace", "workload") == (levels["plain"], levels[generated])
     assert [(plain_node, "amd64")] == launched[:1]
+
+
+def prioritize(hook: WebhookArchfit, pod: dict[str, Any]) -> dict[str, int]:
+    """The scores archfit's prioritize gives `pod` on an amd64 and an arm64 node."""
+    offered = (objects.node("amd-a", "amd64"), objects.node("arm-a", "arm64"))
+    request = urllib.request.Request(  # noqa: S310 (loopback http)
+        f"{hook.url_prefix}/prioritize",
+        json.dumps(objects.args_full(pod, *offered)).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        return {entry["Host"]: entry["Score"] for entry in json.load(response)}
 
 
 def preferred_arches(pod: Any) -> list[tuple[str, int]]:
@@ -235,10 +205,11 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
     Karpenter launching both; 5 replicas of an amd64-only image at the same share: no choice."""
     namespace = autoscaled_namespace
     multi, amd64_only = images.multi.reference, images.amd64_only.reference
-    owner = deployment(autoscaled, namespace, "web", multi, 100, {SHARE: "25"})
-    seconds = create_replicas(autoscaled, namespace, owner, multi, 100, {SHARE: "25"})
-    legacy = deployment(autoscaled, namespace, "legacy", amd64_only, 5, {SHARE: "25"})
-    create_replicas(autoscaled, namespace, legacy, amd64_only, 5, {SHARE: "25"})
+    started = time.monotonic()
+    deployment(autoscaled, namespace, "web", multi, 100, {SHARE: "25"})
+    deployment(autoscaled, namespace, "legacy", amd64_only, 5, {SHARE: "25"})
+    wait_for(lambda: len(pods_of(autoscaled, namespace, "web")) == 100, "100 pods of web")
+    seconds = time.monotonic() - started
     wait_all_bound(autoscaled, namespace, "web", 100)
     wait_all_bound(autoscaled, namespace, "legacy", 5)
 
@@ -248,7 +219,8 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
     labelled = Counter((p.metadata.labels or {}).get(CHOICE) for p in web)
     launches = sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
     print(
-        f"arm64-share 25, 100 replicas created in {seconds:.1f} s: landed {dict(landed)}, "
+        f"arm64-share 25, 100 replicas created by the controller in {seconds:.1f} s: "
+        f"landed {dict(landed)}, "
         f"labelled {dict(labelled)}, launches {launches} ({len(autoscaled.launches())} nodes)"
     )
     assert 20 <= landed["arm64"] <= 30, landed
@@ -263,18 +235,28 @@ def test_an_arm64_share_of_25_puts_a_quarter_of_100_replicas_on_arm64_and_leaves
     shares = {
         line.get("arch_choice")
         for line in admitted(hook, namespace)
-        if line["pod"] == "legacy-5d8f9-"
+        if line["pod"].startswith("legacy-")
     }
     assert {None} == shares
 
     # The split is counted from the pod watch, not only from this replica's recent choices:
-    # delete 8 arm64 pods, and the 8 that replace them all take arm64.
+    # delete 8 arm64 pods, and the 8 the ReplicaSet controller makes to replace them all
+    # take arm64. The controllers are paused meanwhile: a replacement it makes within
+    # milliseconds of a deletion can reach admission before archfit's watch shows the
+    # deletion, and take the other side (docs/webhook.md, limits).
+    autoscaled.stop_controllers()
     doomed = [p.metadata.name for p in web if p.metadata.labels[CHOICE] == "arm64"][:8]
     for name in doomed:
         autoscaled.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     wait_for(lambda: len(pods_of(autoscaled, namespace, "web")) == 92, "8 pods to be deleted")
     time.sleep(1.0)  # the watch's DELETED events reach archfit
-    create_replicas(autoscaled, namespace, owner, multi, 8, {SHARE: "25"})
+    autoscaled.start_controllers()
+
+    def replaced_all() -> bool:
+        names = {p.metadata.name for p in pods_of(autoscaled, namespace, "web")}
+        return len(names) == 100 and not names & set(doomed)
+
+    wait_for(replaced_all, "the ReplicaSet controller to replace the 8 deleted pods")
     wait_all_bound(autoscaled, namespace, "web", 100)
     arches = node_arches(autoscaled)
     replaced = Counter(

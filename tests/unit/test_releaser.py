@@ -20,9 +20,10 @@ from extender.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
 from extender.metrics import Metrics
 from extender.mutation import MutationRules
 from extender.platforms import Platform, parse
-from extender.pods import PullSecretsRef
+from extender.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
 from extender.releaser import Releaser
 from extender.resolution import Resolution
+from extender.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
 from tests.objects import pod
 from tests.support.function_resolver import FunctionResolver
 from tests.support.waiting import wait_for_async
@@ -162,3 +163,97 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
     subject = releaser(pods, {}, waited=500, fallback="amd64")
     await run_until_released(subject, pods)
     assert [ARCH_AMD] == required(pods.pod)
+
+
+class Steered:
+    """What the steering watches would hold (namespace annotations, the owners' splits), read
+    through the pure extender.steering, as extender.kube.steering.FleetSteering reads it."""
+
+    def __init__(self, namespaces: dict[str, dict[str, str]]) -> None:
+        self.namespaces = namespaces
+        self.tally = ShareTally()
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        namespace = self.namespaces.get(pod["metadata"]["namespace"], {})
+        return steer(pod, namespace, preference, lambda owner: self.tally.split(owner, 0.0))
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        if applied and not steering.kept:
+            self.tally.chosen(steering.owner, applied, 0.0)
+
+    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()
+
+
+MULTI = AMD | {parse("linux/arm64")}
+
+
+class HeldReplicas:
+    """Several held pods by name, each patch applied as the apiserver applies it."""
+
+    def __init__(self, held: list[dict[str, Any]]) -> None:
+        self.pods = {obj["metadata"]["name"]: obj for obj in held}
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.pods[name])
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        name = pod["metadata"]["name"]
+        self.pods[name] = jsonpatch.apply_patch(self.pods[name], operations)
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        pass
+
+
+async def arch_choices(held: list[dict[str, Any]], steering: Steered) -> list[Any]:
+    """Release the held pods all at once (their tasks run concurrently, as a rollout's do)
+    with `steering`; the side each pod's label names, sorted."""
+    pods = HeldReplicas(held)
+    subject = Releaser(
+        WebhookGateSettings(retry_seconds=0.05, releases_per_second=1000),
+        Metrics(),
+        resolution({"acme/multi:1": MULTI}),
+        lambda: RULES,
+        pods,
+        steering=steering,
+        wall_clock=lambda: CREATED + 3,
+    )
+    for obj in held:
+        subject.on_change("ADDED", copy.deepcopy(obj))
+    await wait_for_async(
+        lambda: not any(is_gated(obj) for obj in pods.pods.values()), "every release", seconds=5
+    )
+    return sorted(obj["metadata"]["labels"].get(CHOICE_LABEL) for obj in pods.pods.values())
+
+
+async def test_held_pods_of_a_workload_with_an_arm64_share_are_released_split_as_on_admission():
+    """Four held replicas at arm64-share 50, released concurrently: each takes the side the
+    owner's split needs then, so two go to each side, as admission would split them."""
+    held = [held_pod("acme/multi:1") for _ in range(4)]
+    for index, obj in enumerate(held):
+        obj["metadata"]["annotations"][SHARE_ANNOTATION] = "50"
+        obj["metadata"].update(name=f"api-7d9c6b5f4-{index}", uid=f"uid-{index}")
+    assert ["amd64", "amd64", "arm64", "arm64"] == await arch_choices(held, Steered({}))
+
+
+async def test_a_held_pod_is_released_with_its_namespaces_preference():
+    """The namespace prefers amd64 (the global setting arm64): the released pod prefers amd64."""
+    pods = ScriptedPods(held_pod("acme/multi:1"), [])
+    subject = Releaser(
+        WebhookGateSettings(retry_seconds=0.05),
+        Metrics(),
+        resolution({"acme/multi:1": MULTI}),
+        lambda: RULES,
+        pods,
+        steering=Steered({"shop": {PREFER_ARCH_ANNOTATION: "amd64"}}),
+        wall_clock=lambda: CREATED + 3,
+    )
+    await run_until_released(subject, pods)
+    affinity = pods.pod["spec"]["affinity"]["nodeAffinity"]
+    preferred = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [["amd64"]] == [
+        e["values"] for t in preferred for e in t["preference"]["matchExpressions"]
+    ]

@@ -12,6 +12,8 @@ import pytest
 
 from extender.mutation import MutationRules, decide_mutation
 from extender.platforms import Resolved, parse
+from extender.pods import annotation_preference, facts
+from extender.services import steered_facts
 from extender.steering import (
     CHOICE_LABEL,
     SHARE_ANNOTATION,
@@ -22,6 +24,7 @@ from extender.steering import (
     Steering,
     choose,
     parse_share,
+    preference_order,
     steer,
 )
 from tests.objects import pod
@@ -105,6 +108,58 @@ def test_an_unreadable_workload_share_falls_through_to_the_namespace_and_is_repo
     steering = steer(obj, {SHARE_ANNOTATION: "100"}, GLOBAL, no_counts)
     assert ("namespace", "arm64") == (steering.share_from, steering.choice)
     assert 1 == len(steering.problems)
+
+
+@pytest.mark.parametrize(
+    ("pod_annotations", "namespace"),
+    [
+        ({}, {}),
+        ({}, {PREFER: "amd64"}),
+        ({PREFER: "arm64"}, {PREFER: "amd64"}),
+        ({PREFER: " "}, {PREFER: "amd64,arm64"}),
+        ({SHARE_ANNOTATION: "25"}, {PREFER: "amd64"}),
+        ({SHARE_ANNOTATION: "lots"}, {PREFER: "amd64"}),
+        ({}, {SHARE_ANNOTATION: "25", PREFER: "amd64"}),
+    ],
+    ids=["global", "namespace", "workload", "blank", "share", "unreadable-share", "ns-share"],
+)
+def test_the_extenders_preference_is_the_one_the_webhooks_steering_applies(
+    pod_annotations: dict[str, str], namespace: dict[str, str]
+) -> None:
+    """preference_order (what prioritize scores by) names the preference steer would write."""
+    obj = pod("acme/api:1", annotations=pod_annotations)
+    order = preference_order(obj["metadata"]["annotations"], namespace)
+    expected = steer(obj, namespace, GLOBAL, no_counts).preference
+    assert dict(expected) == (annotation_preference(order) if order else GLOBAL)
+
+
+def test_the_extenders_verbs_take_the_namespace_preference_only_from_a_steering_source() -> None:
+    """steered_facts: the namespace's order for a pod that says nothing; nothing without a
+    source (an extender without the namespace watch keeps the pod's own annotation)."""
+    obj = pod("acme/api:1", annotations={})
+    source = Namespaces({"shop": {PREFER: "amd64"}})
+    assert (("amd64",), ()) == (
+        steered_facts(facts(obj), obj, source).prefer_arch,
+        steered_facts(facts(obj), obj, None).prefer_arch,
+    )
+
+
+class Namespaces:
+    """The namespace watch's map, read through the pure preference_order."""
+
+    def __init__(self, annotations: dict[str, dict[str, str]]) -> None:
+        self.annotations = annotations
+
+    def steer(self, pod: Any, preference: Any) -> Steering:
+        raise AssertionError("the verbs only read the preference order")
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        raise AssertionError("the verbs choose nothing")
+
+    def preference_order(self, pod: Any) -> tuple[str, ...]:
+        metadata = pod["metadata"]
+        namespace = self.annotations.get(metadata["namespace"], {})
+        return preference_order(metadata.get("annotations") or {}, namespace)
 
 
 # --- the choice and the tally -----------------------------------------------------------------
