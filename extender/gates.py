@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.errors import ConflictError
+
 GATE = "archfit.io/platforms-unknown"
 """The scheduling gate's name."""
 GATED_LABEL = "archfit.io/gated"
@@ -28,11 +30,11 @@ RELEASED_ANNOTATION = "archfit.io/released"
 GATED_SELECTOR = f"{GATED_LABEL}=true"
 
 
-class PodChanged(Exception):
+class PodChanged(ConflictError):
     """The pod changed since it was read (409, or the gate moved): read it again."""
 
 
-class ReleaseRefused(Exception):
+class ReleaseRefused(ConflictError):
     """The apiserver refused the release patch (422): the constraints break its rules."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.errors import InputError
 from extender.platforms import Platform, Resolved, Rule, any_accepts
 from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
 from extender.text import short_image
@@ -81,7 +82,7 @@ class Mutation:
         return self.annotation if dry_run else [*self.annotation, *self.patch]
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """The pod's affinity or tolerations are not shaped as the API defines them."""
 
 

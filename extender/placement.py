@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from types import MappingProxyType
 from typing import Literal
 
 from extender.platforms import Platform, Resolved, Rule, Unknown, any_accepts
@@ -18,6 +19,9 @@ from extender.text import short_image
 
 MAX_SCORE = 10
 """kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
+
+DEFAULT_ARCH_PREFERENCE: Mapping[str, int] = MappingProxyType({"arm64": 10, "amd64": 0})
+"""policy.archPreference unless set: arm64 first, as it is about 20% cheaper."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
@@ -30,7 +34,7 @@ class Policy:
     failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; the others force one rule on all."""
-    arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+    arch_preference: Mapping[str, int] = field(default_factory=lambda: DEFAULT_ARCH_PREFERENCE)
     arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
     """Which arm64 nodes run a 32-bit Arm build their runtime pulls: those labelled
     runtimes.AARCH32_LABEL, or all (platforms.accepts)."""

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import structlog
 
 from extender.config import Settings
+from extender.errors import ResolverSetupError
 from extender.metrics import Metrics
 from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
@@ -80,7 +81,12 @@ async def open_services(
             stack.push_async_callback(index.stop)
             nodes = index
         if resolver is None:
-            resolver = await stack.enter_async_context(registry_resolver(settings, metrics, api))
+            try:
+                resolver = await stack.enter_async_context(
+                    registry_resolver(settings, metrics, api)
+                )
+            except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+                raise ResolverSetupError(str(error)) from error
         if settings.webhook.enabled and api is not None:
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(

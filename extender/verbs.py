@@ -9,7 +9,6 @@ Deployment's pods share images (docs/architecture.md, "Data flow of one filter c
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ from aiohttp import web
 
 from extender import explain
 from extender.config import Settings
+from extender.errors import SetupError
 from extender.listener import read_body
+from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
 from extender.node_parts import FactsOf
 from extender.placement import (
@@ -34,6 +35,7 @@ from extender.placement import (
 )
 from extender.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.pods import PodFacts, facts, skip_reason
+from extender.rules import policy_of
 from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
@@ -56,22 +58,12 @@ _CANDIDATES_SECONDS = 60.0
 _DECISIONS_SECONDS = 60.0
 
 
-class NoNodeIndex(Exception):
+class NoNodeIndex(SetupError):
     """NodeNames arrived but archfit list-watches no Nodes."""
 
 
 def json_answer(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
-
-
-def policy_of(settings: Settings) -> Policy:
-    """The decision knobs, built once per app (Verbs.policy)."""
-    return Policy(
-        failure_policy=settings.policy.failure_policy,
-        matching=settings.policy.matching,
-        arch_preference=settings.policy.arch_preference,
-        arm32_on_arm64=settings.policy.arm32_on_arm64,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,10 +307,7 @@ class Verbs:
         settings = self.settings
         # One budget per request: waiting for the node index spends it too.
         deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(
-            request_id=request.headers.get("X-Request-Id") or _request_id(), verb=verb
-        )
+        bind_request(request.headers.get("X-Request-Id"), verb)
         body = await read_body(request, settings.server.body_timeout_seconds)
         args = parse_args(body, self.facts_of, self.name_lists)
         pod = facts(args.pod)
@@ -377,9 +366,3 @@ class Verbs:
             entry = Decided(call.candidates, platforms, decision, answer)
             self._decisions.put(key, entry, _DECISIONS_SECONDS)
         return decision, answer
-
-
-def _request_id() -> str:
-    """16 hex digits to find one request's lines: unique enough, and cheaper than uuid4's
-    system randomness on every call."""
-    return f"{random.getrandbits(64):016x}"

@@ -4,6 +4,8 @@ the client (~20 MB, ~0.4 s to import) must not be loaded at all."""
 
 from __future__ import annotations
 
+from extender.errors import SetupError, WebhookSetupError
+
 _MAX_ERROR = 300
 
 
@@ -13,9 +15,11 @@ def short_error(error: BaseException) -> str:
     return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
 
 
-class KubeConfigError(RuntimeError):
+class KubeConfigError(SetupError):
     """The API server cannot be configured as the settings ask."""
 
+    summary = "cannot reach Kubernetes"
 
-class CertificateSetupError(RuntimeError):
+
+class CertificateSetupError(WebhookSetupError):
     """The webhook's self-managed certificate could not be stored, read or trusted."""

@@ -15,6 +15,8 @@ import orjson
 import urllib3
 from kubernetes import client
 
+from extender.errors import ClusterReadError
+
 _PAGE = 500
 _NOT_FOUND = 404
 _DENIED = (401, 403)
@@ -40,7 +42,7 @@ _LISTS: dict[str, tuple[Callable[[client.ApiClient], Any], str, str]] = {
 }  # fmt: skip
 
 
-class FleetError(RuntimeError):
+class FleetError(ClusterReadError):
     """The API server refused or failed a list; the message names the kind and namespace."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from extender.errors import ConflictError
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
@@ -23,7 +24,7 @@ WATCH_SECONDS = 30
 stopping could not cut the connection."""
 
 
-class Expired(Exception):
+class Expired(ConflictError):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
 
 

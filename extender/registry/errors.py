@@ -1,6 +1,6 @@
 """Why a registry lookup failed: one small hierarchy, safe to log and show in events.
 
-    RegistryError
+    RegistryError               (under extender.errors.ArchfitError)
     ├── InvalidReference        the image name is not a valid reference (also a ValueError)
     ├── AddressForbidden        the SSRF guard refused a host, address or redirect hop
     ├── Unreachable             no HTTP answer: DNS, connect or TLS failure
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from extender.errors import ArchfitError
 
 _SNIPPET = 200
 _REDACTED = "[redacted]"
@@ -81,7 +83,7 @@ def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class RegistryError(Exception):
+class RegistryError(ArchfitError):
     """Any failure to learn an image's platforms from its registry."""
 
     def __init__(self, message: str = "") -> None:

@@ -9,6 +9,7 @@ import sys
 import time
 
 import orjson
+import pytest
 
 from tests.objects import args_names, pod
 from tests.support.archfit_process import wait_listening
@@ -189,6 +190,31 @@ def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
     events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]
     expected = f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     assert (1, ["archfit_starting"], expected) == (done.returncode, events, done.stderr)
+
+
+@pytest.mark.parametrize("listener", ["server", "webhook"])
+def test_a_taken_port_on_either_listener_is_one_line_on_stderr_and_exit_1(tmp_path, listener):
+    """The webhook's listener fails as the extender's does: one line naming it, exit 1."""
+    from tests.support.tls import make_serving_cert
+
+    cert = make_serving_cert(tmp_path / "tls")
+    taken = silent_listener()
+    port = taken.getsockname()[1]
+    ports = {"server": free_port(), "webhook": free_port(), listener: port}
+    config = tmp_path / "archfit.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: {ports['server']}}}\n"
+        f"webhook: {{enabled: true, host: 127.0.0.1, port: {ports['webhook']},"
+        f" certFile: '{cert.cert}', keyFile: '{cert.key}'}}\n"
+        "kubernetes: {mode: 'off'}\nlogging: {format: json}\n"
+    )
+    try:
+        done = _run("serve", "--config", str(config))
+    finally:
+        taken.close()
+    where = {"server": "", "webhook": "webhook.host/port "}[listener]
+    expected = [f"archfit: cannot listen on {where}127.0.0.1:{port}: Address already in use"]
+    assert (1, expected) == (done.returncode, done.stderr.splitlines())
 
 
 def test_sigterm_is_logged_when_it_arrives_and_when_the_process_is_done(tmp_path):
