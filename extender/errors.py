@@ -18,6 +18,7 @@
     │   ├── ServerCertificateError
     │   ├── NoNodeIndex         NodeNames arrived but archfit list-watches no Nodes
     │   ├── KubeConfigError     the API server cannot be reached as the settings ask
+    │   ├── PluginConfigError   the CredentialProviderConfig file is invalid (registry)
     │   └── WebhookSetupError
     │       └── CertificateSetupError  the self-managed certificate cannot be kept
     ├── ListenError             a listener cannot open its port (`archfit serve` exits 1)
@@ -26,6 +27,8 @@
     │   ├── PodChanged, ReleaseRefused   (gates)
     │   ├── Expired             a watch's resourceVersion is gone (410)
     │   └── LostRace            another replica wrote the Lease first
+    ├── CredentialSourceError   a pull secret, docker config or plugin gave nothing usable
+    │   └── CredentialError, PluginAnswerError, PluginFailed   (registry)
     ├── ClusterReadError        the fleet could not be read (audit: FleetError)
     ├── RegistryError           a registry lookup failed (extender.registry.errors has its tree)
     └── AuditInputError         a workload or quantity in the cluster cannot be read (audit)
@@ -74,6 +77,10 @@ class ResolverSetupError(SetupError):
 
 class ListenError(ArchfitError):
     """A listener cannot open its port; the message names the address and why."""
+
+
+class CredentialSourceError(ArchfitError):
+    """A credential source (pull secret, docker config, plugin) gave nothing usable."""
 
 
 class ConflictError(ArchfitError):

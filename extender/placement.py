@@ -29,7 +29,7 @@ UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision knobs, taken from settings (built once at start: app.POLICY)."""
+    """The decision knobs, taken from settings (built once per app: rules.policy_of)."""
 
     failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
     matching: Literal["auto", "strict", "loose"] = "auto"

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.errors import CredentialSourceError
 from extender.registry.reference import Reference
 
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
@@ -26,7 +27,7 @@ ANONYMOUS = "anonymous"
 _DOCKER_HUB_KEY = "index.docker.io"
 
 
-class CredentialError(ValueError):
+class CredentialError(CredentialSourceError, ValueError):
     """A pull secret or config file cannot be read; the message names it, never its content."""
 
 
