@@ -34,6 +34,8 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
+    "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
+    "pod_watch.py": ([], ["--quick"]),
 }
 
 
@@ -71,8 +73,9 @@ def others(source: Path | None, quick: bool) -> dict[str, str]:
         if not path.exists():
             found[script] = f"(not in {checkout})"
             continue
+        # As a module of the checkout's bench package: its `tests` imports resolve from there.
         done = subprocess.run(
-            [sys.executable, str(path), *(small if quick else full)],
+            [sys.executable, "-m", f"bench.{path.stem}", *(small if quick else full)],
             env=harness.source_env(source),
             capture_output=True,
             text=True,

@@ -1,6 +1,6 @@
 """`archfit audit` of 2,000 workloads sharing 200 images, against a local registry.
 
-Run: `.venv/bin/python bench/audit.py [--workloads 50000] [--output table|json|csv|markdown]`
+Run: `.venv/bin/python -m bench.audit [--workloads 50000] [--output table|json|csv|markdown]`
 (needs /usr/bin/docker-registry); with `--clusters 2`, two clusters of 2,000 workloads each
 (the second pulls the same images in another order) audited in one run as `archfit audit
 --context a --context b` does: one resolver for both, newer-tag hints for the arm64 blockers,
@@ -21,17 +21,14 @@ import asyncio
 import io
 import os
 import resource
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from extender.audit import render, render_fleet
-from extender.audit.clusters import cluster, fleet_pairs, judge
+from extender.audit.clusters import cluster, fleet_pairs, judge_clusters
 from extender.audit.fleet_report import FleetReport
 from extender.audit.lookups import distinct_pairs, look_up
 from extender.audit.report import Pricing, Report
@@ -160,7 +157,7 @@ async def audit_clusters(
         lookup_seconds = time.perf_counter() - started
     finally:
         await resolver.aclose()
-    report = judge(clusters, resolution, options, loose=False)
+    report = judge_clusters(clusters, resolution, options, loose=False)
     render_fleet.write(report, "json", io.StringIO())
     return report, len(pairs), lookup_seconds
 

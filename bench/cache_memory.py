@@ -6,7 +6,7 @@ CachedSource and Store under the default `cache` settings, then asks for every i
 and counts how many were still answered from memory (newest first, so that the misses'
 own entries evict only images already counted).
 
-    .venv/bin/python bench/cache_memory.py [--images 10000] [--rss]
+    .venv/bin/python -m bench.cache_memory [--images 10000] [--rss]
 
 With `--rss` the growth of the resident set is reported instead of what tracemalloc sees.
 """
@@ -17,21 +17,16 @@ import argparse
 import asyncio
 import gc
 import hashlib
-import sys
 import tracemalloc
-from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from extender.registry.cache import CachedSource, Store  # noqa: E402
-from extender.registry.credentials import CredentialChain  # noqa: E402
-from extender.registry.manifests import parse_manifest  # noqa: E402
-from extender.registry.reference import Reference, parse  # noqa: E402
-from extender.registry.settings import CacheSettings  # noqa: E402
-from extender.registry.source import ImageFacts  # noqa: E402
+from extender.registry.cache import CachedSource, Store
+from extender.registry.credentials import CredentialChain
+from extender.registry.manifests import parse_manifest
+from extender.registry.reference import Reference, parse
+from extender.registry.settings import CacheSettings
+from extender.registry.source import ImageFacts
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -1,6 +1,6 @@
 """What a credential provider plugin costs: a run (cache miss) against a cached answer.
 
-Run: `.venv/bin/python bench/credential_plugins.py`. It writes the test suite's plugin (a
+Run: `.venv/bin/python -m bench.credential_plugins`. It writes the test suite's plugin (a
 Python executable speaking the v1 exec protocol) and asks for credentials for 20 images of one
 registry: with cacheKeyType Image every image costs a run, with Registry only the first does.
 """
@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.registry.plugins import CredentialPlugins
 from extender.registry.settings import CredentialProviderSettings

@@ -23,7 +23,7 @@ loopback, then:
 It prints requests sent, answers by status, 5xx, hung requests, whether the process
 survived, the good request's worst latency and the RSS slope over the soak.
 
-    .venv/bin/python bench/fuzz.py [--requests 100000] [--rate 200] [--soak-seconds 120]
+    .venv/bin/python -m bench.fuzz [--requests 100000] [--rate 200] [--soak-seconds 120]
                                    [--loosening 20000]
 """
 
@@ -33,24 +33,20 @@ import argparse
 import asyncio
 import random
 import ssl
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import jsonpatch
+import orjson
 
-import jsonpatch  # noqa: E402
-import orjson  # noqa: E402
-
-from extender.mutation import MutationRules, decide_mutation  # noqa: E402
-from extender.platforms import Rule  # noqa: E402
-from tests.objects import args_full, args_names, node, pod  # noqa: E402
-from tests.support import affinity  # noqa: E402
-from tests.support.archfit_process import Archfit, post, running  # noqa: E402
+from extender.mutation import MutationRules, decide_mutation
+from extender.platforms import Rule
+from tests.objects import args_full, args_names, node, pod
+from tests.support import affinity
+from tests.support.archfit_process import Archfit, post, running
 
 _TIMEOUT = 15.0
 _VERBS = ("/scheduler/filter", "/scheduler/prioritize")

@@ -10,28 +10,24 @@ time, and the time from the registry's answer to the bind. Then a rollout: `--ro
 of one cold image at once, with the registry's first answer 5 s late: registry requests, how
 many were held, and how fast they were released.
 
-    .venv/bin/python bench/gate.py [--rollout 200] [--quick]
+    .venv/bin/python -m bench.gate [--rollout 200] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import archfit_settings  # noqa: E402
-from tests.e2e.autoscaler import AutoscaledCluster  # noqa: E402
-from tests.e2e.catalog import TempFactory, published  # noqa: E402
-from tests.e2e.controlplane import Binaries  # noqa: E402
-from tests.e2e.gating import (  # noqa: E402
+from tests.e2e import binaries, cluster
+from tests.e2e.archfit import archfit_settings
+from tests.e2e.autoscaler import AutoscaledCluster
+from tests.e2e.catalog import TempFactory, published
+from tests.e2e.controlplane import Binaries
+from tests.e2e.gating import (
     FAULTS,
     fresh_amd64_image,
     gate_settings,
@@ -39,10 +35,10 @@ from tests.e2e.gating import (  # noqa: E402
     logged_at,
     run_case,
 )
-from tests.e2e.karpenter import KarpenterBuild  # noqa: E402
-from tests.e2e.webhook import WebhookArchfit  # noqa: E402
-from tests.support.delaying_proxy import DelayingProxy  # noqa: E402
-from tests.support.waiting import wait_for  # noqa: E402
+from tests.e2e.karpenter import KarpenterBuild
+from tests.e2e.webhook import WebhookArchfit
+from tests.support.delaying_proxy import DelayingProxy
+from tests.support.waiting import wait_for
 
 
 def cases(

@@ -31,19 +31,17 @@ import orjson
 import psutil
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tests.e2e import binaries, cluster
+from tests.e2e.archfit import merge
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.processes import Process, http_ok
+from tests.objects import node as full_node
+from tests.objects import pod as full_pod
+from tests.support.images import OCI_INDEX, Image, Pusher
+from tests.support.process import free_port
+from tests.support.registry import RegistryProcess
 
-from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import merge  # noqa: E402
-from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.processes import Process, http_ok  # noqa: E402
-from tests.objects import node as full_node  # noqa: E402
-from tests.objects import pod as full_pod  # noqa: E402
-from tests.support.images import OCI_INDEX, Image, Pusher  # noqa: E402
-from tests.support.process import free_port  # noqa: E402
-from tests.support.registry import RegistryProcess  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GO_BUILD = Path(__file__).resolve().parent / "build-go.sh"
 #: archfit runs on this core, the load generator on the other.

@@ -31,9 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import harness
 from tests.e2e.archfit import merge
 from tests.e2e.processes import ProcessFailed

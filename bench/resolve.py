@@ -1,6 +1,6 @@
 """Cold and warm resolution latency for 100 pods sharing 20 images, against a local registry.
 
-Run: `.venv/bin/python bench/resolve.py` (needs /usr/bin/docker-registry). It starts its own
+Run: `.venv/bin/python -m bench.resolve` (needs /usr/bin/docker-registry). It starts its own
 registry on 127.0.0.1, pushes 20 images, then resolves every pod's images concurrently,
 twice: once with an empty cache, once warm. Registry requests come from the registry's log.
 """
@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.pods import PullSecretsRef
 from extender.registry.resolver import RegistryResolver, build_resolver

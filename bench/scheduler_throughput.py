@@ -58,20 +58,16 @@ from typing import Any, Literal, Protocol
 import psutil
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import harness  # noqa: E402
-from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import Archfit  # noqa: E402
-from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.processes import Process, http_ok  # noqa: E402
-from tests.e2e.scheduler import Scheduler  # noqa: E402
-from tests.support.images import Pusher  # noqa: E402
-from tests.support.prerequisites import BuildFailed, Unavailable  # noqa: E402
-from tests.support.process import free_port  # noqa: E402
-from tests.support.registry import RegistryProcess  # noqa: E402
+from bench import harness
+from tests.e2e import binaries, cluster
+from tests.e2e.archfit import Archfit
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.processes import Process, http_ok
+from tests.e2e.scheduler import Scheduler
+from tests.support.images import Pusher
+from tests.support.prerequisites import BuildFailed, Unavailable
+from tests.support.process import free_port
+from tests.support.registry import RegistryProcess
 
 KUBERNETES = "v1.36.3"
 GO_BUILD_SCRIPT = Path(__file__).resolve().parent / "build-go.sh"
@@ -609,7 +605,7 @@ def main() -> int:
         return 0
     print(
         f"kube-scheduler {KUBERNETES}, {args.pods} pods on {args.nodes} nodes (half arm64), "
-        f"config/scheduler-config.yaml; archfit from {args.source or ROOT}; "
+        f"config/scheduler-config.yaml; archfit from {args.source or harness.ROOT}; "
         f"qps {SHIPPED_QPS} is the shipped client limit"
     )
     print(render_table(rows))

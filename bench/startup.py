@@ -22,9 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import harness
 
 SETTINGS = {"kubernetes": {"mode": "off"}}

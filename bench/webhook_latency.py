@@ -12,7 +12,7 @@ apiserver, one at a time:
 It also times archfit's handler alone (POST /mutate over TLS, warm), and prints the
 added latency as medians' differences measured in this one run.
 
-    .venv/bin/python bench/webhook_latency.py [--pods 100]
+    .venv/bin/python -m bench.webhook_latency [--pods 100]
 """
 
 from __future__ import annotations
@@ -21,25 +21,21 @@ import argparse
 import asyncio
 import ssl
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import aiohttp
+import orjson
 
-import aiohttp  # noqa: E402
-import orjson  # noqa: E402
-
-from tests.e2e import binaries, cluster  # noqa: E402
-from tests.e2e.archfit import archfit_settings  # noqa: E402
-from tests.e2e.catalog import TempFactory, published  # noqa: E402
-from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.e2e.topology import NODES  # noqa: E402
-from tests.e2e.webhook import NAMESPACE, WebhookArchfit  # noqa: E402
-from tests.support.images import Pusher  # noqa: E402
+from tests.e2e import binaries, cluster
+from tests.e2e.archfit import archfit_settings
+from tests.e2e.catalog import TempFactory, published
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.topology import NODES
+from tests.e2e.webhook import NAMESPACE, WebhookArchfit
+from tests.support.images import Pusher
 
 
 def create_ms(core: Any, namespace: str, name: str, ref: str) -> float:

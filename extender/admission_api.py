@@ -1,7 +1,7 @@
 """The AdmissionReview wire types (admission.k8s.io/v1): parse a request, render a response.
 
-Pure functions. The webhook is mutating only: every answer allows the object, with a
-JSONPatch or without one. See docs/webhook.md.
+Pure functions. archfit never denies: every answer allows the object, with a JSONPatch
+(the pod webhook) or warnings (the workload warnings) or neither. See docs/webhook.md.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class AdmissionRequest:
     sub_resource: str
     dry_run: bool
     object: Mapping[str, Any]
+    old_object: Mapping[str, Any] | None = None
+    """The object before an UPDATE; None on CREATE."""
 
     @property
     def is_pod_create(self) -> bool:
@@ -66,6 +68,9 @@ def parse_review(body: bytes) -> AdmissionRequest:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise WireError("request.object must be an object")
+    old = request.get("oldObject")
+    if old is not None and not isinstance(old, dict):
+        raise WireError("request.oldObject must be an object")
     return AdmissionRequest(
         uid=uid,
         kind={str(k): v for k, v in kind.items() if isinstance(v, str)},
@@ -74,6 +79,7 @@ def parse_review(body: bytes) -> AdmissionRequest:
         sub_resource=_string(request, "subResource"),
         dry_run=request.get("dryRun") is True,
         object=obj or {},
+        old_object=old,
     )
 
 

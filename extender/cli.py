@@ -44,10 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     if command == "inspect":
         from extender.inspect import run_inspect
 
-        as_json = args.json or not sys.stdout.isatty()
+        as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
         try:
             return asyncio.run(
-                run_inspect(args.images, settings.registry, settings.cache, as_json, sys.stdout)
+                run_inspect(
+                    args.images,
+                    settings.registry,
+                    settings.cache,
+                    as_json,
+                    sys.stdout,
+                    verify=args.verify,
+                )
             )
         except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
             print(f"archfit: bad config: {error}", file=sys.stderr)
@@ -56,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         return _audit(settings, args)
     if command == "release":
         return _release(settings, args)
+    if command == "evidence":
+        from extender.evidence import evidence_command
+
+        return asyncio.run(evidence_command(settings, args.action, args.digest, sys.stdout))
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -191,6 +202,7 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
         fail_on_blockers=args.fail_on == "blockers",
         pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
         newer_tags=args.newer_tags,
+        verify=args.verify,
     )
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
@@ -242,6 +254,13 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+_VERIFY_HELP = (
+    "check each index entry's platform against its image config (a manifest and a config "
+    "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
+    "and believe the config (exit status 1 when an index disagrees)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archfit",
@@ -263,6 +282,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    inspect.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default=None,
+        help="table or json (default: a table on a terminal, else JSON)",
+    )
+    inspect.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     register = commands.add_parser(
         "scheduler-config",
         parents=[common],
@@ -315,6 +342,15 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    evidence = commands.add_parser(
+        "evidence",
+        parents=[common],
+        help="list or clear learned evidence (digest D does not run on platform P)",
+        description="The evidence the mismatch watcher learned, shared through Redis "
+        "(cache.url): see docs/operations.md.",
+    )
+    evidence.add_argument("action", choices=("list", "clear"))
+    evidence.add_argument("--digest", default="", help="clear: only this digest's entries")
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
@@ -378,6 +414,7 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
         "workload, json for scripts)",
     )
+    audit.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
     audit.add_argument(
         "--fail-on",
         choices=("blockers", "never"),

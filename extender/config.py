@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from extender.errors import SetupError
 from extender.placement import DEFAULT_ARCH_PREFERENCE
-from extender.platforms import normalize
+from extender.platforms import ARCH_LABEL, MAX_SCORE, normalize
 from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.text import cut
 
 ENV_PREFIX = "ARCHFIT_"
 DEFAULT_CONFIG = Path("config/archfit.yaml")
@@ -131,8 +132,8 @@ class PolicySettings:
 
     def __post_init__(self) -> None:
         for arch, score in self.arch_preference.items():
-            if not 0 <= score <= 10:
-                raise ValueError(f"archPreference.{arch}: score {score} is outside 0..10")
+            if not 0 <= score <= MAX_SCORE:
+                raise ValueError(f"archPreference.{arch}: score {score} is outside 0..{MAX_SCORE}")
         # Normalise aliases once, so "aarch64: 10" means arm64.
         preference = self.arch_preference.items()
         normal = {normalize("linux", arch.strip()).architecture: s for arch, s in preference}
@@ -172,7 +173,7 @@ class KubernetesSettings:
 class ArchTaintSettings:
     architecture: str = "arm64"
     """Nodes of this architecture carry the taint; pods whose images all run there tolerate it."""
-    key: str = "kubernetes.io/arch"
+    key: str = ARCH_LABEL
     """The taint's key."""
     value: str = "arm64"
     """The taint's value (tolerated with operator Equal)."""
@@ -199,6 +200,10 @@ class WebhookCertificateSettings:
     """Namespace of that Secret; empty means archfit's own (read from its service account)."""
     webhook_configuration: str = "archfit"
     """The MutatingWebhookConfiguration whose caBundle archfit keeps set."""
+    validating_webhook_configuration: str = "archfit-workload-warnings"
+    """The ValidatingWebhookConfiguration of the workload warnings, whose caBundle archfit
+    keeps set too while webhook.workloadWarnings.enabled; empty: none (a missing one is
+    logged, and skipped)."""
     hosts: tuple[str, ...] = ("archfit-webhook.archfit-system.svc",)
     """DNS names (or IP addresses) the serving certificate is for: the webhook Service's name."""
     validity_days: int = 365
@@ -249,6 +254,21 @@ class WebhookGateSettings:
 
 
 @dataclass(frozen=True)
+class WorkloadWarningSettings:
+    enabled: bool = True
+    """Answer the workload warnings path (when the webhook is enabled): warnings, never a
+    denial, on Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and CronJob CREATE and
+    UPDATE, for the client that deploys (docs/webhook.md, "Warnings on workloads")."""
+    path: str = "/warn"
+    """Path kube-apiserver posts the workloads' AdmissionReviews to (the
+    ValidatingWebhookConfiguration's service path), on the webhook's listener."""
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise ValueError(f"path: {self.path!r} must start with /")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     enabled: bool = False
     """Serve the mutating admission webhook (POST <path>, HTTPS only) on its own listener."""
@@ -285,6 +305,13 @@ class WebhookSettings:
     lets it through constrained only by the images that did resolve (docs/webhook.md)."""
     gate: WebhookGateSettings = field(default_factory=WebhookGateSettings)
     """How held pods are released."""
+    workload_warnings: WorkloadWarningSettings = field(default_factory=WorkloadWarningSettings)
+    """Warnings to whoever applies a workload whose images do not run where it will run;
+    they wait for registries as long as a pod CREATE does (resolveDeadlineSeconds)."""
+    steering: bool = True
+    """Read `archfit.io/prefer-arch` and `archfit.io/arm64-share` from Namespaces and split
+    workloads by share (docs/webhook.md): list-watches Namespaces and the pods labelled
+    `archfit.io/arch-choice`. Needs API access; without it only pod annotations count."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -297,11 +324,55 @@ class WebhookSettings:
             raise ValueError("maxBodyBytes: must be at least 1024")
         if not 0 < self.resolve_deadline_seconds <= 29:
             raise ValueError("resolveDeadlineSeconds: must be in (0, 29] (timeoutSeconds is 1..30)")
+        if self.workload_warnings.enabled and self.workload_warnings.path == self.path:
+            raise ValueError("workloadWarnings.path: must differ from path")
         for index, text in enumerate(self.architectures):
             try:
                 parse_platform(text)
             except ValueError as error:
                 raise ValueError(f"architectures[{index}]: {error}") from None
+
+
+@dataclass(frozen=True)
+class WatcherSettings:
+    enabled: bool = True
+    """Watch pods (on the replica holding `leaseName`) for containers that fail on their node's
+    platform: an Event on the pod and its controller, metrics, and learned evidence."""
+    lease_name: str = "archfit-watcher"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one watcher."""
+    evidence_ttl_seconds: int = 7 * 24 * 3600
+    """How long learned evidence ("digest D does not run on platform P") counts."""
+    evidence_sync_seconds: float = 5.0
+    """How often each replica reads the shared evidence again from Redis (`cache.url`)."""
+    log_bytes: int = 16384
+    """How much of a crash-looping container's previous log is read (limitBytes), once per
+    restart."""
+    logs_per_second: float = 2.0
+    """Previous-log reads per second at most."""
+    events_per_second: float = 20.0
+    """Events the watcher writes per second at most (a finding writes one on the pod and
+    one on its controller)."""
+    page_size: int = 500
+    """Pods per list request."""
+    remediate: bool = False
+    """Evict (the Eviction API, so PodDisruptionBudgets hold) pods that are not Ready, are
+    owned by a controller, and sit on a node whose platform their images lack."""
+    evictions_per_minute: float = 6.0
+    """Evictions per minute at most, with `remediate`."""
+
+    def __post_init__(self) -> None:
+        if not self.lease_name:
+            raise ValueError("leaseName: must not be empty")
+        if self.evidence_ttl_seconds < 60:
+            raise ValueError("evidenceTtlSeconds: must be at least 60")
+        if not 0.1 <= self.evidence_sync_seconds <= 3600:
+            raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
+        if not 256 <= self.log_bytes <= 1048576:
+            raise ValueError("logBytes: must be in 256..1048576")
+        if min(self.logs_per_second, self.events_per_second, self.evictions_per_minute) <= 0:
+            raise ValueError("logsPerSecond, eventsPerSecond, evictionsPerMinute: must be above 0")
+        if not 10 <= self.page_size <= 5000:
+            raise ValueError("pageSize: must be in 10..5000")
 
 
 @dataclass(frozen=True)
@@ -328,6 +399,8 @@ class Settings:
     """Resolver cache: in memory or Redis, TTLs."""
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
     """The mutating admission webhook: writes platform constraints into pods at CREATE."""
+    watcher: WatcherSettings = field(default_factory=WatcherSettings)
+    """The mismatch watcher: pods failing on their node's platform, learned evidence."""
 
 
 def source(path: Path | None = None) -> Path | None:
@@ -571,7 +644,7 @@ def _from_env(tp: Any, text: _EnvText, where: str) -> Any:
 
 
 def _short(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:57] + "...")
+    return repr(cut(text, 60))
 
 
 def _join(where: str, key: str) -> str:

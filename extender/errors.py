@@ -8,7 +8,8 @@
     │   │   │   └── NodeDecodeError  a full v1.Node of the request cannot be read
     │   │   ├── JsonError       JSON that cannot be read or written within the bounds
     │   │   ├── PodError        the pod is not a pod archfit can read
-    │   │   └── ShapeError      the pod's affinity is not a shape a patch can extend
+    │   │   ├── ShapeError      the pod's affinity is not a shape a patch can extend
+    │   │   └── ShareError      an arm64-share annotation that is no percentage (steering)
     │   └── BodyTimeout         the body did not arrive within server.bodyTimeoutSeconds: 408
     ├── SetupError              archfit cannot run as configured; the message names the
     │   │                       setting (`archfit serve` exits 2 with `summary: message`)

@@ -139,6 +139,7 @@ def admitted(
         cache_misses=cache.get("miss", 0),
         dry_run=dry_run,
         duration_ms=_ms(started),
+        **(mutation.steering.fields(mutation.arch_choice) if mutation.steering else {}),
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from extender.errors import ConflictError
+from extender.json_patch import pointer, set_in_metadata
 
 GATE = "archfit.io/platforms-unknown"
 """The scheduling gate's name."""
@@ -39,11 +40,6 @@ class ReleaseRefused(ConflictError):
 
 
 _MAX_REASON = 512
-
-
-def pointer(*parts: str) -> str:
-    """An RFC 6901 JSON pointer: `~` is written `~0` and `/` `~1` in each part."""
-    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
@@ -124,6 +120,4 @@ def _gate_index(pod: Mapping[str, Any]) -> int | None:
 
 
 def _set_in(metadata: Mapping[str, Any], member: str, key: str, value: str) -> list[dict[str, Any]]:
-    if metadata.get(member) is None:
-        return [{"op": "add", "path": f"/metadata/{member}", "value": {key: value}}]
-    return [{"op": "add", "path": pointer("metadata", member, key), "value": value}]
+    return [set_in_metadata(metadata, member, key, value)]

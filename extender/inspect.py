@@ -3,25 +3,35 @@
 Uses the same registry settings and credential chain as the extender: the mounted docker
 config and the kubelet credential provider plugins (a pod's pull secrets need a pod).
 With a shared Redis cache an answer may be a tag's last good digest while its registry
-fails (`cache.staleIfErrorSeconds`); both outputs say so.
+fails (`cache.staleIfErrorSeconds`); both outputs say so. With `--verify` each index entry
+is checked against its image config (extender.registry.verify): a disagreement is shown,
+the config is believed, and the exit status is 1.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import orjson
 from rich.table import Table
 from rich.text import Text
 
+from extender.evidence import EvidenceBook, LearnedResolver
+from extender.platforms import Platform
 from extender.registry.errors import RegistryError, snippet
-from extender.registry.resolver import ImageResolution, build_resolver
+from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.registry.verify import Verification
 from extender.tables import print_table
 
 _HEADERS = ("IMAGE", "DIGEST", "PLATFORMS")
+_VERIFY_HEADER = "INDEX CHECK"
+_SHORT_DIGEST = 19  # "sha256:" and 12 hex digits, as `docker images` shows them
+
+Found = tuple[ImageResolution, Verification | None]
+"""An image's resolution and, with --verify, what checking its index found."""
 
 
 async def run_inspect(
@@ -30,28 +40,78 @@ async def run_inspect(
     cache: CacheSettings,
     as_json: bool,
     out: TextIO,
+    *,
+    verify: bool = False,
 ) -> int:
-    """Resolve every image concurrently and print the outcome; 1 if any failed, else 0."""
-    resolver = await build_resolver(registry, cache)
+    """Resolve every image concurrently and print the outcome; 1 if any failed (or, with
+    `verify`, any index disagrees with its configs), else 0."""
+    book = EvidenceBook(cache)  # learned evidence (extender.evidence): shared through Redis
+    await book.sync()
+    registry_resolver = await build_resolver(registry, cache)
+    resolver = LearnedResolver(registry_resolver, book)
     try:
         outcomes = await asyncio.gather(
-            *(resolver.resolve(image) for image in images), return_exceptions=True
+            *(_look(resolver, registry_resolver, image, verify) for image in images),
+            return_exceptions=True,
         )
     finally:
         await resolver.aclose()
+        await book.aclose()
     for outcome in outcomes:
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # KeyboardInterrupt, cancellation: not an image's problem
     rows = list(zip(images, outcomes, strict=True))
     if as_json:
-        out.write(_json(rows))
+        out.write(_json(rows, book.failing))
     else:
-        _table(rows, out)
-    return 1 if any(isinstance(outcome, BaseException) for _, outcome in rows) else 0
+        _table(rows, out, book.failing, verify)
+    failed = any(
+        isinstance(outcome, BaseException) or (outcome[1] and outcome[1].disagreements)
+        for _, outcome in rows
+    )
+    return 1 if failed else 0
 
 
-def _platforms(resolution: ImageResolution) -> list[str]:
-    return [str(platform) for platform in sorted(resolution.platforms)]
+async def _look(
+    resolver: LearnedResolver, registry_resolver: RegistryResolver, image: str, verify: bool
+) -> Found:
+    if not verify:
+        return await resolver.resolve(image), None
+    return await registry_resolver.verify(image)
+
+
+def _platforms(found: Found) -> list[str]:
+    resolution, verification = found
+    platforms = resolution.platforms
+    if verification is not None:
+        platforms = verification.believed(platforms)
+    return [str(platform) for platform in sorted(platforms)]
+
+
+def _verified(verification: Verification) -> dict[str, Any]:
+    return {
+        "disagreements": len(verification.disagreements),
+        "entries": [
+            {
+                "digest": check.digest,
+                "index": str(check.claimed),
+                "config": str(check.believed),
+                "agrees": not check.problem,
+                "problem": check.problem or None,
+            }
+            for check in verification.checks
+        ],
+    }
+
+
+def _check_cell(resolution: ImageResolution, verification: Verification) -> str:
+    """The table's INDEX CHECK cell: each disagreement in plain words, else what was checked."""
+    wrong = verification.disagreements
+    if wrong:
+        return "; ".join(f"DISAGREES: {c.problem} ({c.digest[:_SHORT_DIGEST]}...)" for c in wrong)
+    if not verification.checks:
+        return "single manifest: its platform is its config's" if not resolution.artifact else "-"
+    return f"ok: {len(verification.checks)} entries match their configs"
 
 
 def _describe_error(error: BaseException) -> dict[str, str]:
@@ -59,23 +119,29 @@ def _describe_error(error: BaseException) -> dict[str, str]:
     return {"type": kind, "message": str(error) or type(error).__name__}
 
 
-def _json(rows: Sequence[tuple[str, ImageResolution | BaseException]]) -> str:
+def _json(
+    rows: Sequence[tuple[str, Found | BaseException]],
+    failing: Callable[[str], frozenset[Platform]],
+) -> str:
     documents: list[dict[str, Any]] = []
     for image, outcome in rows:
         if isinstance(outcome, BaseException):
             documents.append({"image": image, "error": _describe_error(outcome)})
             continue
-        documents.append(
-            {
-                "image": image,
-                "reference": str(outcome.reference),
-                "digest": outcome.digest,
-                "mediaType": outcome.media_type,
-                "platforms": _platforms(outcome),
-                "artifact": outcome.artifact,
-                "stale": _stale(outcome),
-            }
-        )
+        resolution, verification = outcome
+        document = {
+            "image": image,
+            "reference": str(resolution.reference),
+            "digest": resolution.digest,
+            "mediaType": resolution.media_type,
+            "platforms": _platforms(outcome),
+            "artifact": resolution.artifact,
+            "stale": _stale(resolution),
+            "doesNotRunOn": sorted(str(p) for p in failing(resolution.digest)),
+        }
+        if verification is not None:
+            document["verified"] = _verified(verification)
+        documents.append(document)
     return orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -87,25 +153,39 @@ def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
     return {"ageSeconds": round(stale.age_seconds), "error": stale.error}
 
 
-def _table(rows: Sequence[tuple[str, ImageResolution | BaseException]], out: TextIO) -> None:
+def _table(
+    rows: Sequence[tuple[str, Found | BaseException]],
+    out: TextIO,
+    failing: Callable[[str], frozenset[Platform]],
+    verify: bool = False,
+) -> None:
     table = Table(box=None, highlight=False, pad_edge=False)
-    for header in _HEADERS:
+    for header in (*_HEADERS, _VERIFY_HEADER) if verify else _HEADERS:
         table.add_column(header, overflow="fold")
     for raw, outcome in rows:
         image = snippet(raw, 120)  # user input: one row per image, nothing unprintable
+        cells: tuple[str, ...]
         if isinstance(outcome, BaseException):
             error = _describe_error(outcome)
             cells = (image, "-", f"ERROR {error['type']}: {snippet(error['message'], 300)}")
-        elif outcome.artifact:
-            cells = (image, outcome.digest, "(artifact: not a runnable image)")
+            cells += ("-",) if verify else ()
+            table.add_row(*(Text(cell) for cell in cells))
+            continue
+        resolution, verification = outcome
+        if resolution.artifact:
+            cells = (image, resolution.digest, "(artifact: not a runnable image)")
         else:
             platforms = ", ".join(_platforms(outcome)) or "(no usable platform entries)"
-            if outcome.stale is not None:
-                stale = outcome.stale
+            if resolution.stale is not None:
+                stale = resolution.stale
                 platforms += (
                     f" (STALE: last good answer, {round(stale.age_seconds)}s old;"
                     f" registry failed: {snippet(stale.error, 300)})"
                 )
-            cells = (image, outcome.digest, platforms)
+            if learned := failing(resolution.digest):
+                platforms += f" (LEARNED: does not run on {', '.join(sorted(map(str, learned)))})"
+            cells = (image, resolution.digest, platforms)
+        if verification is not None:
+            cells += (_check_cell(resolution, verification),)
         table.add_row(*(Text(cell) for cell in cells))  # Text: "[x]" in a name is not markup
     print_table(table, out)

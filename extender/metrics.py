@@ -126,13 +126,35 @@ class Metrics:
         self.admission_changes = Counter(
             "archfit_admission_changes",
             "Changes written into pods: required_affinity, preferred_affinity, toleration, "
-            "scheduler_name.",
+            "scheduler_name, arch_choice (an arm64 share's side).",
             ["change"],
             registry=r,
         )
         self.admission_seconds = Histogram(
             "archfit_admission_duration_seconds",
             "Time to answer one AdmissionReview.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.workload_reviews = Counter(
+            "archfit_workload_reviews",
+            "Workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) admissions "
+            "by outcome: warned, clean (nothing to warn about), unchanged (an UPDATE that kept "
+            "the template's images and constraints: nothing looked up), unknown (an image not "
+            "resolved in time: not warned about, looked up for next time), skipped, "
+            "bad_request, error.",
+            ["outcome"],
+            registry=r,
+        )
+        self.workload_warnings = Counter(
+            "archfit_workload_warnings",
+            "Warnings sent to the client that created or updated a workload, by workload kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.workload_review_seconds = Histogram(
+            "archfit_workload_review_duration_seconds",
+            "Time to answer one workload AdmissionReview.",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -177,6 +199,37 @@ class Metrics:
             registry=r,
         )
         # Read by the alerts ArchfitPodsHeldTooLong and ArchfitNoReleaser (deploy/monitoring).
+        self.mismatch_findings = Counter(
+            "archfit_mismatch_findings",
+            "Containers found failing on their node's platform by the mismatch watcher, each "
+            "once, by reason: pull (no manifest), start (exec format error), run (in its log).",
+            ["reason"],
+            registry=r,
+        )
+        self.mismatch_pods = Gauge(
+            "archfit_mismatch_pods",
+            "Pods with a container failing on its node's platform now (0 on replicas that do "
+            "not hold the watcher's Lease).",
+            registry=r,
+        )
+        self.mismatch_evictions = Counter(
+            "archfit_mismatch_evictions",
+            "Evictions asked by watcher.remediate, by outcome: evicted, refused (a "
+            "PodDisruptionBudget, 429), gone, error.",
+            ["outcome"],
+            registry=r,
+        )
+        self.evidence_entries = Gauge(
+            "archfit_evidence_entries",
+            "Learned evidence entries (digest D does not run on platform P) this replica holds.",
+            registry=r,
+        )
+        self.watcher_leader = Gauge(
+            "archfit_watcher_leader",
+            "1 while this replica holds the mismatch watcher's Lease (watcher.leaseName), else 0.",
+            registry=r,
+        )
+        # Read by the alert ArchfitPlatformMismatch (deploy/monitoring).
 
     def extender_call(
         self,

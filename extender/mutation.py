@@ -14,12 +14,25 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.errors import InputError
-from extender.platforms import Platform, Resolved, Rule, any_accepts
-from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
+from extender.json_patch import set_in_metadata
+from extender.platforms import (
+    ARCH_LABEL,
+    MAX_SCORE,
+    OS_LABEL,
+    Platform,
+    Resolved,
+    Rule,
+    any_accepts,
+)
+from extender.pods import (
+    PREFER_ARCH_ANNOTATION,
+    annotation_preference,
+    prefer_arch,
+    read_mapping,
+)
+from extender.steering import CHOICE_LABEL, SIDES, Steering
 from extender.text import short_image
 
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
 PLATFORMS_ANNOTATION = "archfit.io/platforms"
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -57,6 +70,10 @@ class MutationRules:
     architectures, not nodes, so only `policy.arm32OnArm64: pull-rule` sets it."""
     scheduler_name: str = ""
     """Send pods that asked for the default scheduler to this one (off when empty)."""
+    steering: Steering | None = None
+    """What this pod's namespace and workload say (extender.steering): the preference that
+    replaces arch_preference, and the side an arm64 share chose, required only when the
+    pod's images run natively on both arm64 and amd64 and the pod admits it."""
 
 
 @dataclass(slots=True)
@@ -76,6 +93,10 @@ class Mutation:
     """Images whose platforms are unknown: the webhook fails open for the whole pod."""
     outcome: str = "unchanged"
     """mutated | unchanged | conflict | unknown: the metric label."""
+    arch_choice: str = ""
+    """The side the pod now requires because of an arm64 share, or "" (untouched)."""
+    steering: Steering | None = None
+    """The rules' steering, for the pod_admitted line."""
 
     def operations(self, dry_run: bool) -> list[dict[str, Any]]:
         """The JSONPatch to answer with: dry-run explains but constrains nothing."""
@@ -103,8 +124,8 @@ def decide_mutation(
     platform its images run on is left alone, with a warning, because adding a constraint
     could only make it unschedulable.
     """
-    spec = _mapping(pod.get("spec"), "spec")
-    mutation = Mutation()
+    spec = read_mapping(pod.get("spec"), "spec", ShapeError)
+    mutation = Mutation(steering=rules.steering)
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
         mutation.unknown, mutation.outcome = unknown, "unknown"
@@ -118,7 +139,7 @@ def decide_mutation(
     # The images' platforms and the cluster's: the annotation names every one supported has.
     entries = {p for _, platforms in known for p in platforms} | rules.platforms
     _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
         mutation.warnings.append(_none_fits(known, rules.platforms, rules))
@@ -126,10 +147,14 @@ def decide_mutation(
         mutation.outcome = "conflict"
         mutation.warnings.append(_pod_requires_other(known, allowed, rules))
     else:
-        node_affinity = _node_affinity(spec)
-        changed = _require(node_affinity, supported, allowed, mutation)
         # Only native builds earn a preference: a 32-bit Arm one never makes arm64 preferred.
         native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+        choice = rules.steering.choice if rules.steering else ""
+        if _takes_choice(pod, native & allowed, choice):
+            supported = native = frozenset(p for p in native if p.architecture == choice)
+            _label_choice(pod, choice, mutation)
+        node_affinity = _node_affinity(spec)
+        changed = _require(node_affinity, supported, allowed, mutation)
         changed |= _prefer(node_affinity, native & allowed, pod, rules, mutation)
         if changed:
             _set_node_affinity(spec, node_affinity, mutation)
@@ -151,7 +176,7 @@ def _require_known(
     if not known:
         return
     supported = frozenset(_runs_on(known, rules.platforms, rules))
-    allowed = _allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(spec, rules.platforms)
     if not supported & allowed:
         return  # a conflict: no constraint could help, and the unknown image may explain it
     node_affinity = _node_affinity(spec)
@@ -162,9 +187,9 @@ def _require_known(
 # --- what the pod already says -------------------------------------------------------
 
 
-def _allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
+def allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
     """The platforms the pod's nodeSelector and required node affinity already admit."""
-    selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+    selector = read_mapping(spec.get("nodeSelector"), "spec.nodeSelector", ShapeError)
     terms = _required_terms(_node_affinity(spec))
     return frozenset(
         p
@@ -188,7 +213,7 @@ def _term_admits(term: Mapping[str, Any], platform: Platform) -> bool:
         return False
     values = {ARCH_LABEL: platform.architecture, OS_LABEL: platform.os}
     for index, expression in enumerate(_list(term.get("matchExpressions"), "matchExpressions")):
-        expression = _mapping(expression, f"matchExpressions[{index}]")
+        expression = read_mapping(expression, f"matchExpressions[{index}]", ShapeError)
         key = expression.get("key")
         if key in values and not _expression_admits(expression, values[key]):
             return False
@@ -257,6 +282,34 @@ def _is_empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
 
+# --- the arm64 share's choice ----------------------------------------------------------
+
+
+def _takes_choice(pod: Mapping[str, Any], possible: frozenset[Platform], choice: str) -> bool:
+    """Whether the share's side applies: the pod may run natively on both arm64 and amd64
+    (or it carries this choice already, a reinvocation). A single-arch pod is never split."""
+    if not choice:
+        return False
+    arches = {p.architecture for p in possible}
+    if choice not in arches:
+        return False
+    return set(SIDES) <= arches or _labels(pod).get(CHOICE_LABEL) == choice
+
+
+def _label_choice(pod: Mapping[str, Any], choice: str, mutation: Mutation) -> None:
+    mutation.arch_choice = choice
+    if _labels(pod).get(CHOICE_LABEL) == choice:
+        return  # a reinvocation: written already
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    mutation.patch.append(set_in_metadata(metadata, "labels", CHOICE_LABEL, choice))
+    mutation.changes.append("arch_choice")
+
+
+def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    return read_mapping(metadata.get("labels"), "metadata.labels", ShapeError)
+
+
 # --- preferred node affinity ----------------------------------------------------------
 
 
@@ -272,7 +325,11 @@ def _prefer(
     if len(arches) < 2:
         return False
     order = _prefer_arch_annotation(pod)
-    preference = annotation_preference(order) if order else rules.arch_preference
+    preference: Mapping[str, int] = rules.arch_preference
+    if order:
+        preference = annotation_preference(order)
+    elif rules.steering is not None:
+        preference = rules.steering.preference
     wanted = [
         _preferred_term(arch, score)
         for arch, score in sorted(preference.items(), key=lambda item: (-item[1], item[0]))
@@ -293,9 +350,13 @@ def _prefer(
     return True
 
 
+_MAX_WEIGHT = 100
+"""A preferred node affinity term's weight runs 1..100: a score of MAX_SCORE weighs most."""
+
+
 def _preferred_term(arch: str, score: int) -> dict[str, Any]:
     return {
-        "weight": max(1, min(100, score * 10)),
+        "weight": max(1, min(_MAX_WEIGHT, score * _MAX_WEIGHT // MAX_SCORE)),
         "preference": {
             "matchExpressions": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}]
         },
@@ -309,25 +370,29 @@ def _mentions_arch(term: Any) -> bool:
 
 
 def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    metadata = _mapping(pod.get("metadata"), "metadata")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
     return prefer_arch(
-        _mapping(metadata.get("annotations"), "annotations").get(PREFER_ARCH_ANNOTATION)
+        read_mapping(metadata.get("annotations"), "annotations", ShapeError).get(
+            PREFER_ARCH_ANNOTATION
+        )
     )
 
 
 def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
-    affinity = _mapping(spec.get("affinity"), "spec.affinity")
-    node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    affinity = read_mapping(spec.get("affinity"), "spec.affinity", ShapeError)
+    node_affinity = read_mapping(
+        affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity", ShapeError
+    )
     try:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = _mapping(copied.get(_REQUIRED), "requiredDuringScheduling")
+    required = read_mapping(copied.get(_REQUIRED), "requiredDuringScheduling", ShapeError)
     terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
     for index, term in enumerate(terms):
         # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
-        terms[index] = dict(_mapping(term, f"nodeSelectorTerms[{index}]"))
+        terms[index] = dict(read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError))
     return copied
 
 
@@ -424,17 +489,13 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     if len(platforms) > len(shown):
         shown.append(f"+{len(platforms) - len(shown)} more")
     value = ",".join(shown) or "none"
-    metadata = _mapping(pod.get("metadata"), "metadata")
-    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    annotations = read_mapping(metadata.get("annotations"), "metadata.annotations", ShapeError)
     if annotations.get(PLATFORMS_ANNOTATION) == value:
         return
-    if metadata.get("annotations") is None:
-        op = {"op": "add", "path": "/metadata/annotations", "value": {PLATFORMS_ANNOTATION: value}}
-    else:
-        # RFC 6901: "/" in a key is written "~1".
-        path = "/metadata/annotations/" + PLATFORMS_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        op = {"op": "add", "path": path, "value": value}
-    mutation.annotation.append(op)
+    mutation.annotation.append(
+        set_in_metadata(metadata, "annotations", PLATFORMS_ANNOTATION, value)
+    )
 
 
 def _runs_on(
@@ -496,14 +557,6 @@ def _warning(image: str, text: str) -> str:
 
 
 # --- shape checks -------------------------------------------------------------------------
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ShapeError(f"{where} must be an object")
-    return value
 
 
 def _list(value: object, where: str) -> list[Any]:

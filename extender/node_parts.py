@@ -14,13 +14,9 @@ from typing import Any
 import msgspec
 
 from extender.errors import WireError
+from extender.platforms import ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL
 from extender.runtimes import AARCH32_LABEL, NodeFacts, node_facts
 from extender.shared import Interner
-
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
-WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
-
 
 # Labels and nodeInfo are frozen, so hashable: together they are the key of a node's facts.
 

@@ -12,15 +12,12 @@ from itertools import compress
 from types import MappingProxyType
 from typing import Literal
 
-from extender.platforms import Platform, Resolved, Rule, Unknown, any_accepts
+from extender.platforms import MAX_SCORE, Platform, Resolved, Rule, Unknown, any_accepts
 from extender.pods import annotation_preference
 from extender.runtimes import NodeFacts
 from extender.text import short_image
 
-MAX_SCORE = 10
-"""kube-scheduler's MaxExtenderPriority: extender scores run 0..10."""
-
-DEFAULT_ARCH_PREFERENCE: Mapping[str, int] = MappingProxyType({"arm64": 10, "amd64": 0})
+DEFAULT_ARCH_PREFERENCE: Mapping[str, int] = MappingProxyType({"arm64": MAX_SCORE, "amd64": 0})
 """policy.archPreference unless set: arm64 first, as it is about 20% cheaper."""
 
 MISMATCH_PREFIX = "node(s) didn't match image platform"

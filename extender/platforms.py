@@ -17,6 +17,16 @@ from dataclasses import dataclass
 from typing import NamedTuple, NewType
 
 from extender.shared import Interner
+from extender.text import cut
+
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
+"""The node labels that say a node's platform (kubelet writes them)."""
+
+MAX_SCORE = 10
+"""kube-scheduler's MaxExtenderPriority: an extender's scores, and so an architecture
+preference's, run 0..MAX_SCORE."""
 
 
 class Platform(NamedTuple):
@@ -65,12 +75,15 @@ SharedResolved = SharedPlatforms | Unknown
 """Resolved as `extender.resolution.Resolution` answers it: its platform sets shared."""
 
 
+MAX_FAILURE_REASON = 200
+"""Characters of a failed lookup's reason kept for logs, events and report cells."""
+
+
 def describe_failure(error: BaseException) -> str:
     """Why a lookup failed (an Unknown's reason), short enough for a log line, an event or a
     report cell."""
-    text = str(error) or type(error).__name__
     # Registry error bodies can be long; the reason ends up in logs and events.
-    return text if len(text) <= 200 else text[:197] + "..."
+    return cut(str(error) or type(error).__name__, MAX_FAILURE_REASON)
 
 
 class Rule(enum.StrEnum):
@@ -137,11 +150,11 @@ def node_platform(labels: Mapping[str, str], node_info: Mapping[str, str]) -> Pl
 
     Returns None when the node says nothing about its architecture.
     """
-    os_ = labels.get("kubernetes.io/os") or node_info.get("operatingSystem") or ""
-    arch = labels.get("kubernetes.io/arch") or node_info.get("architecture") or ""
+    os_ = labels.get(OS_LABEL) or node_info.get("operatingSystem") or ""
+    arch = labels.get(ARCH_LABEL) or node_info.get("architecture") or ""
     if not arch:
         return None
-    return normalize(os_ or "linux", arch, "", labels.get("node.kubernetes.io/windows-build", ""))
+    return normalize(os_ or "linux", arch, "", labels.get(WINDOWS_BUILD_LABEL, ""))
 
 
 def accepts(

@@ -10,14 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import InputError
-from extender.platforms import normalize
+from extender.platforms import MAX_SCORE, normalize
+
+Pod = dict[str, Any]
+"""A v1.Pod as the API server sends it, decoded from JSON."""
 
 SKIP_ANNOTATION = "archfit.io/skip"
 PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
 
 # Bounds on the lists archfit walks, far above any real pod: each image costs a registry
 # lookup, so a pod with a million containers must be refused, not resolved.
-MAX_CONTAINERS = 1_000
+MAX_POD_CONTAINERS = 1_000
 """Containers, and init containers, per pod."""
 MAX_PULL_SECRETS = 1_000
 MAX_ANNOTATIONS = 10_000
@@ -55,13 +58,13 @@ class PodError(InputError):
 
 def facts(pod: Mapping[str, Any]) -> PodFacts:
     """Extract PodFacts from a v1.Pod. Raises PodError naming the bad field."""
-    metadata = _mapping(pod.get("metadata"), "Pod.metadata")
-    spec = _mapping(pod.get("spec"), "Pod.spec")
+    metadata = read_mapping(pod.get("metadata"), "Pod.metadata")
+    spec = read_mapping(pod.get("spec"), "Pod.spec")
     namespace = _string(metadata.get("namespace"), "Pod.metadata.namespace") or "default"
     name = _string(metadata.get("name"), "Pod.metadata.name") or _string(
         metadata.get("generateName"), "Pod.metadata.generateName"
     )
-    annotations = _mapping(metadata.get("annotations"), "Pod.metadata.annotations")
+    annotations = read_mapping(metadata.get("annotations"), "Pod.metadata.annotations")
     _bounded(annotations, "Pod.metadata.annotations", MAX_ANNOTATIONS)
     return PodFacts(
         namespace=namespace,
@@ -104,14 +107,35 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
             continue
         if not isinstance(containers, list):
             raise PodError(f"Pod.spec.{key} must be a list")
-        _bounded(containers, f"Pod.spec.{key}", MAX_CONTAINERS)
+        _bounded(containers, f"Pod.spec.{key}", MAX_POD_CONTAINERS)
         for index, container in enumerate(containers):
             where = f"Pod.spec.{key}[{index}]"
-            image = _string(_mapping(container, where).get("image"), f"{where}.image").strip()
+            image = _string(read_mapping(container, where).get("image"), f"{where}.image").strip()
             if not image:
                 raise PodError(f"{where}.image is empty")
             seen.setdefault(image, None)
     return tuple(seen)
+
+
+def pod_template(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template (metadata and spec) a workload object makes its pods from: its
+    `spec.template`, a CronJob's `spec.jobTemplate.spec.template`; a Pod is its own.
+
+    Raises PodError naming a field that is not an object.
+    """
+    if kind == "Pod":
+        return obj
+    spec = read_mapping(obj.get("spec"), "spec")
+    if kind == "CronJob":
+        job = read_mapping(spec.get("jobTemplate"), "spec.jobTemplate")
+        spec = read_mapping(job.get("spec"), "spec")
+    return read_mapping(spec.get("template"), "spec.template")
+
+
+def template_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec of `pod_template`. Raises PodError naming a field that is not an object."""
+    where = "spec" if kind == "Pod" else "spec.template.spec"
+    return read_mapping(pod_template(kind, obj).get("spec"), where)
 
 
 def prefer_arch(value: object) -> tuple[str, ...]:
@@ -129,8 +153,8 @@ def prefer_arch(value: object) -> tuple[str, ...]:
 def annotation_preference(order: Sequence[str]) -> dict[str, int]:
     """`amd64,arm64` (prefer_arch's order) → {amd64: 10, arm64: 5}: first is best, unlisted
     get 0."""
-    step = 10 // len(order)
-    return {arch: 10 - i * step for i, arch in enumerate(order)}
+    step = MAX_SCORE // len(order)
+    return {arch: MAX_SCORE - i * step for i, arch in enumerate(order)}
 
 
 def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
@@ -142,7 +166,7 @@ def _pull_secret_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
     _bounded(refs, "Pod.spec.imagePullSecrets", MAX_PULL_SECRETS)
     names: list[str] = []
     for index, ref in enumerate(refs):
-        name = _string(_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
+        name = _string(read_mapping(ref, f"Pod.spec.imagePullSecrets[{index}]").get("name"), "name")
         if name:
             names.append(name)
     return tuple(names)
@@ -153,11 +177,14 @@ def _bounded(value: Sized, where: str, limit: int) -> None:
         raise PodError(f"{where} has {len(value)} entries, more than any real pod ({limit})")
 
 
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
+def read_mapping(value: object, where: str, error: type[Exception] = PodError) -> Mapping[str, Any]:
+    """A field of a Kubernetes object that must be an object: {} when it is absent or null,
+    else `error` naming the field `where`. The one reader for pods, the webhook's patches
+    and the audit's workloads alike."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise PodError(f"{where} must be an object")
+        raise error(f"{where} must be an object")
     return value
 
 

@@ -26,7 +26,7 @@ from extender.gates import PodChanged, ReleaseRefused, is_gated, release_operati
 from extender.metrics import Metrics
 from extender.mutation import Mutation, MutationRules, ShapeError, decide_mutation
 from extender.platforms import Resolved, Unknown
-from extender.pods import PodError, PullSecretsRef, facts
+from extender.pods import Pod, PodError, PullSecretsRef, facts
 from extender.resolution import Resolution
 
 log = structlog.get_logger("archfit.releaser")
@@ -36,8 +36,6 @@ _MAX_BACKOFF_SECONDS = 4.0
 _GAUGE_SECONDS = 1.0
 _LAST_LOOK_SECONDS = 1.0
 """How long a pod already past the cap still waits for its lookups before the fallback."""
-
-Pod = dict[str, Any]
 
 
 class HeldPods(Protocol):

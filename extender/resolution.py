@@ -78,14 +78,16 @@ class Resolution:
         self,
         images: Iterable[str],
         pull: PullSecretsRef,
-        deadline: float,
+        budget_seconds: float,
         *,
         fresh_failures: bool = False,
     ) -> dict[str, SharedResolved]:
-        """Resolve every image concurrently; what is unfinished after `deadline` s is Unknown.
+        """Resolve every image concurrently; what is unfinished after `budget_seconds` is
+        Unknown.
 
-        The lookups carry the deadline (`request_deadline`), so registry requests can be
-        bounded by it rather than by a timeout the request never waits for. With
+        The lookups carry the deadline that makes (`request_deadline`, an instant), so
+        registry requests can be bounded by it rather than by a timeout the request never
+        waits for. With
         `fresh_failures` they ask the registry again rather than repeat a failure the cache
         remembers (`skip_remembered_failures`).
         """
@@ -101,7 +103,7 @@ class Resolution:
             if answered and self._on_recent is not None:
                 self._on_recent(len(answered))
             return answered
-        token = request_deadline.set(time.monotonic() + max(deadline, 0.0))
+        token = request_deadline.set(time.monotonic() + max(budget_seconds, 0.0))
         fresh = skip_remembered_failures.set(fresh_failures)
         try:  # tasks copy the context as it is now, the deadline included
             tasks = {
@@ -113,15 +115,15 @@ class Resolution:
             request_deadline.reset(token)
         if not tasks:
             return {}
-        _, pending = await asyncio.wait(tasks.values(), timeout=max(deadline, 0.0))
+        _, pending = await asyncio.wait(tasks.values(), timeout=max(budget_seconds, 0.0))
         results: dict[str, SharedResolved] = {}
         for image, task in tasks.items():
             if task in pending:
                 self._background.add(task)
                 task.add_done_callback(self._forget)
                 results[image] = Unknown(
-                    f"registry slower than the {round(deadline, 2):g} s deadline (still looking: "
-                    "the next attempt finds the answer cached)"
+                    f"registry slower than the {round(budget_seconds, 2):g} s deadline "
+                    "(still looking: the next attempt finds the answer cached)"
                 )
             elif task.cancelled():
                 results[image] = Unknown("lookup cancelled")

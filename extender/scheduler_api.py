@@ -22,9 +22,8 @@ import orjson
 from extender import wire_json
 from extender.errors import WireError as WireError
 from extender.node_parts import FactsOf, NodeDecodeError, NodeParts, decode_node
+from extender.platforms import MAX_SCORE
 from extender.runtimes import NodeFacts
-
-MAX_PRIORITY = 10
 
 MAX_NODES = 10_000
 """Candidates one call may carry: twice the 5,000 nodes Kubernetes is tested to scale to."""
@@ -287,8 +286,8 @@ def render_priorities(scores: Mapping[str, int]) -> bytes:
     dropped silently, hence the int().
     """
     # A call has a handful of distinct scores: check those, not every host.
-    if not all(type(s) is int and 0 <= s <= MAX_PRIORITY for s in set(scores.values())):
-        scores = {host: max(0, min(MAX_PRIORITY, int(s))) for host, s in scores.items()}
+    if not all(type(s) is int and 0 <= s <= MAX_SCORE for s in set(scores.values())):
+        scores = {host: max(0, min(MAX_SCORE, int(s))) for host, s in scores.items()}
     return _encoder.encode(list(map(HostPriority, scores, scores.values())))
 
 

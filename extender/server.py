@@ -40,8 +40,7 @@ from extender.once import OncePerCause
 from extender.resolution import PlatformResolver
 from extender.services import NodeSource, Services, open_services
 from extender.tls import CertificateRefused, ReloadingCertificate
-from extender.webhook import GUARD as WEBHOOK_GUARD
-from extender.webhook import MUTATION, create_webhook_app, release_held
+from extender.webhook import MUTATION, WEBHOOK_GUARD, create_webhook_app, release_held
 
 log = structlog.get_logger("archfit")
 
@@ -178,6 +177,8 @@ def attach(
         app.cleanup_ctx.append(_watch_server_certificate)
     if settings.webhook.enabled:
         app.cleanup_ctx.append(_webhook_listener)
+    if settings.watcher.enabled:
+        app.cleanup_ctx.append(_watcher)
 
 
 def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertificate:
@@ -249,6 +250,14 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
             releaser = release_held(settings, metrics, services, mutation.rules)
             await stack.enter_async_context(_task(releaser))
         app[WEBHOOK_CERTIFICATE] = certificate
+        yield
+
+
+async def _watcher(app: web.Application) -> AsyncIterator[None]:
+    """The mismatch watcher, on whichever replica holds its Lease (extender.watcher)."""
+    from extender.watcher import leading
+
+    async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
         yield
 
 

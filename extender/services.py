@@ -6,17 +6,22 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from extender.config import Settings
 from extender.errors import ResolverSetupError
+from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
 from extender.metrics import Metrics
 from extender.platforms import Platform
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
+from extender.steering import Steering
+
+if TYPE_CHECKING:
+    from extender.registry.resolver import RegistryResolver
 
 log = structlog.get_logger("archfit")
 
@@ -40,12 +45,28 @@ class NodeSource(Protocol):
     async def wait_synced(self, seconds: float) -> bool: ...
 
 
+class SteeringSource(Protocol):
+    """Namespace preferences and arm64 shares for the webhook (extender.kube.steering)."""
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        """What the pod's namespace, workload and own annotations say, from memory."""
+        ...
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        """The pod was admitted requiring `applied` (or "" if the share left it alone)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     resolution: Resolution
     nodes: NodeSource | None
     kube: Any | None = None
     """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
+    evidence: EvidenceBook | None = None
+    """Learned evidence the resolver believes (extender.evidence); None with a given resolver."""
+    steering: SteeringSource | None = None
+    """Namespace preferences and arm64 shares (webhook.steering with API access)."""
 
 
 @asynccontextmanager
@@ -62,6 +83,8 @@ async def open_services(
             (nodes is None and settings.kubernetes.node_index)
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
+            or settings.watcher.enabled
+            or (settings.webhook.enabled and settings.webhook.steering)
         )
         kube_off = ""
         if wants_kube:
@@ -80,13 +103,25 @@ async def open_services(
             index.start()
             stack.push_async_callback(index.stop)
             nodes = index
+        book = None
+        steering = None
+        if settings.webhook.enabled and settings.webhook.steering and api is not None:
+            from extender.kube.steering import FleetSteering
+
+            steering = FleetSteering(api)
+            steering.start()
+            stack.push_async_callback(steering.stop)
         if resolver is None:
             try:
-                resolver = await stack.enter_async_context(
+                registry = await stack.enter_async_context(
                     registry_resolver(settings, metrics, api)
                 )
             except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
                 raise ResolverSetupError(str(error)) from error
+            book = await stack.enter_async_context(
+                evidence_book(settings.cache, settings.watcher.evidence_sync_seconds, metrics)
+            )
+            resolver = LearnedResolver(registry, book)
         if settings.webhook.enabled and api is not None:
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(
@@ -116,7 +151,9 @@ async def open_services(
             mode=settings.policy.mode,
             failure_policy=settings.policy.failure_policy,
         )
-        yield Services(resolution=resolution, nodes=nodes, kube=api)
+        yield Services(
+            resolution=resolution, nodes=nodes, kube=api, evidence=book, steering=steering
+        )
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:
@@ -172,7 +209,7 @@ def _served_keys(settings: Settings) -> list[str]:
 @asynccontextmanager
 async def registry_resolver(
     settings: Settings, metrics: Metrics | None, api: Any | None, *, queue_secret_reads: int = 0
-) -> AsyncIterator[PlatformResolver]:
+) -> AsyncIterator[RegistryResolver]:
     """The registry-backed resolver, reading pull secrets through the API when it can.
 
     `queue_secret_reads`: when above 0, at most that many pull-secret lookups run at once and

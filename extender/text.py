@@ -1,5 +1,5 @@
-"""Text archfit shows people (scheduler reasons, admission warnings): image names made
-printable and cut short."""
+"""Text archfit shows people (scheduler reasons, admission warnings, log fields, reports):
+made printable and cut short, in one way everywhere."""
 
 from __future__ import annotations
 
@@ -7,10 +7,22 @@ MAX_IMAGE_IN_REASON = 120
 """kube-scheduler cuts the event message at 1024 bytes and groups identical reasons; an image
 name longer than this is cut so the clause stays short."""
 
+ELLIPSIS = "..."
+"""What ends a cut text (three ASCII dots: log fields, events and CSV cells stay ASCII-safe)."""
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` itself when it has at most `limit` characters, else its start ending in
+    `...`, `limit` characters in all."""
+    return text if len(text) <= limit else text[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def printable(text: str, replacement: str) -> str:
+    """`text` with every unprintable character (control characters, line breaks, bidi
+    overrides) replaced by `replacement`."""
+    return "".join(ch if ch.isprintable() else replacement for ch in text)
+
 
 def short_image(image: str, limit: int = MAX_IMAGE_IN_REASON) -> str:
     """The image name made printable and cut to `limit` characters, for reasons and warnings."""
-    printable = "".join(ch if ch.isprintable() else "?" for ch in image)
-    if len(printable) <= limit:
-        return printable
-    return printable[: limit - 3] + "..."
+    return cut(printable(image, "?"), limit)

@@ -28,6 +28,7 @@ from typing import Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 Clock = Callable[[], float]
+"""Monotonic seconds (`time.monotonic`); tests pass a FakeClock."""
 
 
 class TTLMap(Generic[K, V]):

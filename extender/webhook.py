@@ -12,7 +12,7 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -31,6 +31,7 @@ from extender.platforms import Platform, Resolved
 from extender.pods import PodFacts, facts, skip_reason
 from extender.rules import mutation_rules_of
 from extender.services import Services
+from extender.workload_admission import WorkloadWarner
 
 log = structlog.get_logger("archfit")
 
@@ -47,7 +48,7 @@ class Hold:
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
+WEBHOOK_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
 """The webhook listener's connection caps (extender.server opens the listener with it)."""
 
 
@@ -55,10 +56,13 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
     app = web.Application(client_max_size=settings.webhook.max_body_bytes)
     warnings = OncePerCause()
-    app[GUARD] = ConnectionGuard(settings.server, metrics, warnings)
+    app[WEBHOOK_GUARD] = ConnectionGuard(settings.server, metrics, warnings)
     app[MUTATION] = mutation = PodMutation(settings, metrics, services)
     handler = Admissions(mutation, metrics, warnings, settings.server.body_timeout_seconds)
     app.router.add_post(settings.webhook.path, handler.serve)
+    if settings.webhook.workload_warnings.enabled:
+        # The second admission path: warnings on workloads (extender.workload_admission).
+        WorkloadWarner(settings, metrics, services, mutation.rules, warnings).route(app)
     return app
 
 
@@ -96,7 +100,10 @@ class PodMutation:
         resolved = await self.services.resolution.resolve(
             pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
         )
-        rules = _with_cluster_platforms(self.rules, self.services)
+        services = self.services
+        rules = _with_cluster_platforms(self.rules, services)
+        if services.steering is not None:  # namespace preferences, arm64 shares (docs/webhook.md)
+            rules = replace(rules, steering=services.steering.steer(pod, rules.arch_preference))
         hold = self.hold
         holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
         # Held pods get their constraints on release; others fail open, constrained by
@@ -112,6 +119,8 @@ class PodMutation:
         if not dry_run and not review.dry_run:
             for change in mutation.changes:
                 metrics.admission_changes.labels(change).inc()
+        if services.steering and mutation.steering and not (dry_run or review.dry_run):
+            services.steering.chosen(mutation.steering, mutation.arch_choice)
         if mutation.unknown:
             policy = "gate" if mutation.outcome == "gated" else "fail-open"
             metrics.unknown_images.labels(policy).inc(len(mutation.unknown))

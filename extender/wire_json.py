@@ -16,7 +16,7 @@ import orjson
 
 from extender.errors import InputError
 
-MAX_CONTAINERS = 1_000_000
+MAX_JSON_CONTAINERS = 1_000_000
 """JSON objects and arrays one body may hold (counted as `{` and `[` bytes, so an upper bound).
 
 A Node as kube-scheduler sends it holds about 27 (tests/objects.py), plus two per
@@ -56,10 +56,10 @@ def check_bounds(body: bytes | msgspec.Raw, *, values: bool = True) -> None:
     data = body if isinstance(body, bytes) else memoryview(body).tobytes()
     arrays = data.count(b"[")
     containers = data.count(b"{") + arrays
-    if containers > MAX_CONTAINERS:
+    if containers > MAX_JSON_CONTAINERS:
         raise JsonError(
             f"body holds {containers} JSON objects and arrays, more than any real request "
-            f"({MAX_CONTAINERS})"
+            f"({MAX_JSON_CONTAINERS})"
         )
     if not values:
         return

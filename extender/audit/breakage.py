@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.audit.workloads import Owners, WorkloadKey
+from extender.text import cut
 
 NO_MATCHING_MANIFEST = "no matching manifest"
 EXEC_FORMAT_ERROR = "exec format error"
@@ -135,7 +136,7 @@ def _add(
             node=node,
             node_arch=node_arch.get(node, "unknown") if node else "unscheduled",
             problem=problem,
-            message=text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "...",
+            message=cut(text, _MAX_MESSAGE),
         ),
     )
 

@@ -20,8 +20,14 @@ from extender.audit.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.render import left_out_line
 from extender.audit.report import LeftOut, Report
-from extender.audit.resolving import Resolution, metric_remaining, resolve
-from extender.audit.run import AuditOptions, judge_fleet, parse_workloads, progress
+from extender.audit.resolving import CheckedIndexes, RegistryAnswers, metric_remaining, resolve
+from extender.audit.run import (
+    SECRET_LOOKUPS,
+    AuditOptions,
+    judge_fleet,
+    parse_workloads,
+    progress,
+)
 from extender.audit.workloads import Workload
 from extender.config import Settings
 from extender.metrics import Metrics
@@ -33,8 +39,6 @@ from extender.resolution import PlatformResolver
 
 _READERS = 8
 """Clusters read at once (each read is a few paged lists, on its own thread)."""
-_SECRET_LOOKUPS = 4
-"""Pull-secret lookups in flight at once per cluster, as in a single-cluster audit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,8 @@ def _fields(pull: PullSecretsRef) -> dict[str, Any]:
     return {f.name: getattr(pull, f.name) for f in dataclasses.fields(PullSecretsRef)}
 
 
-def judge(
-    clusters: Sequence[Cluster], resolution: Resolution, options: AuditOptions, *, loose: bool
+def judge_clusters(
+    clusters: Sequence[Cluster], resolution: RegistryAnswers, options: AuditOptions, *, loose: bool
 ) -> FleetReport:
     """Each cluster judged on its own, then the fleet's total."""
     reports = []
@@ -132,20 +136,25 @@ async def look_up_with(
     advance: Callable[[], None],
     options: AuditOptions,
     err: TextIO,
-) -> Resolution:
+) -> RegistryAnswers:
     """The audit's registry work (audit.resolving) with `resolver`, whose transport records
-    registries' pull limits in `metrics`."""
-    return await resolve(
-        resolver,
+    registries' pull limits in `metrics`; with `--verify`, through CheckedIndexes."""
+    registry = resolver if isinstance(resolver, RegistryResolver) else None
+    checked = CheckedIndexes(registry) if options.verify and registry is not None else None
+    found = await resolve(
+        checked or resolver,
         pairs,
         per_host=settings.registry.max_connections_per_host,
         remaining=metric_remaining(metrics),
         say=lambda line: print(f"archfit: {line}", file=err, flush=True),
         advance=advance,
-        lister=resolver if isinstance(resolver, RegistryResolver) else None,
+        lister=checked or registry,
         newer_tags=options.newer_tags,
         loose=settings.policy.loose_matching,
     )
+    if checked is None:
+        return found
+    return dataclasses.replace(found, disagreements=checked.disagreements)
 
 
 @contextlib.asynccontextmanager
@@ -160,7 +169,7 @@ async def fleet_resolver(
         ttl = settings.registry.pull_secret_ttl_seconds
         readers = {name: KubeSecretSource(api, ttl_seconds=ttl) for name, api in apis.items()}
     queued: dict[str, SecretSource] = {
-        name: QueuedSecretSource(reader, _SECRET_LOOKUPS) for name, reader in readers.items()
+        name: QueuedSecretSource(reader, SECRET_LOOKUPS) for name, reader in readers.items()
     }
     resolver = await build_resolver(
         settings.registry, settings.cache, metrics, ClusterSecrets(queued)
@@ -217,9 +226,11 @@ def run_fleet_audit(
     finally:
         for api in apis.values():
             api.close()
-    fleet = judge(clusters, resolution, options, loose=settings.policy.loose_matching)
+    fleet = judge_clusters(clusters, resolution, options, loose=settings.policy.loose_matching)
     for item in fleet.summary.left_out:
         print(f"archfit: {left_out_line(item)}", file=err)
+    for lie in resolution.disagreements or ():  # the fleet's formats have no section for them
+        print(f"archfit: --verify: {lie.image} entry {lie.digest}: {lie.problem}", file=err)
     render_fleet.write(fleet, options.output, out)
     return 1 if options.fail_on_blockers and fleet.summary.blocked else 0
 
@@ -231,7 +242,7 @@ async def _look_up(
     advance: Callable[[], None],
     options: AuditOptions,
     err: TextIO,
-) -> Resolution:
+) -> RegistryAnswers:
     metrics = Metrics()
     async with fleet_resolver(settings, metrics, apis) as resolver:
         return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)

@@ -25,6 +25,7 @@ from rich.text import Text
 from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
 from extender.registry.errors import snippet
 from extender.tables import print_table
+from extender.text import printable
 
 _STYLE = {READY: "green", BLOCKED: "red"}
 _CELL = 120
@@ -119,6 +120,15 @@ def _sections(report: Report) -> Iterator[_Section]:
         ],
         verdict_column=3,
     )  # fmt: skip
+    split = [w for w in report.workloads if w.split]
+    if split:
+        yield _Section(
+            "arm64 share reached (archfit.io/arm64-share), live pods placed by the share",
+            ("NAMESPACE", "KIND", "NAME", "ARM64", "AMD64", "ARM64 SHARE"),
+            [cells(w.workload.key.namespace, w.workload.key.kind, w.workload.key.name,
+                   str(w.split.get("arm64", 0)), str(w.split.get("amd64", 0)),
+                   _percent(w.arm64_share)) for w in split],
+        )  # fmt: skip
     if report.blockers:
         action = ("ACTION",) if report.hints else ()
         yield _Section(
@@ -141,6 +151,12 @@ def _sections(report: Report) -> Iterator[_Section]:
             [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
                    b.problem) for b in report.broken],
         )  # fmt: skip
+    if report.disagreements:
+        yield _Section(
+            "Index entries their image configs contradict (--verify: the config is believed)",
+            ("IMAGE", "ENTRY", "PROBLEM"),
+            [cells(d.image, d.digest, d.problem) for d in report.disagreements],
+        )
 
 
 def _footer(report: Report) -> list[str]:
@@ -307,7 +323,7 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&])")
 def _csv_cell(text: str) -> str:
     """A cell no spreadsheet runs: control characters (ESC, CR, U+202E ...) become spaces,
     and a cell that starts like a formula gets a leading `'` (OWASP's rule)."""
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = printable(text, " ")
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 

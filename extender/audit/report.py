@@ -69,6 +69,14 @@ class WorkloadReport:
     running: Mapping[str, int]
     """Pods bound to nodes now, per node architecture."""
     broken: tuple[Breakage, ...]
+    split: Mapping[str, int] = field(default_factory=dict)
+    """Live pods an arm64 share placed, per side (`archfit.io/arch-choice`); empty if none."""
+
+    @property
+    def arm64_share(self) -> float | None:
+        """The share of arm64 among the pods the share placed, or None when it placed none."""
+        total = sum(self.split.values())
+        return self.split.get("arm64", 0) / total if total else None
 
     @property
     def cpu_millis(self) -> int:
@@ -164,6 +172,17 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class Disagreement:
+    """An index entry that claims a platform its image config does not name."""
+
+    image: str
+    digest: str
+    """The entry's (child manifest's) digest."""
+    problem: str
+    """What the index says and what the config says, in plain words."""
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything `archfit audit` prints."""
 
@@ -177,6 +196,9 @@ class Report:
     """Workloads that could not be read, each with the reason."""
     hints: Mapping[str, TagHint] = field(default_factory=dict)
     """Newer tags of blocking images that run on arm64, by `same_image` (audit.hints)."""
+    disagreements: tuple[Disagreement, ...] | None = None
+    """With `--verify`: index entries whose image config names another platform (the
+    config was believed); None when indexes were not checked."""
 
     def hint(self, image: str) -> TagHint | None:
         """The newer-tag hint for a blocker, if one was looked up."""
@@ -190,6 +212,7 @@ def judge(
     broken: Sequence[Breakage] = (),
     *,
     loose: bool = False,
+    split: Mapping[str, int] | None = None,
 ) -> WorkloadReport:
     """The verdict on one workload: every image must have an entry for an architecture."""
     blockers: dict[str, list[Blocker]] = {arch: [] for arch in TARGETS}
@@ -217,6 +240,7 @@ def judge(
         unknown=tuple(unknown),
         running=dict(sorted(running.items())),
         broken=tuple(broken),
+        split={side: count for side, count in sorted((split or {}).items()) if count},
     )
 
 
@@ -230,6 +254,7 @@ def build(
     skipped: Sequence[str] = (),
     loose: bool = False,
     left_out: Sequence[LeftOut] = (),
+    splits: Mapping[WorkloadKey, Mapping[str, int]] | None = None,
 ) -> Report:
     """Judge every workload and sum up."""
     broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
@@ -237,7 +262,14 @@ def build(
         broken_by.setdefault(item.workload, []).append(item)
     ordered = sorted(workloads, key=_order)
     reports = tuple(
-        judge(w, lookups, running.get(w.key, {}), broken_by.get(w.key, ()), loose=loose)
+        judge(
+            w,
+            lookups,
+            running.get(w.key, {}),
+            broken_by.get(w.key, ()),
+            loose=loose,
+            split=(splits or {}).get(w.key),
+        )
         for w in ordered
     )
     return Report(
@@ -374,7 +406,16 @@ def document(report: Report) -> dict[str, Any]:
         "workloads": [_workload_document(w) for w in report.workloads],
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
+        **_disagreements_document(report.disagreements),
     }
+
+
+def _disagreements_document(found: Sequence[Disagreement] | None) -> dict[str, Any]:
+    """`indexDisagreements` when indexes were checked (`--verify`), else nothing."""
+    if found is None:
+        return {}
+    entries = [{"image": d.image, "digest": d.digest, "problem": d.problem} for d in found]
+    return {"indexDisagreements": entries}
 
 
 def hint_document(hint: TagHint | None) -> dict[str, Any]:
@@ -407,6 +448,9 @@ def _workload_document(report: WorkloadReport) -> dict[str, Any]:
         "vcpu": report.cpu_millis / 1000,
         "memoryBytes": report.memory_bytes,
         "brokenNow": len(report.broken),
+        "archChoice": (
+            {**report.split, "arm64Share": _share(report.arm64_share)} if report.split else None
+        ),
     }
 
 

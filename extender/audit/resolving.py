@@ -14,21 +14,26 @@ from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
 from extender.audit.lookups import Looker, Pair
 from extender.audit.newer_tags import TagHint
-from extender.audit.report import Lookups, same_image
+from extender.audit.report import Disagreement, Lookups, same_image
 from extender.metrics import Metrics
-from extender.platforms import Unknown, any_accepts
+from extender.platforms import Platform, Unknown, any_accepts
+from extender.pods import PullSecretsRef
+from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse
+from extender.registry.resolver import RegistryResolver
 from extender.resolution import PlatformResolver
 
 
 @dataclass(frozen=True, slots=True)
-class Resolution:
+class RegistryAnswers:
     """What the registries answered."""
 
     lookups: Lookups
     hints: dict[str, TagHint] = field(default_factory=dict)
     """Newer-tag hints per blocking image (`report.same_image`)."""
+    disagreements: tuple[Disagreement, ...] | None = None
+    """With `--verify`, the index entries their configs contradict (CheckedIndexes)."""
 
 
 async def resolve(
@@ -42,7 +47,7 @@ async def resolve(
     lister: hints.TagLister | None = None,
     newer_tags: int = 0,
     loose: bool = False,
-) -> Resolution:
+) -> RegistryAnswers:
     """Look every pair up (probes first), then hint at newer tags of arm64 blockers when a
     `lister` is given and `newer_tags` > 0."""
     budget = PullBudget(remaining)
@@ -65,10 +70,10 @@ async def resolve(
         say(warning(host, count, left))
     lookups.update(await looker.all(rest))
     if lister is None or newer_tags <= 0:
-        return Resolution(lookups)
+        return RegistryAnswers(lookups)
     blocking = blocking_images(lookups, loose=loose)
     found = await hints.hints(lister, looker.one, blocking, pairs, limit=newer_tags, loose=loose)
-    return Resolution(lookups, found)
+    return RegistryAnswers(lookups, found)
 
 
 def blocking_images(lookups: Lookups, *, loose: bool = False) -> list[str]:
@@ -109,3 +114,30 @@ def _api_host(image: str) -> str | None:
         return parse(image).api_host
     except RegistryError:
         return None
+
+
+class CheckedIndexes:
+    """A PlatformResolver that checks each index against its configs (`audit --verify`,
+    extender.registry.verify): it answers the platforms the configs name, and keeps every
+    disagreement for the report."""
+
+    def __init__(self, resolver: RegistryResolver) -> None:
+        self._resolver = resolver
+        self._found: dict[tuple[str, str], Disagreement] = {}
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        resolution, verification = await self._resolver.verify(image, pull)
+        for check in verification.disagreements:
+            key = (same_image(image), check.digest)
+            self._found.setdefault(key, Disagreement(image, check.digest, check.problem))
+        return verification.believed(resolution.platforms)
+
+    async def tags(
+        self, image: str, pull: PullSecretsRef | None, *, page_size: int, pages: int
+    ) -> TagList:
+        return await self._resolver.tags(image, pull, page_size=page_size, pages=pages)
+
+    @property
+    def disagreements(self) -> tuple[Disagreement, ...]:
+        """Each contradicted entry once, by image and entry digest."""
+        return tuple(sorted(self._found.values(), key=lambda d: (d.image, d.digest)))

@@ -20,19 +20,21 @@ from extender.audit import breakage, render
 from extender.audit.lookups import Pair, distinct_pairs
 from extender.audit.newer_tags import LIMIT as NEWER_TAGS
 from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
-from extender.audit.resolving import Resolution
+from extender.audit.resolving import RegistryAnswers
 from extender.audit.workloads import (
     Owners,
     Workload,
     WorkloadError,
+    arch_choices,
     from_object,
     node_architectures,
     running,
 )
 from extender.config import Settings
 
-# Pull-secret lookups in flight at once; each reads a ServiceAccount and its Secrets, cached.
-_SECRET_LOOKUPS = 4
+SECRET_LOOKUPS = 4
+"""Pull-secret lookups in flight at once per cluster; each reads a ServiceAccount and its
+Secrets, cached."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,8 @@ class AuditOptions:
     pricing: Pricing = field(default_factory=Pricing)
     newer_tags: int = NEWER_TAGS
     """Newer tags looked up per arm64 blocker with a version tag; 0: none (audit.hints)."""
+    verify: bool = False
+    """Check each index's entries against their image configs, believing the configs."""
 
 
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
@@ -89,7 +93,9 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         loose=settings.policy.loose_matching,
         left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
     )
-    report = dataclasses.replace(report, hints=resolution.hints)
+    report = dataclasses.replace(
+        report, hints=resolution.hints, disagreements=resolution.disagreements
+    )
     for item in report.summary.left_out:
         print(f"archfit: {render.left_out_line(item)}", file=err)
     render.write(report, options.output, out)
@@ -141,6 +147,7 @@ def judge_fleet(
         skipped=skipped,
         loose=loose,
         left_out=left_out,
+        splits=arch_choices(pods, owners),
     )
 
 
@@ -151,14 +158,14 @@ async def _look_up(
     advance: Callable[[], None],
     options: AuditOptions,
     err: TextIO,
-) -> Resolution:
+) -> RegistryAnswers:
     from extender.audit.clusters import look_up_with
     from extender.metrics import Metrics
     from extender.services import registry_resolver
 
     metrics = Metrics()  # for what registries say of their pull limits (audit.budget)
     async with registry_resolver(
-        settings, metrics, api, queue_secret_reads=_SECRET_LOOKUPS
+        settings, metrics, api, queue_secret_reads=SECRET_LOOKUPS
     ) as resolver:
         return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
 

@@ -15,7 +15,8 @@ from extender import pods
 from extender.audit import quantities
 from extender.errors import AuditInputError
 from extender.platforms import node_platform
-from extender.pods import PodError, PullSecretsRef
+from extender.pods import PodError, PullSecretsRef, read_mapping
+from extender.steering import CHOICE_LABEL, SIDES
 
 KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
 """What the audit reads, in the order reports list them."""
@@ -61,11 +62,11 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
 
     Raises WorkloadError naming the workload and the bad field.
     """
-    metadata = _mapping(obj.get("metadata"), "metadata")
+    metadata = read_mapping(obj.get("metadata"), "metadata", WorkloadError)
     namespace = str(metadata.get("namespace") or "default")
     key = WorkloadKey(kind, namespace, str(metadata.get("name") or ""))
     try:
-        spec = _pod_spec(kind, obj)
+        spec = pods.template_spec(kind, obj)
         return Workload(
             key=key,
             uid=str(metadata.get("uid") or ""),
@@ -81,7 +82,7 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of the object's managing owner (`controller: true`), as kubectl finds it."""
-    refs = _mapping(obj.get("metadata"), "metadata").get("ownerReferences") or []
+    refs = read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("ownerReferences") or []
     for ref in refs:
         if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid"):
             return str(ref["uid"])
@@ -90,7 +91,7 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
 
 def has_owner(obj: Mapping[str, Any]) -> bool:
     """Whether any ownerReference exists (a bare pod has none)."""
-    return bool(_mapping(obj.get("metadata"), "metadata").get("ownerReferences"))
+    return bool(read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("ownerReferences"))
 
 
 class Owners:
@@ -104,7 +105,7 @@ class Owners:
         # ReplicaSets and Jobs: their own uid → their controller's uid.
         self._parent: dict[str, str] = {}
         for obj in intermediates:
-            uid = _mapping(obj.get("metadata"), "metadata").get("uid")
+            uid = read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("uid")
             parent = controller_uid(obj)
             if uid and parent:
                 self._parent[str(uid)] = parent
@@ -113,7 +114,7 @@ class Owners:
         """The audited workload a pod belongs to, or None (not audited, or unowned)."""
         uid = controller_uid(pod)
         if uid is None:
-            uid = str(_mapping(pod.get("metadata"), "metadata").get("uid") or "")
+            uid = str(read_mapping(pod.get("metadata"), "metadata", WorkloadError).get("uid") or "")
             return self._by_uid.get(uid) if not has_owner(pod) else None
         for _ in range(2):  # at most pod → ReplicaSet/Job → Deployment/CronJob
             if uid in self._by_uid:
@@ -128,9 +129,13 @@ def node_architectures(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Node name → architecture (`unknown` when the node names none)."""
     found: dict[str, str] = {}
     for node in nodes:
-        metadata = _mapping(node.get("metadata"), "metadata")
-        labels = _mapping(metadata.get("labels"), "metadata.labels")
-        info = _mapping(_mapping(node.get("status"), "status").get("nodeInfo"), "nodeInfo")
+        metadata = read_mapping(node.get("metadata"), "metadata", WorkloadError)
+        labels = read_mapping(metadata.get("labels"), "metadata.labels", WorkloadError)
+        info = read_mapping(
+            read_mapping(node.get("status"), "status", WorkloadError).get("nodeInfo"),
+            "nodeInfo",
+            WorkloadError,
+        )
         platform = node_platform(labels, info)
         found[str(metadata.get("name"))] = platform.architecture if platform else "unknown"
     return found
@@ -142,8 +147,8 @@ def running(
     """Pods bound to a node and not finished, per workload, counted per node architecture."""
     counts: dict[WorkloadKey, Counter[str]] = {}
     for pod in pods_:
-        node = _mapping(pod.get("spec"), "spec").get("nodeName")
-        phase = _mapping(pod.get("status"), "status").get("phase")
+        node = read_mapping(pod.get("spec"), "spec", WorkloadError).get("nodeName")
+        phase = read_mapping(pod.get("status"), "status", WorkloadError).get("phase")
         key = owners.of(pod)
         if key is None or not node or phase in _FINISHED_PHASES:
             continue
@@ -151,30 +156,44 @@ def running(
     return counts
 
 
-def _pod_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = _mapping(obj.get("spec"), "spec")
-    if kind == "Pod":
-        return spec
-    if kind == "CronJob":
-        spec = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
-    template = _mapping(spec.get("template"), "spec.template")
-    return _mapping(template.get("spec"), "spec.template.spec")
+def arch_choices(
+    pods_: Iterable[Mapping[str, Any]], owners: Owners
+) -> dict[WorkloadKey, Counter[str]]:
+    """Live pods an arm64 share placed (label `archfit.io/arch-choice`), per workload and side:
+    the share each workload has reached, bound or not yet (docs/webhook.md)."""
+    counts: dict[WorkloadKey, Counter[str]] = {}
+    for pod in pods_:
+        metadata = read_mapping(pod.get("metadata"), "metadata", WorkloadError)
+        side = read_mapping(metadata.get("labels"), "metadata.labels", WorkloadError).get(
+            CHOICE_LABEL
+        )
+        phase = read_mapping(pod.get("status"), "status", WorkloadError).get("phase")
+        if side not in SIDES or phase in _FINISHED_PHASES or metadata.get("deletionTimestamp"):
+            continue
+        key = owners.of(pod)
+        if key is not None:
+            counts.setdefault(key, Counter())[str(side)] += 1
+    return counts
 
 
 def _replicas(kind: str, obj: Mapping[str, Any]) -> int:
-    spec = _mapping(obj.get("spec"), "spec")
+    spec = read_mapping(obj.get("spec"), "spec", WorkloadError)
     if kind in ("Deployment", "StatefulSet"):
         return _count(spec.get("replicas"), 1, "spec.replicas")
     if kind == "DaemonSet":
         # One pod per eligible node; only the DaemonSet controller knows how many.
-        status = _mapping(obj.get("status"), "status")
+        status = read_mapping(obj.get("status"), "status", WorkloadError)
         return _count(status.get("desiredNumberScheduled"), 0, "status.desiredNumberScheduled")
     if kind == "Job":
-        if _finished(_mapping(obj.get("status"), "status")):
+        if _finished(read_mapping(obj.get("status"), "status", WorkloadError)):
             return 0  # a finished Job holds no CPU, so it counts towards no share or saving
         return _count(spec.get("parallelism"), 1, "spec.parallelism")
     if kind == "CronJob":
-        job = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec")
+        job = read_mapping(
+            read_mapping(spec.get("jobTemplate"), "spec.jobTemplate", WorkloadError).get("spec"),
+            "spec",
+            WorkloadError,
+        )
         return _count(job.get("parallelism"), 1, "spec.jobTemplate.spec.parallelism")
     return 1
 
@@ -209,12 +228,14 @@ def _request(spec: Mapping[str, Any], resource: str, parse: Any) -> int:
 
 
 def _container_request(container: Mapping[str, Any], resource: str, parse: Any) -> int:
-    resources = _mapping(container.get("resources"), "resources")
-    requests = _mapping(resources.get("requests"), "resources.requests")
+    resources = read_mapping(container.get("resources"), "resources", WorkloadError)
+    requests = read_mapping(resources.get("requests"), "resources.requests", WorkloadError)
     # An unset request defaults to the limit (API defaulting does this on create).
     value = requests.get(resource)
     if value is None:
-        value = _mapping(resources.get("limits"), "resources.limits").get(resource)
+        value = read_mapping(resources.get("limits"), "resources.limits", WorkloadError).get(
+            resource
+        )
     return int(parse(value)) if value is not None else 0
 
 
@@ -222,7 +243,7 @@ def _containers(spec: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]
     containers = spec.get(key) or []
     if not isinstance(containers, list):
         raise WorkloadError(f"{key} must be a list")
-    return [_mapping(container, key) for container in containers]
+    return [read_mapping(container, key, WorkloadError) for container in containers]
 
 
 def _pull(namespace: str, spec: Mapping[str, Any]) -> PullSecretsRef:
@@ -236,12 +257,4 @@ def _count(value: object, default: int, where: str) -> int:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise WorkloadError(f"{where} must be a non-negative integer")
-    return value
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise WorkloadError(f"{where} must be an object")
     return value

@@ -5,14 +5,14 @@ the client (~20 MB, ~0.4 s to import) must not be loaded at all."""
 from __future__ import annotations
 
 from extender.errors import SetupError, WebhookSetupError
+from extender.text import cut
 
 _MAX_ERROR = 300
 
 
 def short_error(error: BaseException) -> str:
     """`Type: message` of an API or transport error, cut to a log field's length."""
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
+    return cut(f"{type(error).__name__}: {error}", _MAX_ERROR)
 
 
 class KubeConfigError(SetupError):

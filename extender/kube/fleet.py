@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -16,9 +17,8 @@ import urllib3
 from kubernetes import client
 
 from extender.errors import ClusterReadError
+from extender.kube.watching import LIST_PAGE
 
-_PAGE = 500
-_NOT_FOUND = 404
 _DENIED = (401, 403)
 
 # kind → (API group class, namespaced list method, all-namespaces list method)
@@ -142,7 +142,7 @@ def _list(
                 *args,
                 label_selector=selector,
                 field_selector=field_selector,
-                limit=_PAGE,
+                limit=LIST_PAGE,
                 _continue=token or None,
                 _preload_content=False,  # raw JSON: camelCase keys, and much faster
                 _request_timeout=timeout,
@@ -173,7 +173,7 @@ def _nodes(api: client.ApiClient, timeout: float, left_out: dict[str, str]) -> l
         )
         nodes: list[dict[str, Any]] = orjson.loads(response.data).get("items") or []
     except client.ApiException as error:
-        if error.status in (*_DENIED, _NOT_FOUND):
+        if error.status in (*_DENIED, HTTPStatus.NOT_FOUND):
             left_out["Node"] = _api_reason(error)
             return []  # where pods run is then counted as "unknown"
         raise FleetError(f"cannot list Nodes: {_api_reason(error)}") from error

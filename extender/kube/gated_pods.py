@@ -8,7 +8,6 @@ and hands each change to the event loop; patches and events go through `asyncio.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from extender.gates import (
     is_gated,
     release_operations,
 )
+from extender.kube.pod_watch import write_event
 from extender.kube.watching import (
     Expired,
     list_watch_forever,
@@ -32,12 +32,12 @@ from extender.kube.watching import (
     stop_watching,
     watch_lines,
 )
+from extender.pods import Pod
 
 log = structlog.get_logger("archfit.gates")
 
 _REQUEST_TIMEOUT = (5, 15)
 
-Pod = dict[str, Any]
 OnChange = Callable[[str, Pod], None]
 """Told `("ADDED" | "MODIFIED" | "DELETED", pod)` for each held pod, in the event loop;
 a relist tells every pod again as ADDED, and those gone as DELETED."""
@@ -126,39 +126,22 @@ class GatedPods:
     ) -> None:
         """A core/v1 Event on the pod, where `kubectl describe pod` shows it."""
         metadata = pod["metadata"]
-        now = datetime.datetime.now(datetime.UTC)
-        body: Any = {
-            "metadata": {
-                "generateName": f"{metadata['name']}.",
-                "namespace": metadata["namespace"],
-            },
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": metadata["name"],
-                "namespace": metadata["namespace"],
-                "uid": metadata.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": "archfit"},
-            "reportingComponent": "archfit.io/releaser",
-            "reportingInstance": "archfit",
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
-            "count": 1,
+        involved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata.get("uid"),
         }
-
-        def send() -> None:
-            self._core.create_namespaced_event(
-                metadata["namespace"], body, _request_timeout=_REQUEST_TIMEOUT
-            )
-
-        try:
-            await asyncio.to_thread(send)
-        except Exception as error:  # an event is an explanation, never a reason to fail
-            log.warning("release_event_failed", pod=metadata["name"], error=str(error)[:300])
+        await write_event(
+            self._core,
+            metadata["namespace"],
+            involved,
+            reason,
+            message,
+            warning=warning,
+            component="archfit.io/releaser",
+        )
 
     # --- the list-watch thread ----------------------------------------------------------
 

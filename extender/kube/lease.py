@@ -24,6 +24,7 @@ import datetime
 import math
 import random
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -41,8 +42,6 @@ _RETRY_SECONDS = 2.0
 (client-go's RetryPeriod)."""
 _JITTER = 0.2
 """Up to this fraction is added to each acquire wait, so contenders fall out of step."""
-_NOT_FOUND = 404
-_CONFLICT = 409
 
 Spec = dict[str, Any]
 
@@ -84,7 +83,7 @@ class Lease:
         self._namespace, self._name, self._identity = namespace, name, identity
         self._duration = duration_seconds
         self._renew = renew_seconds
-        self._deadline = datetime.timedelta(seconds=duration_seconds - renew_seconds)
+        self._give_up_after = datetime.timedelta(seconds=duration_seconds - renew_seconds)
         """The holder gives up this long after its last successful renewal."""
         self._retry = min(renew_seconds, _RETRY_SECONDS)
         self._on_change = on_change
@@ -156,7 +155,7 @@ class Lease:
             if done:
                 return "work_ended"
             while True:
-                left = (self._renewed_at + self._deadline - self._clock()).total_seconds()
+                left = (self._renewed_at + self._give_up_after - self._clock()).total_seconds()
                 if left <= 0:
                     return "renewal_deadline"
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a
@@ -266,7 +265,7 @@ class Lease:
     # The API calls, each run in a thread.
 
     def _timeout(self) -> float:
-        return self._deadline.total_seconds()
+        return self._give_up_after.total_seconds()
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -277,7 +276,7 @@ class Lease:
                 _request_timeout=self._timeout(),
             )
         except ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise
         return _body(response)
@@ -299,7 +298,7 @@ class Lease:
                 self._namespace, body, _preload_content=False, _request_timeout=self._timeout()
             )
         except ApiException as error:
-            if error.status == _CONFLICT:  # another contender created it first
+            if error.status == HTTPStatus.CONFLICT:  # another contender created it first
                 raise LostRace from error
             raise
         return _body(response)
@@ -324,7 +323,7 @@ class Lease:
                 _request_timeout=self._timeout(),
             )
         except ApiException as error:
-            if error.status == _CONFLICT:
+            if error.status == HTTPStatus.CONFLICT:
                 raise LostRace from error
             raise
         return _body(response)

@@ -31,9 +31,13 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.kube.watching import (
     Expired,
+    ListMeta,
+    WatchEvent,
+    decode_watch_event,
     list_watch_forever,
     open_watch,
     stop_watching,
+    watch_error,
     watch_lines,
 )
 from extender.node_parts import FactsOf, NodeParts, decode_node
@@ -49,33 +53,12 @@ the list (one realistic Node is ~7 KB of JSON), so smaller pages leave less behi
 instead of 10 (measured against a real kube-apiserver; bench/memory.py measures the process)."""
 
 
-class _Failure(msgspec.Struct, frozen=True):
-    """The Status object of a watch ERROR event."""
-
-    code: int = 0
-    message: str = ""
-
-
-class _ListMeta(msgspec.Struct, rename="camel", frozen=True):
-    resource_version: str = ""
-    next: str = msgspec.field(default="", name="continue")  # `continue` is a keyword
-
-
 class _NodeList(msgspec.Struct, frozen=True):
-    metadata: _ListMeta = _ListMeta()
+    metadata: ListMeta = ListMeta()
     items: list[NodeParts] | None = None
 
 
-class _Event(msgspec.Struct, frozen=True):
-    type: str
-    object: msgspec.Raw = msgspec.Raw(b"{}")
-    """A Node, or for ERROR a Status: decoded by type, since a Status's `status` is a
-    string where a Node's is an object."""
-
-
 _decode_page = msgspec.json.Decoder(_NodeList).decode
-_decode_event = msgspec.json.Decoder(_Event).decode
-_decode_failure = msgspec.json.Decoder(_Failure).decode
 
 
 class NodeIndex:
@@ -185,7 +168,7 @@ class NodeIndex:
         self._response = response
         try:
             for line in watch_lines(response):
-                version = self._apply(_decode_event(line), version)
+                version = self._apply(decode_watch_event(line), version)
                 if self._stop.is_set():
                     break
         finally:
@@ -193,13 +176,10 @@ class NodeIndex:
             response.release_conn()
         return version
 
-    def _apply(self, event: _Event, version: str) -> str:
+    def _apply(self, event: WatchEvent, version: str) -> str:
         kind = event.type
         if kind == "ERROR":
-            failure = _decode_failure(event.object)
-            if failure.code == 410:
-                raise Expired
-            raise RuntimeError(f"watch error {failure.code}: {failure.message}")
+            raise watch_error(event.object)
         obj = decode_node(event.object)
         new_version = obj.resource_version or version
         name = obj.name

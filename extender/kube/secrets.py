@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
 from typing import Any
 
 import structlog
@@ -25,7 +26,6 @@ from extender.ttlmap import Clock, TTLMap
 log = structlog.get_logger(__name__)
 _MAX_ENTRIES = 4096
 _MAX_THREADS = 16
-_NOT_FOUND = 404
 
 _Key = tuple[str, str, str]
 """(kind, namespace, name)"""
@@ -122,7 +122,7 @@ class KubeSecretSource:
                 name=name, namespace=namespace, _request_timeout=self._timeout
             )
         except client.ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return ()
             raise
         refs = getattr(account, "image_pull_secrets", None) or []
@@ -134,7 +134,7 @@ class KubeSecretSource:
                 name=name, namespace=namespace, _request_timeout=self._timeout
             )
         except client.ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 log.warning("pull_secret_missing", namespace=namespace, secret=name)
                 return None
             raise

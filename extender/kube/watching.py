@@ -13,12 +13,16 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 from kubernetes.client.exceptions import ApiException
 
 from extender.errors import ConflictError
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
+LIST_PAGE = 500
+"""Objects per list request (`limit`/`continue`) for the audit's reads and the steering
+watches; the node index pages smaller, to keep less memory behind (kube/nodes.py)."""
 WATCH_SECONDS = 30
 """A server-side watch timeout: it bounds how long the thread can block in a read, even if
 stopping could not cut the connection."""
@@ -26,6 +30,41 @@ stopping could not cut the connection."""
 
 class Expired(ConflictError):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """The Status object of a watch ERROR event."""
+
+    code: int = 0
+    message: str = ""
+
+
+class ListMeta(msgspec.Struct, rename="camel", frozen=True):
+    """A list's metadata: its resourceVersion and the next page's token."""
+
+    resource_version: str = ""
+    next: str = msgspec.field(default="", name="continue")  # `continue` is a keyword
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One watch line: its type, and its object left undecoded."""
+
+    type: str
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+    """An object, or for ERROR a Status: decoded by type, since a Status's `status` is a
+    string where a Node's or a Pod's is an object."""
+
+
+decode_watch_event = msgspec.json.Decoder(WatchEvent).decode
+_decode_failure = msgspec.json.Decoder(Failure).decode
+
+
+def watch_error(raw: msgspec.Raw) -> Exception:
+    """What a watch ERROR event means: Expired for a 410, else a RuntimeError saying it."""
+    failure = _decode_failure(raw)
+    if failure.code == 410:
+        return Expired()
+    return RuntimeError(f"watch error {failure.code}: {failure.message}")
 
 
 def list_watch_forever(
@@ -90,6 +129,30 @@ def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any
         if error.status == 410:
             raise Expired from error
         raise
+
+
+def follow_watch(
+    list_call: Callable[..., Any],
+    version: str,
+    stop: threading.Event,
+    apply: Callable[[bytes, str], str],
+    reading: Callable[[Any], None],
+    **query: Any,
+) -> str:
+    """Read a watch from `version` until the server ends it or `stop`: `apply(line, version)`
+    takes each event and returns the version to resume from. `reading` is told the response
+    while it is read (None after), so `stop_watching` can cut it."""
+    response = open_watch(list_call, version, **query)
+    reading(response)
+    try:
+        for line in watch_lines(response):
+            version = apply(line, version)
+            if stop.is_set():
+                break
+    finally:
+        reading(None)
+        response.release_conn()
+    return version
 
 
 def watch_lines(response: Any) -> Iterator[bytes]:

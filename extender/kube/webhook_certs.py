@@ -3,7 +3,8 @@
 Every replica runs `ensure()` at start and then every `checkSeconds`: it reads the
 Secret, makes a CA and serving pair if there is none or it is due for renewal (the
 first writer wins; the others read its pair back), writes the pair where the TLS
-listener reads it, and sets the caBundle of the MutatingWebhookConfiguration.
+listener reads it, and sets the caBundle of the MutatingWebhookConfiguration (and of the
+workload warnings' ValidatingWebhookConfiguration).
 Until the caBundle is set, kube-apiserver cannot call the webhook and, with
 `failurePolicy: Ignore`, admits pods unchanged.
 """
@@ -17,6 +18,7 @@ import datetime as dt
 import os
 import tempfile
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,6 @@ from extender.kube.errors import CertificateSetupError, short_error
 log = structlog.get_logger("archfit.webhook")
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_CONFLICT, _NOT_FOUND = 409, 404
 _TIMEOUT = (5, 15)
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
@@ -93,7 +94,7 @@ class SelfManagedCertificate:
                     "webhook_certificate_failed",
                     error=short_error(error),
                     hint="check the RBAC of archfit's ServiceAccount on its Secret and "
-                    "MutatingWebhookConfiguration (deploy/kustomize/components/webhook)",
+                    "webhook configurations (deploy/kustomize/components/webhook)",
                 )
                 failures += 1
             self.first_pass.set()
@@ -119,7 +120,7 @@ class SelfManagedCertificate:
         try:
             self._store(secret, fresh)
         except ApiException as error:
-            if error.status != _CONFLICT:
+            if error.status != HTTPStatus.CONFLICT:
                 raise CertificateSetupError(f"cannot store Secret: {_api_error(error)}") from error
             # Another replica wrote first: use its pair, so all serve the same CA.
             theirs = _bundle_of(self._read_secret())
@@ -135,7 +136,7 @@ class SelfManagedCertificate:
                 self._cert.secret_name, self.namespace, _request_timeout=_TIMEOUT
             )
         except ApiException as error:
-            if error.status == _NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise CertificateSetupError(f"cannot read Secret: {_api_error(error)}") from error
 
@@ -182,18 +183,41 @@ class SelfManagedCertificate:
             os.replace(tmp, path)
 
     def _trust(self, ca_pem: bytes) -> None:
-        """Set every webhook's clientConfig.caBundle in the configuration to our CA."""
-        name = self._cert.webhook_configuration
-        try:
-            configuration = self._admission.read_mutating_webhook_configuration(
-                name, _request_timeout=_TIMEOUT
+        """Set every webhook's clientConfig.caBundle to our CA, in the mutating configuration
+        and, with the workload warnings on, in their validating one (when named)."""
+        admission = self._admission
+        self._trust_in(
+            "MutatingWebhookConfiguration",
+            self._cert.webhook_configuration,
+            admission.read_mutating_webhook_configuration,
+            admission.patch_mutating_webhook_configuration,
+            ca_pem,
+        )
+        if self._settings.workload_warnings.enabled and self._cert.validating_webhook_configuration:
+            self._trust_in(
+                "ValidatingWebhookConfiguration",
+                self._cert.validating_webhook_configuration,
+                admission.read_validating_webhook_configuration,
+                admission.patch_validating_webhook_configuration,
+                ca_pem,
             )
+
+    def _trust_in(
+        self,
+        kind: str,
+        name: str,
+        read: Callable[..., Any],
+        patch_with: Callable[..., Any],
+        ca_pem: bytes,
+    ) -> None:
+        try:
+            configuration = read(name, _request_timeout=_TIMEOUT)
         except ApiException as error:
-            if error.status == _NOT_FOUND:
-                log.warning("webhook_configuration_missing", name=name)
+            if error.status == HTTPStatus.NOT_FOUND:
+                log.warning("webhook_configuration_missing", kind=kind, name=name)
                 return
             raise CertificateSetupError(
-                f"cannot read MutatingWebhookConfiguration {name}: {_api_error(error)}"
+                f"cannot read {kind} {name}: {_api_error(error)}"
             ) from error
         version = configuration.metadata.resource_version if configuration.metadata else None
         stale = [
@@ -217,17 +241,16 @@ class SelfManagedCertificate:
             for i in stale
         ]
         try:
-            self._admission.patch_mutating_webhook_configuration(
-                name, patch, _request_timeout=_TIMEOUT
-            )
+            patch_with(name, patch, _request_timeout=_TIMEOUT)
         except ApiException as error:
-            if error.status in (_CONFLICT, 422):  # changed meanwhile: the next pass retries
-                log.info("webhook_ca_bundle_race", name=name)
+            # Changed meanwhile: the next pass retries.
+            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY):
+                log.info("webhook_ca_bundle_race", kind=kind, name=name)
                 return
             raise CertificateSetupError(
-                f"cannot set the caBundle of {name}: {_api_error(error)}"
+                f"cannot set the caBundle of {kind} {name}: {_api_error(error)}"
             ) from error
-        log.info("webhook_ca_bundle_set", name=name, webhooks=len(stale))
+        log.info("webhook_ca_bundle_set", kind=kind, name=name, webhooks=len(stale))
 
     def _note_expiry(self, bundle: certs.Bundle) -> None:
         self.expires = certs.not_after(bundle.serving.cert)

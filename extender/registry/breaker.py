@@ -7,9 +7,8 @@ Open, it costs one clock read per call: no connection attempt and nothing awaite
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-Clock = Callable[[], float]
+from extender.ttlmap import Clock
 
 
 class CircuitBreaker:

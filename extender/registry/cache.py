@@ -26,14 +26,13 @@ import orjson
 from extender.metrics import Metrics
 from extender.platforms import normalize
 from extender.registry import errors
-from extender.registry.breaker import Clock
 from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import request_seconds_left, skip_remembered_failures
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
 from extender.shared import Interner
-from extender.ttlmap import TTLMap
+from extender.ttlmap import Clock, TTLMap
 
 if TYPE_CHECKING:
     from extender.registry.redis_tier import RedisTier

@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.errors import CredentialSourceError
-from extender.registry.reference import Reference
+from extender.registry.reference import LEGACY_DEFAULT_DOMAIN, Reference
 
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
 DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
 DOCKERCFG = "kubernetes.io/dockercfg"
 DOCKERCFG_KEY = ".dockercfg"
 ANONYMOUS = "anonymous"
-# kubelet stores Docker Hub credentials under this key and uses them for docker.io images.
-_DOCKER_HUB_KEY = "index.docker.io"
 
 
 class CredentialError(CredentialSourceError, ValueError):
@@ -99,7 +97,8 @@ class Keyring:
         target = f"{image.domain}/{image.path}"
         found = [cred for key, cred in self._sorted() if _match(key, target)]
         if not found and _is_docker_hub(image):
-            found = [cred for key, cred in self.entries if key == _DOCKER_HUB_KEY]
+            # kubelet keeps Docker Hub credentials under the legacy domain (index.docker.io).
+            found = [cred for key, cred in self.entries if key == LEGACY_DEFAULT_DOMAIN]
         return found
 
     def _sorted(self) -> list[tuple[str, Credential]]:

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable
 
 from extender.errors import ArchfitError
+from extender.text import cut, printable
 
 _SNIPPET = 200
 _REDACTED = "[redacted]"
@@ -79,8 +80,7 @@ def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
     Redacted before it is cut, so a cut never leaves half a secret behind its name.
     """
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    text = redact("".join(ch if ch.isprintable() else " " for ch in text)).strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(redact(printable(text, " ")).strip(), limit)
 
 
 class RegistryError(ArchfitError):

@@ -25,12 +25,11 @@ from extender.registry.credentials import (
     config_file_entries,
     keyring,
 )
-from extender.registry.plugins import CredentialPlugins
+from extender.registry.plugins import MAX_CONFIG_BYTES, CredentialPlugins
 from extender.registry.reference import Reference
 
 log = structlog.get_logger(__name__)
 _RECHECK_SECONDS = 10.0
-_MAX_CONFIG_BYTES = 1_048_576
 
 
 class SecretSource(Protocol):
@@ -130,12 +129,12 @@ class Keychain:
 
 def _load_config(path: Path, size: int) -> Keyring:
     source = f"docker config {path}"
-    if size > _MAX_CONFIG_BYTES:
+    if size > MAX_CONFIG_BYTES:
         log.warning("docker_config_too_large", path=str(path), size=size)
         return Keyring()
     try:
         with path.open("rb") as handle:
-            raw = handle.read(_MAX_CONFIG_BYTES)
+            raw = handle.read(MAX_CONFIG_BYTES)
         return Keyring(tuple(config_file_entries(raw, source)))
     except (OSError, CredentialError) as error:
         log.warning("docker_config_unreadable", path=str(path), problem=str(error)[:200])

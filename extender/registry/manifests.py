@@ -7,6 +7,7 @@ and a manifest whose config is not an image config is an artifact.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,8 @@ MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
 SCHEMA1_TYPES = frozenset({DOCKER_SCHEMA1, DOCKER_SCHEMA1_SIGNED})
 IMAGE_CONFIG_TYPES = frozenset({OCI_CONFIG, DOCKER_CONFIG})
 ATTESTATION_ANNOTATION = "vnd.docker.reference.type"
-UNKNOWN = "unknown"
+UNKNOWN_PLATFORM_PART = "unknown"
+"""An index entry's os or architecture that says it is no platform (BuildKit attestations)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +110,36 @@ def parse_manifest(body: bytes, content_type: str = "") -> Index | Single:
 
 
 def _index_platforms(document: dict[str, Any]) -> frozenset[Platform]:
+    return frozenset(platform for _, platform in _runnable_entries(document))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One runnable entry of an index: the child manifest's digest and the platform claimed."""
+
+    digest: str
+    platform: Platform
+
+
+def index_entries(body: bytes) -> list[Entry]:
+    """The runnable entries of an index body, in its order (those `parse_manifest` counts).
+
+    Raises ManifestInvalid for anything unreadable, or an entry without a valid digest.
+    """
+    found: list[Entry] = []
+    for entry, platform in _runnable_entries(json_object(body, "index")):
+        digest = entry.get("digest")
+        if not isinstance(digest, str):
+            raise ManifestInvalid("index entry has no digest")
+        parse_digest(digest)
+        found.append(Entry(digest, platform))
+    return found
+
+
+def _runnable_entries(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Platform]]:
     entries = document.get("manifests")
     if not isinstance(entries, list):
         raise ManifestInvalid("index has no manifests list")
-    platforms: set[Platform] = set()
     for entry in entries:
         if not isinstance(entry, dict):
             raise ManifestInvalid("index entry is not an object")
@@ -123,8 +151,27 @@ def _index_platforms(document: dict[str, Any]) -> frozenset[Platform]:
             continue  # nested index or artifact: says nothing about a runnable platform
         found = _platform(platform)
         if found is not None:
-            platforms.add(found)
-    return frozenset(platforms)
+            yield entry, found
+
+
+def config_check(claimed: Platform, config: bytes) -> tuple[Platform, str]:
+    """What an index entry really is, believing its image config, and how the claim is wrong.
+
+    Returns the believed platform and a plain sentence of the disagreement ("" when the
+    config agrees). A config that names no os or architecture (go-containerregistry#1918)
+    says nothing to believe: the claim stands, and the sentence says so. A variant counts
+    only when the config names one: many configs leave it out.
+    """
+    fields = json_object(config, "image config")
+    found = _platform(fields)
+    if found is None:
+        return claimed, f"index says {claimed}; its config names no os/architecture"
+    stated = fields.get("variant")
+    if found[:2] == claimed[:2] and (not isinstance(stated, str) or not stated):
+        return claimed, ""
+    if found[:3] == claimed[:3]:
+        return claimed, ""
+    return found, f"index says {claimed}; its config says {found}"
 
 
 def platform_from_config(body: bytes) -> Platform:
@@ -139,7 +186,7 @@ def _platform(fields: dict[str, Any]) -> Platform | None:
     os_, arch = fields.get("os"), fields.get("architecture")
     if not isinstance(os_, str) or not isinstance(arch, str) or not os_ or not arch:
         return None
-    if UNKNOWN in (os_.lower(), arch.lower()):
+    if UNKNOWN_PLATFORM_PART in (os_.lower(), arch.lower()):
         return None
     variant, os_version = fields.get("variant"), fields.get("os.version")
     return normalize(

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
@@ -34,13 +34,14 @@ from extender.registry.plugin_protocol import (
     request_body,
 )
 from extender.registry.settings import CredentialProviderSettings
-from extender.ttlmap import TTLMap
+from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)
-Clock = Callable[[], float]
 Entries = tuple[tuple[str, Credential], ...]
 _MAX_CACHED = 4096
-_MAX_CONFIG_BYTES = 1_048_576
+MAX_CONFIG_BYTES = 1_048_576
+"""The largest configuration file archfit reads for credentials (a credential provider
+config, a docker config.json)."""
 _FAILURE_SECONDS = 10.0
 """A failed run is not repeated for this long, so a broken plugin is not run per request."""
 _FAILED = "Failed"
@@ -132,12 +133,12 @@ class CredentialPlugins:
         path = Path(settings.config_path)
         try:
             with path.open("rb") as handle:
-                raw = handle.read(_MAX_CONFIG_BYTES + 1)
+                raw = handle.read(MAX_CONFIG_BYTES + 1)
         except OSError as error:
             raise ValueError(
                 f"registry.credentialProviders.configPath: cannot read {path}: {error.strerror}"
             ) from None
-        if len(raw) > _MAX_CONFIG_BYTES:
+        if len(raw) > MAX_CONFIG_BYTES:
             raise ValueError(f"registry.credentialProviders.configPath: {path} is too large")
         try:
             providers = load_config(raw, str(path))

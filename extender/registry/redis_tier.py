@@ -22,8 +22,9 @@ from aiocache.serializers import StringSerializer  # type: ignore[import-untyped
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from extender.metrics import Metrics
-from extender.registry.breaker import CircuitBreaker, Clock
+from extender.registry.breaker import CircuitBreaker
 from extender.registry.settings import CacheSettings
+from extender.ttlmap import Clock
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -77,6 +78,11 @@ class RedisTier:
     async def delete(self, key: str) -> None:
         """Drop `key`, unless Redis is being skipped."""
         await self._call("delete", self._cache.delete, key)
+
+    async def command(self, name: str, *args: Any, **kwargs: Any) -> object:
+        """One raw command (`hgetall`, `hset`, `hdel`: the learned evidence's hash), bounded
+        and skipped as the others are; None when skipped or failed."""
+        return await self._call(name, self._cache.raw, name, *args, **kwargs)
 
     async def aclose(self) -> None:
         """Close every pooled connection.

@@ -17,7 +17,6 @@ import structlog
 from extender.metrics import Metrics
 from extender.platforms import Platform, describe_failure
 from extender.pods import PullSecretsRef
-from extender.registry.breaker import Clock
 from extender.registry.cache import CachedSource, KnownDigest, Store
 from extender.registry.client import RegistryClient, TagList
 from extender.registry.credentials import CredentialChain
@@ -29,11 +28,14 @@ from extender.registry.errors import (
 )
 from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
+from extender.registry.manifests import INDEX_TYPES
 from extender.registry.plugins import CredentialPlugins
 from extender.registry.reference import Reference, parse
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
+from extender.registry.verify import IndexVerifier, Verification
+from extender.ttlmap import Clock
 
 log = structlog.get_logger(__name__)
 Closer = Callable[[], Awaitable[None]]
@@ -86,12 +88,14 @@ class RegistryResolver:
         closers: Sequence[Closer] = (),
         metrics: Metrics | None = None,
         client: RegistryClient | None = None,
+        verifier: IndexVerifier | None = None,
     ) -> None:
         self._source = source
         self._keychain = keychain
         self._closers = tuple(closers)
         self._metrics = metrics
         self._client = client
+        self._verifier = verifier
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
         """The image's platforms. Raises a RegistryError when it cannot tell."""
@@ -135,6 +139,21 @@ class RegistryResolver:
         return ImageResolution(
             ref, digest, facts.media_type, facts.platforms, facts.artifact, stale
         )
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]:
+        """Resolve `image`, then check its index's entries against their configs
+        (extender.registry.verify). Raises as `resolve` does, and for an entry it cannot read.
+        """
+        if self._verifier is None:
+            raise RegistryError("this resolver checks no indexes")
+        resolution = await self.resolve(image, pull)
+        if resolution.artifact or resolution.media_type not in INDEX_TYPES:
+            return resolution, Verification()
+        ref = resolution.reference
+        creds = await self._keychain.credentials(ref, pull)
+        return resolution, await self._verifier.verify(ref, resolution.digest, creds)
 
     async def tags(
         self, image: str, pull: PullSecretsRef | None, *, page_size: int, pages: int
@@ -198,11 +217,13 @@ async def build_resolver(
     transport = Transport(registry, metrics)
     client = RegistryClient(transport, hosts)
     store = Store(cache, metrics, clock)
-    source = CachedSource(RegistrySource(client, registry), store, metrics)
+    origin = RegistrySource(client, registry)
+    source = CachedSource(origin, store, metrics)
     keychain = Keychain(secrets, registry.docker_config_path, plugins)
     # Close in dependency order: stop fetches first, then what they were using. The store
     # runs the resolver's fetches (one per key), so closing it stops them, then Redis.
     closers: list[Closer] = [store.aclose, client.aclose, transport.aclose]
     if plugins is not None:
         closers.insert(0, plugins.aclose)
-    return RegistryResolver(source, keychain, closers, metrics, client)
+    verifier = IndexVerifier(origin, store)
+    return RegistryResolver(source, keychain, closers, metrics, client, verifier)

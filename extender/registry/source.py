@@ -12,7 +12,7 @@ from extender.platforms import Platform
 from extender.registry.client import RegistryClient
 from extender.registry.credentials import CredentialChain
 from extender.registry.errors import TooLarge
-from extender.registry.manifests import Index, parse_manifest, platform_from_config
+from extender.registry.manifests import Index, Single, parse_manifest, platform_from_config
 from extender.registry.reference import Reference
 from extender.registry.settings import RegistrySettings
 
@@ -57,14 +57,24 @@ class RegistrySource:
         """Nothing is remembered here."""
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
-        body, content_type = await self._client.manifest(ref, digest, creds.items)
-        manifest = parse_manifest(body, content_type)
+        _, manifest = await self.manifest(ref, digest, creds)
         if isinstance(manifest, Index):
             return ImageFacts(manifest.media_type, manifest.platforms)
         if not manifest.is_image:
             return ImageFacts(manifest.media_type, frozenset(), artifact=True)
+        config = await self.config(ref, manifest, creds)
+        return ImageFacts(manifest.media_type, frozenset({platform_from_config(config)}))
+
+    async def manifest(
+        self, ref: Reference, digest: str, creds: CredentialChain
+    ) -> tuple[bytes, Index | Single]:
+        """The manifest stored under `digest`: its body and what it is."""
+        body, content_type = await self._client.manifest(ref, digest, creds.items)
+        return body, parse_manifest(body, content_type)
+
+    async def config(self, ref: Reference, manifest: Single, creds: CredentialChain) -> bytes:
+        """A single manifest's config blob, within `registry.maxConfigBytes`."""
         cap = self._settings.max_config_bytes
         if manifest.config_size > cap:
             raise TooLarge(f"{ref.name}: config of {manifest.config_size} bytes exceeds {cap}")
-        config = await self._client.blob(ref, manifest.config_digest, creds.items, cap)
-        return ImageFacts(manifest.media_type, frozenset({platform_from_config(config)}))
+        return await self._client.blob(ref, manifest.config_digest, creds.items, cap)

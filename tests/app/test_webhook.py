@@ -64,10 +64,10 @@ class Webhook:
         """The test client of the extender's own (plain HTTP) listener."""
         self.app = client.app
 
-    async def call(self, body: Any, status: int = 200) -> dict[str, Any]:
+    async def call(self, body: Any, status: int = 200, path: str = "/mutate") -> dict[str, Any]:
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         async with self.session.post(
-            f"https://127.0.0.1:{self.port}/mutate", data=data, ssl=self.trust()
+            f"https://127.0.0.1:{self.port}{path}", data=data, ssl=self.trust()
         ) as response:
             assert status == response.status, await response.text()
             return dict(orjson.loads(await response.read()))

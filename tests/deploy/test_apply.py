@@ -511,6 +511,25 @@ def test_the_releasers_rbac_reaches_held_pods_events_and_its_own_lease_and_nothi
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 
 
+def test_the_webhooks_steering_rbac_lists_and_watches_namespaces_and_pods_and_nothing_more(
+    apiserver: ApiServer, rbac_applied: None
+) -> None:
+    """Namespace preferences and the arm64 share read two watches; no write, no secret."""
+    user = f"system:serviceaccount:{render.NAMESPACE}:archfit"
+    expected = {
+        ("", "list", "namespaces"): True,
+        ("", "watch", "namespaces"): True,
+        ("", "list", "pods"): True,
+        ("", "watch", "pods"): True,
+        ("", "update", "namespaces", "team-a"): False,
+        ("", "patch", "namespaces", "team-a"): False,
+        ("", "delete", "namespaces", "team-a"): False,
+        ("team-a", "list", "secrets"): False,
+        ("team-a", "create", "pods"): False,
+    }
+    assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
+
+
 def test_archfit_with_the_webhook_overlay_makes_its_certificate_and_sets_the_ca_bundle(
     apiserver: ApiServer,
     control_plane: ControlPlane,

@@ -4,6 +4,7 @@ with each other: what a dry run can't see (config file contents, cross-reference
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import urllib.parse
@@ -380,3 +381,66 @@ def test_archfit_knows_its_pod_name_for_the_releasers_lease(
                     if c["name"] == "archfit"]  # fmt: skip
     env = {e["name"]: e for e in container.get("env", [])}
     assert {"fieldRef": {"fieldPath": "metadata.name"}} == env["POD_NAME"].get("valueFrom")
+
+
+def _warnings_switch(objects: list[Object]) -> tuple[bool, list[str], str | None]:
+    """(a ValidatingWebhookConfiguration is rendered, the webhook ClusterRole's validating
+    configuration names, ARCHFIT_WEBHOOK__WORKLOAD_WARNINGS__ENABLED)."""
+    validating = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    role = one(objects, "ClusterRole", "archfit-webhook")
+    names = [
+        name
+        for rule in role["rules"]
+        if "validatingwebhookconfigurations" in rule["resources"]
+        for name in rule["resourceNames"]
+    ]
+    env = {e["name"]: e.get("value") for _, spec in pod_specs(objects) for c in spec["containers"]
+           for e in c.get("env", [])}  # fmt: skip
+    return bool(validating), names, env.get("ARCHFIT_WEBHOOK__WORKLOAD_WARNINGS__ENABLED")
+
+
+def test_the_workload_warnings_come_with_the_webhook_and_turn_off_in_the_chart_and_kustomize(
+    webhook_overlay: list[Object], kustomize: Path, helm: Path, tmp_path: Path
+) -> None:
+    """On by default (their configuration and the RBAC to set its caBundle); off by a Helm
+    value or the no-workload-warnings component, which also tell archfit."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    up = Path(os.path.relpath(render.REPO / "deploy" / "kustomize", overlay))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(up / "webhook")],
+                "components": [str(up / "components" / "no-workload-warnings")],
+            }
+        )
+    )
+    off = {"webhook": {"enabled": True, "workloadWarnings": {"enabled": False}}}
+    expected = (
+        (True, ["archfit-workload-warnings"], None),
+        (False, ["archfit-workload-warnings"], "false"),
+        (False, [], "false"),
+    )
+    assert expected == (
+        _warnings_switch(webhook_overlay),
+        _warnings_switch(render.kustomize_build(kustomize, overlay)),
+        _warnings_switch(render.helm_template(helm, off, tmp_path)),
+    )
+
+
+@pytest.mark.parametrize(("steering", "expected"), [(None, ["namespaces", "pods"]), (False, None)])
+def test_the_chart_grants_the_steering_watches_only_while_webhook_steering_is_on(
+    helm: Path, tmp_path: Path, steering: bool | None, expected: list[str] | None
+) -> None:
+    """config.webhook.steering: false drops the namespaces and pods list-watch grant."""
+    hook: dict[str, Any] = {} if steering is None else {"steering": steering}
+    values = {"webhook": {"enabled": True}, "config": {"webhook": hook}}
+    objects = render.helm_template(helm, values, tmp_path)
+    roles = [
+        o for o in objects if o["kind"] == "ClusterRole" and "steering" in o["metadata"]["name"]
+    ]
+    granted = [(r["resources"], r["verbs"]) for role in roles for r in role["rules"]]
+    assert expected == (granted[0][0] if granted else None)
+    assert all(verbs == ["list", "watch"] for _, verbs in granted)

@@ -144,12 +144,13 @@ class AutoscaledCluster:
         return list(listed["items"])
 
     def reset(self) -> None:
-        """Stop the scheduler and delete every mutating webhook, pod, NodeClaim and Node, so
+        """Stop the scheduler and delete every webhook configuration, pod, NodeClaim and Node, so
         the next variant starts from zero nodes and no archfit; Karpenter's own termination
         removes the Nodes."""
         self.stop_scheduler()
         admission = client.AdmissionregistrationV1Api(self.api_client)
         admission.delete_collection_mutating_webhook_configuration()
+        admission.delete_collection_validating_webhook_configuration()
         core = self.core
         for namespace in core.list_namespace().items:
             core.delete_collection_namespaced_pod(namespace.metadata.name, grace_period_seconds=0)

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
+from extender.platforms import ARCH_LABEL, OS_LABEL
 from tests.e2e import cluster
 from tests.e2e.karpenter import INSTANCE_TYPE_LABEL, KWOK_NODE_ANNOTATION, NODEPOOL_LABEL
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ must not leak into the other scenarios. Four nodes as elsewhere, in two zones:
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
 from tests.e2e.webhook import ARM64_TAINT, PLATFORMS_ANNOTATION, WebhookArchfit
 from tests.support.images import Pusher
 from tests.support.process import silent_listener
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -383,3 +385,70 @@ def test_the_extender_agrees_with_the_webhook_and_finds_its_cache_warm(
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     """archfit's structured lines (libraries may write plain lines to the same file)."""
     return [json.loads(raw) for raw in path.read_text().splitlines() if raw.startswith("{")]
+
+
+# --- 7. warnings where people deploy (issue #18, done-when 4) -----------------------------
+
+KUBECTL = "/usr/bin/kubectl"
+
+
+def _daemonset(name: str, image: str, **labels: str) -> dict[str, Any]:
+    match = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": match},
+            "template": {
+                "metadata": {"labels": match},
+                "spec": {"containers": [{"name": "agent", "image": image}]},
+            },
+        },
+    }
+
+
+def _kubectl_apply(plane: Plane, namespace: str, manifest: dict[str, Any], *flags: str) -> str:
+    """`kubectl apply` (the real one) of `manifest`; its stderr, where kubectl prints the
+    apiserver's `Warning` headers."""
+    done = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(plane.control_plane.admin_kubeconfig), "-n", namespace,
+         "apply", "-f", "-", *flags],
+        input=json.dumps(manifest),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )  # fmt: skip
+    return done.stderr
+
+
+def test_kubectl_apply_of_a_daemonset_with_an_amd64_only_image_prints_archfits_warning(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """Two arm64 nodes: the warning says so, and how to fix it; a relabelling apply (an UPDATE
+    that keeps the image) prints nothing and sends the registry no request."""
+    image = Pusher(images.public.url).single("e2e/agent", uuid.uuid4().hex[:8], "linux/amd64")
+    manifest = _daemonset("agent", image.reference)
+    # The validating configuration's caBundle is set in the pass that set the mutating one;
+    # a server-side dry run is called like an apply, and changes nothing.
+    wait_for(
+        lambda: "archfit:" in _kubectl_apply(plane, space, manifest, "--dry-run=server"),
+        "kube-apiserver to call archfit's workload warnings",
+    )
+    warned = _kubectl_apply(plane, space, manifest)
+    before = images.public.mark()
+    relabelled = _kubectl_apply(plane, space, _daemonset("agent", image.reference, team="infra"))
+    expected = (
+        [
+            f"Warning: archfit: image {image.reference} has no linux/arm64; this DaemonSet will"
+            " run on 2 arm64 nodes and fail there; add nodeAffinity kubernetes.io/arch In [amd64]"
+        ],
+        "",
+        [],
+    )
+    assert expected == (
+        [line for line in warned.splitlines() if "archfit" in line],
+        relabelled,
+        images.public.requests_since(before),
+    )

@@ -1,9 +1,10 @@
 """archfit's admission webhook on a real control plane, registered as operators register it.
 
-The MutatingWebhookConfiguration is the shipped one (deploy/kustomize/components/webhook)
-with only clientConfig pointed at a local archfit by URL; archfit makes its own CA and
-certificate, stores them in a Secret and sets the caBundle, as it does in a cluster.
-kube-apiserver then calls it over TLS for every pod CREATE.
+The MutatingWebhookConfiguration and the workload warnings' ValidatingWebhookConfiguration
+are the shipped ones (deploy/kustomize/components/webhook) with only clientConfig pointed at
+a local archfit by URL; archfit makes its own CA and certificate, stores them in a Secret and
+sets both caBundles, as it does in a cluster. kube-apiserver then calls it over TLS for every
+pod CREATE, and every workload CREATE and UPDATE.
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ from tests.support.process import free_port
 from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED_WEBHOOK = REPO / "deploy" / "kustomize" / "components" / "webhook" / "mutatingwebhook.yaml"
+COMPONENT = REPO / "deploy" / "kustomize" / "components" / "webhook"
+SHIPPED_WEBHOOK = COMPONENT / "mutatingwebhook.yaml"
+SHIPPED_WARNINGS = COMPONENT / "validatingwebhook.yaml"
+WARNINGS_CONFIGURATION = "archfit-workload-warnings"
 NAMESPACE = "archfit-system"
 PLATFORMS_ANNOTATION = "archfit.io/platforms"
 #: GKE's taint on Arm nodes; the webhook tolerates it for pods whose images all run on arm64.
 ARM64_TAINT = {"key": "kubernetes.io/arch", "value": "arm64", "effect": "NoSchedule"}
 
 
-def shipped_configuration(url: str) -> dict[str, Any]:
-    """The shipped MutatingWebhookConfiguration, calling `url` instead of the Service."""
-    document: dict[str, Any] = yaml.safe_load(SHIPPED_WEBHOOK.read_text())
+def shipped_configuration(url: str, shipped: Path = SHIPPED_WEBHOOK) -> dict[str, Any]:
+    """A shipped webhook configuration, calling `url` instead of the Service."""
+    document: dict[str, Any] = yaml.safe_load(shipped.read_text())
     for hook in document["webhooks"]:
         hook["clientConfig"] = {"url": url}
     return document
@@ -88,8 +92,19 @@ class WebhookArchfit:
         self._unregister()
         url = f"https://127.0.0.1:{self.webhook_port}/mutate"
         self._admission.create_mutating_webhook_configuration(shipped_configuration(url))
+        self.register_warnings()
         self.archfit.start()  # ready only once its certificate is loaded
         return self
+
+    def register_warnings(self) -> None:
+        """Register the workload warnings' configuration (archfit sets its caBundle)."""
+        url = f"https://127.0.0.1:{self.webhook_port}/warn"
+        configuration = shipped_configuration(url, SHIPPED_WARNINGS)
+        self._admission.create_validating_webhook_configuration(configuration)
+
+    def unregister_warnings(self) -> None:
+        with contextlib.suppress(ApiException):  # 404: not there
+            self._admission.delete_validating_webhook_configuration(WARNINGS_CONFIGURATION)
 
     def wait_called(self, namespace: str, image: str) -> None:
         """Wait until kube-apiserver calls the webhook (the caBundle took effect).
@@ -117,3 +132,4 @@ class WebhookArchfit:
     def _unregister(self) -> None:
         with contextlib.suppress(ApiException):  # 404: not there
             self._admission.delete_mutating_webhook_configuration("archfit")
+        self.unregister_warnings()

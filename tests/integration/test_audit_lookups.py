@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
+from extender.audit.clusters import look_up_with
 from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.resolving import CheckedIndexes
+from extender.audit.run import AuditOptions
 from extender.audit.workloads import Workload, WorkloadKey
+from extender.config import Settings
+from extender.metrics import Metrics
 from extender.platforms import Unknown
 from extender.pods import PullSecretsRef
 from tests.integration.conftest import ResolverFactory, local_settings
 from tests.support.fixtures import PublishedRegistry
+from tests.support.images import Pusher
 
 pytestmark = pytest.mark.integration
 
@@ -51,3 +59,48 @@ async def test_a_bad_name_and_a_missing_image_are_unknown_with_a_reason_not_an_e
     assert [True, True] == [
         isinstance(outcome, Unknown) and bool(outcome.reason) for outcome in lookups.values()
     ]
+
+
+async def test_audit_verify_believes_the_config_and_names_the_lying_entry(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """An index that calls its amd64 build arm64: the lookup says amd64, the entry is named."""
+    registry = public_registry.registry
+    liar, (child,) = Pusher(registry.url).index(
+        "archfit/audit-liar", "1.0", ["linux/amd64"], claims={"linux/amd64": "linux/arm64"}
+    )
+    honest = public_registry.catalog.manifest_list.reference
+    checked = CheckedIndexes(await make_resolver(local_settings(registry.host)))
+    lookups = await look_up(checked, distinct_pairs([_workload(0, liar.reference, honest)]), 8)
+    answers = [sorted(str(p) for p in outcome) for outcome in lookups.values()]  # type: ignore[union-attr]
+    expected = (
+        [["linux/amd64"], ["linux/amd64", "linux/arm64"]],
+        [(liar.reference, child.digest, "index says linux/arm64; its config says linux/amd64")],
+    )
+    assert expected == (answers, [(d.image, d.digest, d.problem) for d in checked.disagreements])
+
+
+async def test_audit_lookups_with_verify_carry_the_disagreements_for_the_report(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """`audit --verify` (single cluster or fleet) goes through CheckedIndexes; without it, not."""
+    registry = public_registry.registry
+    liar, _ = Pusher(registry.url).index(
+        "archfit/audit-liar-2", "1.0", ["linux/amd64"], claims={"linux/amd64": "linux/arm64"}
+    )
+    resolver = await make_resolver(local_settings(registry.host))
+    pairs = distinct_pairs([_workload(0, liar.reference)])
+    found = []
+    for verify in (True, False):
+        options = AuditOptions(namespace=None, newer_tags=0, verify=verify)
+        resolution = await look_up_with(
+            resolver, Metrics(), Settings(), pairs, lambda: None, options, io.StringIO()
+        )
+        found.append(
+            (
+                [sorted(str(p) for p in o) for o in resolution.lookups.values()],  # type: ignore[union-attr]
+                [d.image for d in resolution.disagreements or ()],
+            )
+        )
+    expected = [([["linux/amd64"]], [liar.reference]), ([["linux/arm64"]], [])]
+    assert expected == found

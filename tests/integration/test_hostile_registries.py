@@ -228,8 +228,10 @@ async def test_eighty_images_on_eight_slow_registries_do_not_starve_a_healthy_on
         settings = local_settings(*hosts, request_timeout_seconds=10.0, lookup_grace_seconds=1.0)
         resolution = Resolution(await make_resolver(settings))
         started = time.monotonic()
-        hung = await resolution.resolve(images, POD, deadline=1.0)
-        healthy = await resolution.resolve([f"{faults.host}/healthy/app:1"], POD, deadline=1.0)
+        hung = await resolution.resolve(images, POD, budget_seconds=1.0)
+        healthy = await resolution.resolve(
+            [f"{faults.host}/healthy/app:1"], POD, budget_seconds=1.0
+        )
         await asyncio.wait(set(resolution._background), timeout=15)  # the hung lookups
         gave_up = time.monotonic() - started
         await resolution.aclose()

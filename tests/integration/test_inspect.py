@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from extender.inspect import run_inspect
+from extender.registry.resolver import build_resolver
 from extender.registry.settings import CacheSettings, CredentialProviderSettings
 from tests.integration.conftest import local_settings
 from tests.support.credential_plugin import ProviderPlugin
 from tests.support.fixtures import PublishedRegistry
+from tests.support.images import Image, Pusher
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +134,99 @@ def test_inspect_stops_with_status_2_naming_a_missing_plugin_config(tmp_path: Pa
     )
     assert (2, True) == (done.returncode, "registry.credentialProviders.configPath" in done.stderr)
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture(scope="module")
+def lying_image(public_registry: PublishedRegistry) -> Image:
+    """An index that lists its amd64 build (config: amd64) as linux/arm64."""
+    pusher = Pusher(public_registry.registry.url)
+    image, _ = pusher.index(
+        "archfit/liar", "1.0", ["linux/amd64"], claims={"linux/amd64": "linux/arm64"}
+    )
+    return image
+
+
+async def test_verify_reports_an_index_entry_whose_config_names_another_platform(
+    public_registry: PublishedRegistry, lying_image: Image
+) -> None:
+    """JSON: the entry's claim and its config differ, the config is believed, status 1."""
+    out = io.StringIO()
+    settings = local_settings(public_registry.registry.host)
+    status = await run_inspect(
+        [lying_image.reference], settings, CacheSettings(), True, out, verify=True
+    )
+    (document,) = json.loads(out.getvalue())
+    (entry,) = document["verified"]["entries"]
+    expected = (1, ["linux/amd64"], 1, ("linux/arm64", "linux/amd64", False))
+    assert expected == (
+        status,
+        document["platforms"],
+        document["verified"]["disagreements"],
+        (entry["index"], entry["config"], entry["agrees"]),
+    )
+
+
+async def test_verify_says_the_disagreement_in_the_table(
+    public_registry: PublishedRegistry, lying_image: Image
+) -> None:
+    """The table's INDEX CHECK column says what the index and the config each claim."""
+    out = io.StringIO()
+    settings = local_settings(public_registry.registry.host)
+    await run_inspect([lying_image.reference], settings, CacheSettings(), False, out, verify=True)
+    text = " ".join(out.getvalue().split())
+    assert "DISAGREES: index says linux/arm64; its config says linux/amd64" in text
+
+
+async def test_verify_finds_an_honest_index_agrees_and_checks_it_once_per_digest(
+    public_registry: PublishedRegistry,
+) -> None:
+    """Three entries agree; a second check of the same digest sends no manifest or blob GET."""
+    registry = public_registry.registry
+    image = public_registry.catalog.multiarch_oci.reference
+    resolver = await build_resolver(local_settings(registry.host), CacheSettings())
+    try:
+        _, first = await resolver.verify(image)
+        mark = registry.mark()
+        _, again = await resolver.verify(image)
+        later = registry.count_since(mark)
+    finally:
+        await resolver.aclose()
+    expected = (3, 0, first, 0)
+    assert expected == (
+        len(first.checks),
+        len(first.disagreements),
+        again,
+        later[("GET", "manifests")] + later[("GET", "blobs")],
+    )
+
+
+def test_the_cli_verify_flag_reports_the_lie_and_exits_1(
+    public_registry: PublishedRegistry, lying_image: Image, tmp_path: Path
+) -> None:
+    """`archfit inspect --verify -o table` as an operator runs it: the table says it."""
+    config = tmp_path / "archfit.yaml"
+    host = public_registry.registry.host
+    config.write_text(
+        json.dumps(
+            {
+                "registry": {
+                    "hosts": {host: {"plainHttp": True}},
+                    "allowedNetworks": ["127.0.0.1/32"],
+                }
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "extender", "inspect", "--config", str(config), "--verify",
+         "-o", "table", lying_image.reference],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    text = " ".join(done.stdout.split())
+    expected = (1, True)
+    assert expected == (
+        done.returncode,
+        "DISAGREES: index says linux/arm64; its config says linux/amd64" in text,
+    )

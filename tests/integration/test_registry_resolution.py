@@ -126,8 +126,8 @@ async def test_a_caller_that_stops_waiting_does_not_cancel_the_shared_fetch(
     resolver = await make_resolver(local_settings(registry.host))
     resolution = Resolution(resolver)
     mark = registry.mark()
-    first = await resolution.resolve([image], POD, deadline=0.0)
-    second = await resolution.resolve([image], POD, deadline=5.0)
+    first = await resolution.resolve([image], POD, budget_seconds=0.0)
+    second = await resolution.resolve([image], POD, budget_seconds=5.0)
     await resolution.aclose()
     platforms = second[image]
     assert not isinstance(platforms, Unknown)

@@ -11,7 +11,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,19 +154,21 @@ class Pusher:
         docker: bool = False,
         attestations: bool = False,
         salt: str = "",
+        claims: Mapping[str, str] | None = None,
     ) -> tuple[Image, list[Image]]:
         """Push one manifest per platform and an index (or Docker list) over them.
 
         With `attestations`, each platform also gets a BuildKit-style attestation entry
-        (`unknown/unknown`, annotated `vnd.docker.reference.type`). Returns the index and
-        its children, the children addressed by digest.
+        (`unknown/unknown`, annotated `vnd.docker.reference.type`). `claims` makes the index
+        lie: {"linux/amd64": "linux/arm64"} lists the amd64 build (config: amd64) as arm64.
+        Returns the index and its children, the children addressed by digest.
         """
         children: list[Image] = []
         entries: list[dict[str, Any]] = []
         for platform in platforms:
             child = self.single(repo, None, platform, docker=docker, salt=salt)
             children.append(child)
-            os_, arch, *rest = platform.split("/")
+            os_, arch, *rest = (claims or {}).get(platform, platform).split("/")
             described = {"architecture": arch, "os": os_, **({"variant": rest[0]} if rest else {})}
             entries.append(
                 {
@@ -181,7 +183,9 @@ class Pusher:
         index_type = DOCKER_LIST if docker else OCI_INDEX
         body = _canonical({"schemaVersion": 2, "mediaType": index_type, "manifests": entries})
         pushed = self.manifest(repo, tag, body, index_type)
-        expected = frozenset(child for image in children for child in image.platforms)
+        expected = frozenset(
+            (claims or {}).get(p, p) for image in children for p in image.platforms
+        )
         return self._image(repo, tag, pushed, expected), children
 
     def artifact(self, repo: str, tag: str, config_type: str = HELM_CONFIG) -> Image:

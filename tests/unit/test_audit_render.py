@@ -1,11 +1,13 @@
 """The audit report as a table, Markdown and CSV: hostile names cannot forge rows or styles."""
 
 import csv
+import dataclasses
 import io
+import json
 import re
 
 from extender.audit.render import CSV_COLUMNS, headline, write
-from extender.audit.report import LeftOut, Pricing, build, document
+from extender.audit.report import Disagreement, LeftOut, Pricing, build, document
 from extender.platforms import Unknown, parse
 from extender.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
@@ -122,3 +124,65 @@ def test_a_long_table_on_a_terminal_keeps_its_columns_across_chunks(monkeypatch)
     headers = [line for line in out.getvalue().splitlines() if "NAMESPACE" in line]
     starts = {re.search(r" w\d{4} ", line).start() for line in rows}
     assert (2500, 1, 1) == (len(rows), len(headers), len(starts))
+
+
+def _verified(output, disagreements):
+    out = io.StringIO()
+    write(dataclasses.replace(_report(), disagreements=disagreements), output, out)
+    return out.getvalue()
+
+
+LIE = Disagreement(
+    "acme/agent:2.1", "sha256:" + "a" * 64, "index says linux/arm64; its config says linux/amd64"
+)
+
+
+def test_verify_lists_each_contradicted_entry_in_the_table_and_json():
+    """The table gets a section naming the entry; JSON gets indexDisagreements."""
+    table = _verified("table", (LIE,))
+    found = json.loads(_verified("json", (LIE,)))["indexDisagreements"]
+    expected = (True, [{"image": LIE.image, "digest": LIE.digest, "problem": LIE.problem}])
+    assert expected == (f"{LIE.digest}  {LIE.problem}" in table, found)
+
+
+def test_json_has_no_index_disagreements_key_unless_verify_was_asked():
+    """Without --verify nothing was checked, so the report claims nothing either way."""
+    assert ([], False) == (
+        json.loads(_verified("json", ()))["indexDisagreements"],
+        "indexDisagreements" in json.loads(_render("json")),
+    )
+
+
+def _split_report():
+    """web's 4 live pods placed by an arm64 share (one of them finished, one pending)."""
+    from extender.audit.workloads import Owners, arch_choices
+    from tests.unit.audit_objects import running_pod
+
+    fleet = [workload("web", "web:1"), workload("api", "api:1")]
+    pods = []
+    for index, (side, phase) in enumerate(
+        [("arm64", "Running"), ("amd64", "Running"), ("amd64", "Pending"), ("arm64", "Succeeded")]
+    ):
+        pod = running_pod(f"web-{index}", "n1", "web", "Deployment", phase=phase)
+        pod["metadata"]["labels"] = {"archfit.io/arch-choice": side}
+        pods.append(pod)
+    pods.append(running_pod("api-0", "n1", "api", "Deployment"))  # never placed by a share
+    splits = arch_choices(pods, Owners(fleet, []))
+    answers = {("web:1", PULL): AMD64, ("api:1", PULL): AMD64}
+    return build(fleet, answers, {}, [], Pricing(), splits=splits)
+
+
+def test_the_share_each_workload_reached_is_in_the_json_and_only_for_split_workloads():
+    """Live pods per side and the arm64 share; null for a workload no share placed."""
+    workloads = {w["name"]: w["archChoice"] for w in document(_split_report())["workloads"]}
+    assert {"web": {"amd64": 2, "arm64": 1, "arm64Share": 0.3333}, "api": None} == workloads
+
+
+def test_the_table_has_an_arm64_share_section_with_one_row_per_split_workload():
+    """A section of its own: the sides' counts and the share reached."""
+    out = io.StringIO()
+    write(_split_report(), "table", out)
+    text = out.getvalue()
+    section = text[text.index("arm64 share reached") :].splitlines()
+    rows = [line.split() for line in section if line.lstrip().startswith("shop")]
+    assert [["shop", "Deployment", "web", "1", "2", "33%"]] == rows

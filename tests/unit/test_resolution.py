@@ -25,7 +25,7 @@ async def test_a_lookup_past_the_deadline_is_unknown_and_finishes_in_the_backgro
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
-    result = await resolution.resolve(["fast", "slow"], PULL, deadline=0.05)
+    result = await resolution.resolve(["fast", "slow"], PULL, budget_seconds=0.05)
     release.set()
     await asyncio.wait_for(slow_done.wait(), timeout=10)
     assert {
@@ -51,7 +51,7 @@ async def test_images_resolve_concurrently_not_one_after_another():
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
-    result = await resolution.resolve([f"i{n}" for n in range(10)], PULL, deadline=10.0)
+    result = await resolution.resolve([f"i{n}" for n in range(10)], PULL, budget_seconds=10.0)
     assert 10 * [AMD] == list(result.values())
 
 
@@ -61,7 +61,7 @@ async def test_a_failing_lookup_is_unknown_with_its_reason():
     async def resolve(image, pull):
         raise ConnectionError("registry.acme.test: connection refused")
 
-    result = await Resolution(FunctionResolver(resolve)).resolve(["a"], PULL, deadline=1)
+    result = await Resolution(FunctionResolver(resolve)).resolve(["a"], PULL, budget_seconds=1)
     assert {"a": Unknown("registry.acme.test: connection refused")} == result
 
 
@@ -75,7 +75,7 @@ async def test_closing_cancels_lookups_still_running():
         return AMD
 
     resolution = Resolution(FunctionResolver(resolve))
-    await resolution.resolve(["a"], PULL, deadline=0.01)
+    await resolution.resolve(["a"], PULL, budget_seconds=0.01)
     await started.wait()
     await asyncio.wait_for(resolution.aclose(), timeout=2)
     assert [] == list(resolution._background)
@@ -99,9 +99,9 @@ async def test_a_known_answer_is_reused_for_a_few_seconds_and_an_unknown_never()
     clock = FakeClock()
     resolution = Resolution(FunctionResolver(resolve), clock=clock, on_recent=reused.append)
     for _ in range(3):
-        assert {"a": AMD} == await resolution.resolve(["a"], PULL, deadline=1)
-        await resolution.resolve(["down"], PULL, deadline=1)
-    await resolution.resolve(["a"], PullSecretsRef("other-namespace"), deadline=1)
+        assert {"a": AMD} == await resolution.resolve(["a"], PULL, budget_seconds=1)
+        await resolution.resolve(["down"], PULL, budget_seconds=1)
+    await resolution.resolve(["a"], PullSecretsRef("other-namespace"), budget_seconds=1)
     clock.advance(RECENT_SECONDS + 0.1)
-    await resolution.resolve(["a"], PULL, deadline=1)
+    await resolution.resolve(["a"], PULL, budget_seconds=1)
     assert (["a", "down", "down", "down", "a", "a"], [1, 1]) == (asked, reused)

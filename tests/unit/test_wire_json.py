@@ -31,7 +31,7 @@ def test_numbers_survive_a_round_trip_byte_for_byte(literal):
         (b"[" * 1100 + b"]" * 1100, "not valid JSON"),
         (b'{"n":NaN,"big":18446744073709551616}', "NaN is not a JSON number"),
         (
-            b"[" + b",".join([b"{}"] * (wire_json.MAX_CONTAINERS + 1)) + b"]",
+            b"[" + b",".join([b"{}"] * (wire_json.MAX_JSON_CONTAINERS + 1)) + b"]",
             "JSON objects and arrays",
         ),
         (b'{"big":18446744073709551616,', "not valid JSON"),

@@ -1,0 +1,397 @@
+"""Every pod, list-watched for the mismatch watcher, and the API calls it makes: Events on a
+pod and its controller, a container's previous log, an eviction.
+
+Like the node index (extender.kube.nodes): the list comes in pages, and each page and watch
+event is decoded by msgspec into Structs that hold only what the watcher reads (names,
+owners, node, images, readiness and the container statuses' reasons and messages); a pod's
+other fields (nearly all of its bytes) never become Python objects. The synchronous client
+runs in one thread and hands each pod to the event loop; writes go through
+`asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender.kube.watching import (
+    Expired,
+    ListMeta,
+    decode_watch_event,
+    follow_watch,
+    list_watch_forever,
+    stop_watching,
+    watch_error,
+)
+from extender.mismatch import ContainerState
+from extender.pods import PullSecretsRef
+
+log = structlog.get_logger("archfit.watcher")
+
+_REQUEST_TIMEOUT = (5, 15)
+_TOO_MANY_REQUESTS = 429
+
+
+class _Owner(msgspec.Struct, frozen=True):
+    kind: str = ""
+    name: str = ""
+    controller: bool = False
+
+
+class _Meta(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    owner_references: list[_Owner] | None = None
+    deletion_timestamp: str | None = None
+
+
+class _Container(msgspec.Struct, frozen=True):
+    name: str = ""
+    image: str = ""
+
+
+class _Name(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class _Spec(msgspec.Struct, rename="camel", frozen=True):
+    node_name: str = ""
+    service_account_name: str = "default"
+    image_pull_secrets: list[_Name] | None = None
+    containers: list[_Container] | None = None
+    init_containers: list[_Container] | None = None
+
+
+class _Said(msgspec.Struct, frozen=True):
+    reason: str = ""
+    message: str = ""
+
+
+class _State(msgspec.Struct, frozen=True):
+    waiting: _Said | None = None
+    terminated: _Said | None = None
+
+
+class _ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    image: str = ""
+    image_i_d: str = msgspec.field(default="", name="imageID")
+    restart_count: int = 0
+    state: _State = _State()
+    last_state: _State = _State()
+
+
+class _Condition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+
+
+class _Status(msgspec.Struct, rename="camel", frozen=True):
+    conditions: list[_Condition] | None = None
+    container_statuses: list[_ContainerStatus] | None = None
+    init_container_statuses: list[_ContainerStatus] | None = None
+
+
+class WatchedPod(msgspec.Struct, frozen=True):
+    """What the watcher reads of a v1.Pod."""
+
+    metadata: _Meta = _Meta()
+    spec: _Spec = _Spec()
+    status: _Status = _Status()
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.uid
+
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions or ())
+
+    @property
+    def failing(self) -> bool:
+        """Whether kubelet reports a container waiting or ended (a pod it has not reported
+        on yet, or whose containers all run, is not failing)."""
+        status = self.status
+        return any(
+            c.state.waiting is not None or c.state.terminated is not None
+            for c in (*(status.init_container_statuses or ()), *(status.container_statuses or ()))
+        )
+
+    def controller(self) -> tuple[str, str] | None:
+        """(kind, name) of the owner with `controller: true`, or None (a bare pod)."""
+        for owner in self.metadata.owner_references or ():
+            if owner.controller:
+                return owner.kind, owner.name
+        return None
+
+    def images(self) -> tuple[str, ...]:
+        """Every container and init container image, once each, in order."""
+        spec = self.spec
+        found = [c.image for c in (*(spec.init_containers or ()), *(spec.containers or ()))]
+        return tuple(dict.fromkeys(i for i in found if i))
+
+    def pull(self) -> PullSecretsRef:
+        """Where the pod's registry credentials come from."""
+        names = tuple(s.name for s in self.spec.image_pull_secrets or () if s.name)
+        spec = self.spec
+        return PullSecretsRef(self.metadata.namespace, names, spec.service_account_name)
+
+    def states(self) -> Iterator[ContainerState]:
+        """Each container status as the classifier reads it."""
+        status = self.status
+        for item in (*(status.init_container_statuses or ()), *(status.container_statuses or ())):
+            waiting = item.state.waiting or _Said()
+            ended = item.state.terminated or item.last_state.terminated or _Said()
+            yield ContainerState(
+                item.name,
+                item.image,
+                item.image_i_d,
+                waiting.reason,
+                waiting.message,
+                ended.reason,
+                ended.message,
+                item.restart_count,
+            )
+
+
+class _PodList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[WatchedPod] | None = None
+
+
+decode_pod_page = msgspec.json.Decoder(_PodList).decode
+decode_pod = msgspec.json.Decoder(WatchedPod).decode
+
+OnPod = Callable[[str, WatchedPod], None]
+"""Told ("ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a relist tells
+every pod again, then "SYNCED" with an empty pod, so the watcher can drop the ones not told."""
+
+
+class PodWatch:
+    """List-watch of every pod, a page at a time, decoded into WatchedPods."""
+
+    def __init__(self, api: client.ApiClient, page_size: int = 500) -> None:
+        self._core = client.CoreV1Api(api)
+        self._page_size = page_size
+        self._on_pod: OnPod | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+
+    def start(self, on_pod: OnPod) -> None:
+        self._on_pod = on_pod
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="archfit-pod-watch", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        await stop_watching(self._stop, self._response, self._thread)
+
+    def _run(self) -> None:
+        list_watch_forever(
+            self._stop,
+            self.list_all,
+            self.watch_from,
+            log,
+            ("pod_watch_expired", "pod_watch_error"),
+        )
+
+    def list_all(self) -> str:
+        """Tell every pod, page by page, then SYNCED; returns the list's resourceVersion."""
+        token = ""
+        while True:
+            try:
+                response: Any = self._core.list_pod_for_all_namespaces(
+                    limit=self._page_size,
+                    _continue=token or None,
+                    _preload_content=False,
+                    _request_timeout=(5, 60),
+                )
+            except ApiException as error:
+                if error.status == 410:
+                    raise Expired from error
+                raise
+            try:
+                page = decode_pod_page(response.data)
+            finally:
+                response.release_conn()
+            for pod in page.items or ():
+                self._tell("ADDED", pod)
+            token = page.metadata.next
+            if not token:
+                break
+        self._tell("SYNCED", WatchedPod())
+        return page.metadata.resource_version
+
+    def watch_from(self, version: str) -> str:
+        """Tell each watched change until the server ends the watch; returns the version."""
+        return follow_watch(
+            self._core.list_pod_for_all_namespaces, version, self._stop, self._apply, self._reading
+        )
+
+    def _apply(self, line: bytes, version: str) -> str:
+        event = decode_watch_event(line)
+        if event.type == "ERROR":
+            raise watch_error(event.object)
+        pod = decode_pod(event.object)
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            self._tell(event.type, pod)
+        return pod.metadata.resource_version or version
+
+    def _reading(self, response: Any) -> None:
+        self._response = response
+
+    def _tell(self, kind: str, pod: WatchedPod) -> None:
+        loop, on_pod = self._loop, self._on_pod
+        if loop is not None and on_pod is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(on_pod, kind, pod)
+
+
+class PodCalls:
+    """The watcher's API calls, each in a thread."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self._apps = client.AppsV1Api(api)
+        self._batch = client.BatchV1Api(api)
+
+    async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
+        """The end of the container's previous run's log (`limitBytes` from its start)."""
+        meta = pod.metadata
+
+        def read() -> str:
+            response: Any = self._core.read_namespaced_pod_log(
+                meta.name,
+                meta.namespace,
+                container=container,
+                previous=True,
+                limit_bytes=limit_bytes,
+                _preload_content=False,
+                _request_timeout=_REQUEST_TIMEOUT,
+            )
+            try:
+                return bytes(response.data[:limit_bytes]).decode("utf-8", "replace")
+            finally:
+                response.release_conn()
+
+        return await asyncio.to_thread(read)
+
+    async def controller(self, namespace: str, kind: str, name: str) -> tuple[str, str, str]:
+        """The top controller (apiVersion, kind, name): a ReplicaSet's Deployment, a Job's
+        CronJob; the owner itself when it has none or cannot be read."""
+        read = {
+            "ReplicaSet": self._apps.read_namespaced_replica_set,
+            "Job": self._batch.read_namespaced_job,
+        }.get(kind)
+        version = _API_VERSIONS.get(kind, "apps/v1")
+        if read is None:
+            return version, kind, name
+
+        def owner() -> tuple[str, str, str]:
+            try:
+                found: Any = read(name, namespace, _request_timeout=_REQUEST_TIMEOUT)
+            except ApiException:
+                return version, kind, name
+            for ref in found.metadata.owner_references or ():
+                if ref.controller:
+                    return str(ref.api_version), str(ref.kind), str(ref.name)
+            return version, kind, name
+
+        return await asyncio.to_thread(owner)
+
+    async def event(
+        self, namespace: str, regarding: tuple[str, str, str], reason: str, message: str
+    ) -> None:
+        """A Warning core/v1 Event on (apiVersion, kind, name), for `kubectl describe`."""
+        version, kind, name = regarding
+        await write_event(
+            self._core,
+            namespace,
+            {"apiVersion": version, "kind": kind, "name": name, "namespace": namespace},
+            reason,
+            message,
+            warning=True,
+            component="archfit.io/watcher",
+        )
+
+    async def evict(self, pod: WatchedPod) -> str:
+        """Ask the Eviction API to evict the pod: evicted, refused (a PDB: 429), gone, error."""
+        meta = pod.metadata
+        body: Any = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta.name, "namespace": meta.namespace},
+            "deleteOptions": {"preconditions": {"uid": meta.uid}},
+        }
+
+        def send() -> str:
+            try:
+                self._core.create_namespaced_pod_eviction(
+                    meta.name, meta.namespace, body, _request_timeout=_REQUEST_TIMEOUT
+                )
+            except ApiException as error:
+                if error.status == _TOO_MANY_REQUESTS:
+                    return "refused"
+                if error.status in (404, 409):
+                    return "gone"
+                log.warning("eviction_failed", pod=meta.name, status=error.status)
+                return "error"
+            return "evicted"
+
+        return await asyncio.to_thread(send)
+
+
+_API_VERSIONS = {
+    "ReplicaSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+}
+
+
+async def write_event(
+    core: client.CoreV1Api,
+    namespace: str,
+    involved: dict[str, Any],
+    reason: str,
+    message: str,
+    *,
+    warning: bool,
+    component: str,
+) -> None:
+    """A core/v1 Event on `involved`; a failure is logged, never raised (an Event explains)."""
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    body: Any = {
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": "archfit"},
+        "reportingComponent": component,
+        "reportingInstance": "archfit",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+    def send() -> None:
+        core.create_namespaced_event(namespace, body, _request_timeout=_REQUEST_TIMEOUT)
+
+    try:
+        await asyncio.to_thread(send)
+    except Exception as error:
+        log.warning("event_failed", name=involved["name"], error=str(error)[:300])

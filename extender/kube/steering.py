@@ -1,0 +1,268 @@
+"""The two small watches behind namespace preferences and the arm64 share.
+
+- Namespaces, decoded to their name and the two archfit annotations only, so the webhook
+  reads a namespace's preference from memory, never with an API call per pod.
+- Pods labelled `archfit.io/arch-choice` (only those the share placed), decoded to uid,
+  namespace, controller, label, phase and deletion mark: each owner's split.
+
+Like the node index, each watch runs the shared list-watch loop in its own thread; the
+namespace map is swapped whole, and pod changes reach the pure ShareTally in the event
+loop (`call_soon_threadsafe`), which is the only thread that reads or writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import structlog
+from kubernetes import client
+
+from extender.kube.watching import (
+    LIST_PAGE,
+    Expired,
+    ListMeta,
+    follow_watch,
+    list_watch_forever,
+    stop_watching,
+)
+from extender.pods import PREFER_ARCH_ANNOTATION
+from extender.steering import (
+    CHOICE_LABEL,
+    SHARE_ANNOTATION,
+    OwnerKey,
+    ShareTally,
+    Steering,
+    owner_of,
+    steer,
+)
+
+log = structlog.get_logger("archfit.steering")
+
+_KEPT = (SHARE_ANNOTATION, PREFER_ARCH_ANNOTATION)
+_FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+class _Meta(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    annotations: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+    deletion_timestamp: str | None = None
+
+
+class _Status(msgspec.Struct, frozen=True):
+    phase: str = ""
+
+
+class _Object(msgspec.Struct, frozen=True):
+    """A Namespace or a Pod, with only what steering reads (the rest is skipped unparsed)."""
+
+    metadata: _Meta = _Meta()
+    status: _Status = _Status()
+    code: int = 0
+    """A watch ERROR's Status code."""
+    message: str = ""
+
+
+class _List(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[_Object] | None = None
+
+
+class _Event(msgspec.Struct, frozen=True):
+    type: str
+    object: _Object = _Object()
+
+
+_decode_list = msgspec.json.Decoder(_List).decode
+_decode_event = msgspec.json.Decoder(_Event).decode
+
+
+class _Watch:
+    """One list-watch thread over a list call, handing each page and event to callbacks."""
+
+    def __init__(
+        self,
+        name: str,
+        list_call: Callable[..., Any],
+        on_list: Callable[[list[_Object]], None],
+        on_event: Callable[[str, _Object], None],
+        **query: Any,
+    ) -> None:
+        self._name = name
+        self._list_call = list_call
+        self._on_list = on_list
+        self._on_event = on_event
+        self._query = query
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self.synced = threading.Event()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"archfit-{self._name}", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        await stop_watching(self._stop, self._response, self._thread)
+
+    def _run(self) -> None:
+        events = (f"{self._name}_watch_expired", f"{self._name}_watch_error")
+        list_watch_forever(self._stop, self._list, self._watch_from, log, events)
+
+    def _list(self) -> str:
+        items: list[_Object] = []
+        token = ""
+        while True:
+            response: Any = self._list_call(
+                limit=LIST_PAGE,
+                _continue=token or None,
+                _preload_content=False,
+                _request_timeout=(5, 60),
+                **self._query,
+            )
+            try:
+                page = _decode_list(response.data)
+            finally:
+                response.release_conn()
+            items += page.items or ()
+            token = page.metadata.next
+            if not token:
+                break
+        self._on_list(items)
+        self.synced.set()
+        log.info(f"{self._name}_listed", count=len(items))
+        return page.metadata.resource_version
+
+    def _watch_from(self, version: str) -> str:
+        return follow_watch(
+            self._list_call, version, self._stop, self._apply, self._reading, **self._query
+        )
+
+    def _reading(self, response: Any) -> None:
+        self._response = response
+
+    def _apply(self, line: bytes, version: str) -> str:
+        event = _decode_event(line)
+        obj = event.object
+        if event.type == "ERROR":
+            if obj.code == 410:
+                raise Expired
+            raise RuntimeError(f"watch error {obj.code}: {obj.message}")
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            self._on_event(event.type, obj)
+        return obj.metadata.resource_version or version
+
+
+class FleetSteering:
+    """Namespace annotations and per-owner splits, kept by two watches; `steer` reads them."""
+
+    def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
+        core = client.CoreV1Api(api)
+        self._clock = clock
+        self._namespaces: Mapping[str, Mapping[str, str]] = {}
+        self._tally = ShareTally()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._namespace_watch = _Watch(
+            "namespaces", core.list_namespace, self._namespaces_listed, self._namespace_changed
+        )
+        self._pod_watch = _Watch(
+            "chosen_pods",
+            core.list_pod_for_all_namespaces,
+            lambda pods: self._in_loop(self._pods_listed, pods),
+            lambda kind, pod: self._in_loop(self._pod_changed, kind, pod),
+            label_selector=CHOICE_LABEL,
+        )
+
+    def start(self) -> None:
+        """Start both watches; pod changes reach the tally in this event loop."""
+        self._loop = asyncio.get_running_loop()
+        self._namespace_watch.start()
+        self._pod_watch.start()
+
+    async def stop(self) -> None:
+        await self._namespace_watch.stop()
+        await self._pod_watch.stop()
+
+    @property
+    def synced(self) -> bool:
+        return self._namespace_watch.synced.is_set() and self._pod_watch.synced.is_set()
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        """What the pod's namespace, workload and own annotations say (extender.steering)."""
+        metadata = pod.get("metadata")
+        namespace = metadata.get("namespace", "") if isinstance(metadata, Mapping) else ""
+        now = self._clock()
+        return steer(
+            pod,
+            self._namespaces.get(namespace) or {},
+            preference,
+            lambda owner: self._tally.split(owner, now),
+        )
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        """A pod was admitted requiring `applied` ("" when the share left it alone): a new
+        choice counts in its owner's split until the pod watch shows the pod."""
+        if applied and not steering.kept:
+            self._tally.chosen(steering.owner, applied, self._clock())
+
+    # --- the watches' side (namespaces: the watch thread; pods: the event loop) ------------
+
+    def _namespaces_listed(self, items: list[_Object]) -> None:
+        self._namespaces = {
+            item.metadata.name: kept for item in items if (kept := _kept(item.metadata))
+        }
+
+    def _namespace_changed(self, kind: str, item: _Object) -> None:
+        name, kept = item.metadata.name, _kept(item.metadata)
+        if kind != "DELETED" and self._namespaces.get(name, {}) == kept:
+            return
+        namespaces = dict(self._namespaces)
+        if kind == "DELETED" or not kept:
+            namespaces.pop(name, None)
+        else:
+            namespaces[name] = kept
+        self._namespaces = namespaces  # one reference swap: readers see old or new
+
+    def _in_loop(self, call: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(call, *args)
+
+    def _pods_listed(self, items: list[_Object]) -> None:
+        self._tally.replace(
+            (pod.metadata.uid, _owner(pod), _side(pod)) for pod in items if _live(pod)
+        )
+
+    def _pod_changed(self, kind: str, pod: _Object) -> None:
+        if kind == "DELETED" or not _live(pod):
+            self._tally.gone(pod.metadata.uid)
+        else:
+            self._tally.seen(pod.metadata.uid, _owner(pod), _side(pod))
+
+
+def _kept(metadata: _Meta) -> dict[str, str]:
+    annotations = metadata.annotations or {}
+    return {key: annotations[key] for key in _KEPT if key in annotations}
+
+
+def _owner(pod: _Object) -> OwnerKey:
+    meta = pod.metadata
+    return owner_of({"ownerReferences": meta.owner_references}, meta.namespace)
+
+
+def _side(pod: _Object) -> str:
+    return (pod.metadata.labels or {}).get(CHOICE_LABEL, "")
+
+
+def _live(pod: _Object) -> bool:
+    """Counts in its owner's split: not finished, not being deleted."""
+    return pod.status.phase not in _FINISHED and pod.metadata.deletion_timestamp is None

@@ -1,0 +1,411 @@
+"""The mismatch watcher against the real kube-apiserver (issue 18, done-when 1, 2, 3 and 6).
+
+Its own control plane: archfit runs with its webhook, the watcher (with remediation on) and
+Redis; a stand-in kubelet (tests/e2e/runtime_kubelet.py) writes container statuses through
+pods/status with the runtimes' own texts, and serves previous logs through the apiserver's
+pods/log. No kube-controller-manager runs: the ReplicaSets, Deployments and replacement pods
+a controller would make are created here, owned as a controller owns them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from tests.e2e import cluster
+from tests.e2e.archfit import Archfit, archfit_command, archfit_settings, merge
+from tests.e2e.catalog import Images
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.runtime_kubelet import (
+    CONTAINERD_PULL,
+    CRIO_PULL,
+    SCRIPT_LOG,
+    RuntimeKubelet,
+    crash_looping,
+    pull_failing,
+    running,
+    start_failing,
+)
+from tests.e2e.topology import NODES
+from tests.e2e.webhook import WebhookArchfit
+from tests.support.images import OCI_INDEX, Pusher, digest_of
+from tests.support.redis import RedisProcess
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+FINDING = "ArchfitPlatformMismatch"
+ARM64_NODE = "arm64-a"
+
+
+@dataclass
+class Plane:
+    core: client.CoreV1Api
+    apps: client.AppsV1Api
+    policy: client.PolicyV1Api
+    hook: WebhookArchfit
+    kubelet: RuntimeKubelet
+    lying: str
+    """A tag whose index claims linux/arm64 for an amd64 image."""
+    lying_digest: str
+    settings: dict[str, Any]
+    workdir: Path
+    kubeconfig: Path
+
+
+def _push_lying_image(registry_url: str) -> tuple[str, str]:
+    """An index whose linux/arm64 entry is an amd64 image (an empty or wrong architecture in
+    the build: grafana/xk6#233, go-containerregistry#1918)."""
+    pusher = Pusher(registry_url)
+    amd64 = pusher.single("lies/app", None, "linux/amd64", salt="amd64")
+    also_amd64 = pusher.single("lies/app", None, "linux/amd64", salt="claims-arm64")
+    entries = [
+        {
+            "mediaType": amd64.media_type,
+            "digest": amd64.digest,
+            "size": amd64.size,
+            "platform": {"os": "linux", "architecture": "amd64"},
+        },
+        {
+            "mediaType": also_amd64.media_type,
+            "digest": also_amd64.digest,
+            "size": also_amd64.size,
+            "platform": {"os": "linux", "architecture": "arm64"},
+        },
+    ]
+    body = json.dumps(
+        {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    pusher.manifest("lies/app", "1.0", body, OCI_INDEX)
+    return f"{pusher.host}/lies/app:1.0", digest_of(body)
+
+
+@pytest.fixture(scope="module")
+def plane(
+    e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Plane]:
+    """Control plane, nodes with the stand-in kubelet, Redis, archfit with webhook and watcher."""
+    workdir = tmp_path_factory.mktemp("mismatch-plane")
+    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
+    redis = RedisProcess.start(workdir / "redis")
+    hook: WebhookArchfit | None = None
+    kubelet: RuntimeKubelet | None = None
+    try:
+        core = cluster.core_api(control_plane.admin_kubeconfig)
+        for node in NODES:
+            cluster.create_node(core, node)
+        kubelet = RuntimeKubelet(core, workdir / "kubelet").start([n.name for n in NODES])
+        lying, lying_digest = _push_lying_image(images.public.url)
+        settings = merge(
+            archfit_settings(control_plane.admin_kubeconfig, images),
+            {
+                "cache": {"url": redis.url},
+                "watcher": {
+                    "remediate": True,
+                    "evictionsPerMinute": 600,
+                    "evidenceSyncSeconds": 0.5,
+                },
+                "webhook": {"unknownImages": "admit"},
+            },
+        )
+        hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
+        cluster.create_namespace(core, "probe")
+        hook.wait_called("probe", images.multi.reference)
+        api = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+        yield Plane(
+            core,
+            client.AppsV1Api(api),
+            client.PolicyV1Api(api),
+            hook,
+            kubelet,
+            lying,
+            lying_digest,
+            settings,
+            workdir,
+            control_plane.admin_kubeconfig,
+        )
+    finally:
+        if hook is not None:
+            hook.stop()
+        if kubelet is not None:
+            kubelet.stop()
+        redis.stop()
+        control_plane.stop()
+
+
+@pytest.fixture
+def space(plane: Plane) -> Iterator[str]:
+    name = f"mm-{uuid.uuid4().hex[:10]}"
+    cluster.create_namespace(plane.core, name)
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace_pods(plane.core, name)
+
+
+# --- what a controller would create --------------------------------------------------------
+
+
+def _deployment(plane: Plane, namespace: str, name: str, image: str) -> client.V1ReplicaSet:
+    """A Deployment and the ReplicaSet it owns (as the deployment controller makes it)."""
+    labels = {"app": name}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "c0", "image": image}]},
+    }
+    deployment = plane.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+        },
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": name,
+        "uid": deployment.metadata.uid,
+        "controller": True,
+    }
+    return plane.apps.create_namespaced_replica_set(
+        namespace,
+        {
+            "metadata": {"name": f"{name}-5d9c", "ownerReferences": [owner], "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+        },
+    )
+
+
+def _pod(
+    plane: Plane,
+    namespace: str,
+    name: str,
+    image: str,
+    *,
+    owner: client.V1ReplicaSet | None,
+    node: str | None = ARM64_NODE,
+    labels: dict[str, str] | None = None,
+) -> client.V1Pod:
+    manifest = cluster.pod_manifest(name, [image])
+    if node:
+        manifest["spec"]["nodeName"] = node
+    manifest["metadata"]["labels"] = labels or {}
+    if owner is not None:
+        manifest["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": owner.metadata.name,
+                "uid": owner.metadata.uid,
+                "controller": True,
+            }
+        ]
+    return plane.core.create_namespaced_pod(namespace, manifest)
+
+
+def _events(plane: Plane, namespace: str, kind: str, name: str) -> list[client.CoreV1Event]:
+    listed = plane.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
+    )
+    return [e for e in listed.items if e.reason == FINDING]
+
+
+def _metric(archfit: Archfit, name: str, labels: str = "") -> float:
+    url = f"http://127.0.0.1:{archfit.port}/metrics"
+    with urllib.request.urlopen(url, timeout=2) as response:
+        text = response.read().decode()
+    found = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def _evidence_list(config_path: Path) -> str:
+    """What `archfit evidence list` prints with that archfit's config (Redis)."""
+    command = [*archfit_command(), "evidence", "list", "--config", str(config_path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def _required_archs(pod: client.V1Pod) -> list[list[str]]:
+    affinity = pod.spec.affinity
+    node = affinity.node_affinity if affinity else None
+    required = node.required_during_scheduling_ignored_during_execution if node else None
+    return [
+        sorted(
+            v
+            for e in term.match_expressions or ()
+            if e.key == "kubernetes.io/arch"
+            for v in e.values or ()
+        )
+        for term in (required.node_selector_terms if required else ())
+    ]
+
+
+# --- the scenarios --------------------------------------------------------------------------
+
+
+def test_an_image_that_lies_is_found_learned_and_its_replacement_constrained_to_amd64(
+    plane: Plane, space: str
+) -> None:
+    """exec format error on arm64: Events on the pod and its Deployment, the metric, the
+    evidence; then the webhook constrains the Deployment's next pod to amd64."""
+    before = plane.core.create_namespaced_pod(
+        space, cluster.pod_manifest("before", [plane.lying]), dry_run="All"
+    )
+    replica_set = _deployment(plane, space, "api", plane.lying)
+    pod = _pod(plane, space, "api-5d9c-x1", plane.lying, owner=replica_set)
+    image_id = f"{plane.lying.rsplit(':', 1)[0]}@{plane.lying_digest}"
+    plane.kubelet.write(space, pod.metadata.name, [start_failing("c0", plane.lying, image_id)])
+
+    on_pod = wait_for(lambda: _events(plane, space, "Pod", "api-5d9c-x1"), "the pod's Event")
+    on_deployment = wait_for(lambda: _events(plane, space, "Deployment", "api"), "its Event")
+    message = on_pod[0].message
+    assert (["linux/arm64", plane.lying_digest, "exec format error"]) == [
+        part for part in ("linux/arm64", plane.lying_digest, "exec format error") if part in message
+    ]
+    assert message == on_deployment[0].message
+    assert 1.0 == _metric(plane.hook.archfit, "archfit_mismatch_findings_total", '{reason="start"}')
+
+    # The learned evidence: the replacement pod (as the ReplicaSet controller would make it)
+    # goes through the webhook, which now treats arm64 as unsupported for this digest.
+    def constrained() -> list[list[str]] | None:
+        probe = cluster.pod_manifest("api-5d9c-probe", [plane.lying])
+        made = plane.core.create_namespaced_pod(space, probe, dry_run="All")
+        return _required_archs(made) if _required_archs(made) == [["amd64"]] else None
+
+    wait_for(constrained, "the webhook to constrain the replacement to amd64", seconds=20)
+    replacement = _pod(plane, space, "api-5d9c-x2", plane.lying, owner=replica_set, node=None)
+    assert ([], [["amd64"]]) == (_required_archs(before), _required_archs(replacement))
+    listed = _evidence_list(plane.hook.archfit.config_path)
+    assert f"{plane.lying_digest}  linux/arm64  start  {plane.lying}" in listed
+
+
+def test_a_pull_failure_and_a_crash_loop_whose_log_says_exec_format_error_are_each_found_once(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """No matching manifest (containerd's and CRI-O's texts) and a crash-loop whose previous
+    log, served through pods/log, says exec format error: one Event each, however often
+    kubelet writes."""
+    amd64 = images.amd64_only.reference
+    amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
+    _pod(plane, space, "pulls", amd64, owner=None)
+    _pod(plane, space, "pulls-crio", amd64, owner=None)
+    _pod(plane, space, "loops", amd64, owner=None)
+    plane.kubelet.logs[(space, "loops", "c0")] = SCRIPT_LOG
+    pull = pull_failing("c0", amd64, CONTAINERD_PULL.format(image=amd64))
+    crio_pull = pull_failing("c0", amd64, CRIO_PULL.format(arch="arm64"))
+    for restarts in (1, 2, 3):  # kubelet writes again at each back-off and restart
+        plane.kubelet.write(space, "pulls", [pull])
+        plane.kubelet.write(space, "pulls-crio", [crio_pull])
+        plane.kubelet.write(space, "loops", [crash_looping("c0", amd64, amd64_id, restarts)])
+        wait_for(
+            lambda n=restarts: len([r for r in plane.kubelet.log_requests if r[1] == "loops"]) >= n,
+            f"the previous log of restart {restarts} to be read",
+        )
+    wait_for(lambda: _events(plane, space, "Pod", "loops"), "the crash-loop's Event")
+    wait_for(lambda: _events(plane, space, "Pod", "pulls"), "the pull failure's Event")
+    wait_for(lambda: _events(plane, space, "Pod", "pulls-crio"), "CRI-O's pull failure's Event")
+    reads = [r for r in plane.kubelet.log_requests if r[1] == "loops"]
+    counts = (
+        len(_events(plane, space, "Pod", "pulls")),
+        len(_events(plane, space, "Pod", "loops")),
+    )
+    assert ((1, 1), 3) == (counts, len(reads))
+    assert {"previous": "true", "limitBytes": "16384"} == {
+        k: v for k, v in reads[0][3].items() if k in ("previous", "limitBytes")
+    }
+    assert "no linux/arm64 entry" in _events(plane, space, "Pod", "pulls")[0].message
+    assert "its log says exec format error" in _events(plane, space, "Pod", "loops")[0].message
+
+
+def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """On an arm64 node with an amd64-only image: the not-Ready ReplicaSet pod is evicted; one
+    a PodDisruptionBudget protects, a Ready one and a bare one stay."""
+    amd64 = images.amd64_only.reference
+    amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
+    replica_set = _deployment(plane, space, "web", amd64)
+    plane.policy.create_namespaced_pod_disruption_budget(
+        space,
+        {
+            "metadata": {"name": "guarded"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"guard": "yes"}}},
+        },
+    )
+    # What the disruption controller would write: one healthy pod wanted, none healthy.
+    plane.policy.patch_namespaced_pod_disruption_budget_status(
+        "guarded",
+        space,
+        {
+            "status": {
+                "observedGeneration": 1,
+                "disruptionsAllowed": 0,
+                "currentHealthy": 0,
+                "desiredHealthy": 1,
+                "expectedPods": 1,
+            }
+        },
+    )
+    _pod(plane, space, "guarded", amd64, owner=replica_set, labels={"guard": "yes"})
+    _pod(plane, space, "ready", amd64, owner=replica_set)
+    _pod(plane, space, "bare", amd64, owner=None)
+    _pod(plane, space, "broken", amd64, owner=replica_set)
+    waiting = crash_looping("c0", amd64, amd64_id, 1)
+    for name in ("guarded", "bare", "broken"):
+        plane.kubelet.write(space, name, [waiting])
+    plane.kubelet.write(space, "ready", [running("c0", amd64, amd64_id)], ready=True)
+
+    def gone(name: str) -> bool:
+        try:
+            pod = plane.core.read_namespaced_pod(name, space)
+        except ApiException as error:
+            return error.status == 404
+        return pod.metadata.deletion_timestamp is not None
+
+    wait_for(lambda: gone("broken"), "the not-Ready pod to be evicted")
+    wait_for(
+        lambda: (
+            _metric(plane.hook.archfit, "archfit_mismatch_evictions_total", '{outcome="refused"}')
+            >= 1
+        ),
+        "the PodDisruptionBudget to refuse the eviction",
+    )
+    assert (False, False, False) == (gone("guarded"), gone("ready"), gone("bare"))
+
+
+def test_a_restart_and_a_second_replica_keep_the_learned_evidence_through_redis(
+    plane: Plane, space: str
+) -> None:
+    """After archfit restarts, and on a second replica, the evidence learned before is there."""
+    learned = wait_for(
+        lambda: _metric(plane.hook.archfit, "archfit_evidence_entries"),
+        "evidence learned by the scenarios before",
+    )
+    plane.hook.stop()
+    plane.hook.start()
+    replica = Archfit(
+        plane.workdir / "replica",
+        merge(plane.settings, {"watcher": {"enabled": False}}),
+        name="replica",
+    ).start()
+    try:
+        restarted = wait_for(
+            lambda: _metric(plane.hook.archfit, "archfit_evidence_entries"), "the restarted one"
+        )
+        second = wait_for(lambda: _metric(replica, "archfit_evidence_entries"), "the replica")
+        assert (learned, learned) == (restarted, second)
+        assert plane.lying_digest in _evidence_list(replica.config_path)
+    finally:
+        replica.stop()

@@ -1,0 +1,97 @@
+"""Learned evidence (extender.evidence) through a real redis-server: a restart and a second
+replica keep it, a clear reaches every replica, and the resolver believes it over the index."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from extender.evidence import EvidenceBook, LearnedResolver
+from extender.mismatch import Evidence
+from extender.platforms import normalize
+from extender.pods import PullSecretsRef
+from extender.registry.reference import parse
+from extender.registry.resolver import ImageResolution
+from extender.registry.settings import CacheSettings
+from tests.support.clock import FakeClock
+
+DIGEST = "sha256:" + "cd" * 32
+ARM64 = normalize("linux", "arm64")
+AMD64 = normalize("linux", "amd64")
+
+
+def _evidence(now: float, ttl: float = 3600) -> Evidence:
+    return Evidence(DIGEST, ARM64, "127.0.0.1:5000/lies:1", "start", now, now + ttl)
+
+
+async def test_a_restart_and_a_second_replica_keep_what_one_replica_learned(redis_url: str) -> None:
+    """Learned on one book, it is known to a new book (a restart) and to another replica's."""
+    cache = CacheSettings(url=redis_url)
+    first, second = EvidenceBook(cache), EvidenceBook(cache)
+    try:
+        assert True is await first.learn(_evidence(time.time()))
+        await first.aclose()
+        restarted = EvidenceBook(cache)
+        await restarted.sync()
+        await second.sync()
+        assert (frozenset({ARM64}), frozenset({ARM64})) == (
+            restarted.failing(DIGEST),
+            second.failing(DIGEST),
+        )
+        await restarted.aclose()
+    finally:
+        await second.aclose()
+
+
+async def test_a_clear_reaches_every_replica_at_its_next_sync(redis_url: str) -> None:
+    """`archfit evidence clear` on one book empties the others once they read Redis again."""
+    cache = CacheSettings(url=redis_url)
+    one, other = EvidenceBook(cache), EvidenceBook(cache)
+    try:
+        await one.learn(_evidence(time.time()))
+        await other.sync()
+        cleared = await one.clear()
+        await other.sync()
+        assert (1, frozenset()) == (cleared, other.failing(DIGEST))
+    finally:
+        await one.aclose()
+        await other.aclose()
+
+
+async def test_evidence_expires() -> None:
+    """Past its expiry an entry no longer counts, even before any sync."""
+    clock = FakeClock(5000.0)
+    book = EvidenceBook(CacheSettings(), wall=clock)
+    await book.learn(_evidence(5000.0, ttl=60))
+    before = book.failing(DIGEST)
+    clock.advance(61)
+    assert (frozenset({ARM64}), frozenset()) == (before, book.failing(DIGEST))
+
+
+class _Lying:
+    """A resolver whose index claims amd64 and arm64 for DIGEST."""
+
+    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
+        return ImageResolution(
+            parse(image),
+            DIGEST,
+            "application/vnd.oci.image.index.v1+json",
+            frozenset({AMD64, normalize("linux", "arm64", "v8")}),
+            False,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_resolver_believes_learned_evidence_over_the_index() -> None:
+    """A digest seen failing on arm64 resolves to amd64 only, however the index claims arm64."""
+    clock = FakeClock(5000.0)
+    book = EvidenceBook(CacheSettings(), wall=clock)
+    resolver = LearnedResolver(_Lying(), book)
+    pull = PullSecretsRef("default")
+    claimed = await resolver.platforms("127.0.0.1:5000/lies:1", pull)
+    await book.learn(_evidence(5000.0))
+    learned = await resolver.platforms("127.0.0.1:5000/lies:1", pull)
+    assert (2, frozenset({AMD64})) == (len(claimed), learned)
+    assert dataclasses.is_dataclass(await resolver.resolve("127.0.0.1:5000/lies:1"))

@@ -1,0 +1,130 @@
+"""One name per idea, one place per constant: the source of extender/ read as a tree, so a
+second ARCH_LABEL, MAX_SCORE, cut-short helper or pod-mapping reader fails here."""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "extender"
+
+#: Public names more than one module defines on purpose, each with why.
+SHARED_ON_PURPOSE = {
+    "log": "each module's own structlog logger",
+    "T": "a TypeVar of each generic module",
+    "parse": "quantities, platforms and references each parse their own text (module-qualified)",
+    # The single-cluster and the fleet renderer offer one interface (audit/run picks one).
+    "as_csv": "audit/render and audit/render_fleet",
+    "as_markdown": "audit/render and audit/render_fleet",
+    "headline": "audit/render and audit/render_fleet",
+    "table_parts": "audit/render and audit/render_fleet",
+    "write": "audit/render and audit/render_fleet",
+    # issue 19 item 5, resolved by the error tree (extender/errors.py): drop this line then.
+    "WireError": "scheduler_api and admission_api",
+}
+
+
+def modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(), str(path))
+
+
+def top_level(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
+    """Each name a module defines at its top level, with the statement that defines it.
+
+    An alias of another name (`table = _table`) defines nothing new and is left out."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name, node
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and not is_alias(node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                parts = target.elts if isinstance(target, ast.Tuple) else [target]
+                for part in parts:
+                    if isinstance(part, ast.Name):
+                        yield part.id, node
+
+
+def is_alias(value: ast.expr | None) -> bool:
+    parts = value.elts if isinstance(value, ast.Tuple) else [value]
+    return all(isinstance(part, ast.Name) for part in parts)
+
+
+def shape(node: ast.stmt) -> str:
+    """The statement with its names, argument names and docstring left out: two helpers
+    that differ only in what they call things have one shape."""
+    node = copy.deepcopy(node)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        node.name = ""
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            node.body = node.body[1:] or [ast.Pass()]
+    for part in ast.walk(node):
+        if isinstance(part, ast.Name):
+            part.id = ""
+        elif isinstance(part, ast.arg):
+            part.arg = ""
+    return ast.dump(node, annotate_fields=False)
+
+
+def constant_value(node: ast.stmt) -> object:
+    value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+    return value.value if isinstance(value, ast.Constant) else None
+
+
+def test_no_public_name_is_defined_in_two_modules():
+    """A public constant, function or class of extender/ is defined in one module only."""
+    where: defaultdict[str, set[str]] = defaultdict(set)
+    for module, tree in modules():
+        for name, _ in top_level(tree):
+            if not name.startswith("_") and name not in SHARED_ON_PURPOSE:
+                where[name].add(module)
+    assert {} == {name: sorted(found) for name, found in where.items() if len(found) > 1}
+
+
+def test_no_string_constant_is_written_in_two_modules():
+    """A module-level string constant (a label, a key, a domain) is written once, whatever
+    each module calls it."""
+    where: defaultdict[str, set[str]] = defaultdict(set)
+    for module, tree in modules():
+        for name, node in top_level(tree):
+            value = constant_value(node)
+            if isinstance(value, str) and name.lstrip("_").isupper():
+                where[value].add(f"{module}:{name}")
+    assert {} == {value: sorted(found) for value, found in where.items() if len(found) > 1}
+
+
+def test_no_private_constant_or_helper_is_copied_into_another_module():
+    """A private constant of the same name and value, or a private helper of the same name
+    and shape, in two modules is one idea written twice: share it."""
+    where: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+    for module, tree in modules():
+        for name, node in top_level(tree):
+            private = name.startswith("_") and not name.startswith("__")
+            helper = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if private and (helper or name.isupper()):
+                where[name, shape(node)].add(module)
+    assert {} == {name: sorted(found) for (name, _), found in where.items() if len(found) > 1}
+
+
+def test_text_is_cut_short_only_by_the_one_helper_in_text_py():
+    """`text[:n - 3] + "..."` is written only in extender/text.py (`cut`); everything else
+    that cuts text short calls it."""
+    cuts = []
+    for module, tree in modules():
+        if module == "extender/text.py":
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.left, ast.Subscript)
+                and isinstance(node.left.slice, ast.Slice)
+                and isinstance(node.right, ast.Constant)
+                and node.right.value in ("...", "…")
+            ):
+                cuts.append(f"{module}:{node.lineno}")
+    assert [] == cuts
