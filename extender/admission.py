@@ -59,6 +59,11 @@ class AdmissionPolicy(Protocol):
         """The client problem an InputError of `admit` counts as (`admission_unreadable_pod`)."""
         ...
 
+    @property
+    def failed(self) -> str:
+        """The log event of archfit's own failure (`admission_internal_error`)."""
+        ...
+
     async def admit(self, review: AdmissionRequest, started: float) -> Admission:
         """Decide, explain and count what is the policy's own. Raises InputError when the
         object cannot be read (answered allowed, unchanged, and counted skipped)."""
@@ -113,9 +118,9 @@ class Admissions:
             admission = SKIPPED
         except Exception as error:
             # archfit's own failure must never stop an object: allow it unchanged, loudly.
-            cause = f"admission_internal_error:{type(error).__name__}:{error}"
+            cause = f"{policy.failed}:{type(error).__name__}:{error}"
             if self._warnings.admit(cause) is not None:
-                log.exception("admission_internal_error", uid=review.uid)
+                log.exception(policy.failed, uid=review.uid)
             admission = _FAILED
         body = self._render(review.uid, admission)
         policy.count(admission.outcome, time.perf_counter() - started)

@@ -72,6 +72,7 @@ class PodMutation:
 
     verb = "mutate"
     unreadable = "admission_unreadable_pod"
+    failed = "admission_internal_error"
 
     def __init__(self, settings: Settings, metrics: Metrics, services: Services) -> None:
         self.settings = settings

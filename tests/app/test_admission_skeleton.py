@@ -19,6 +19,7 @@ class WarnOnDeployments:
 
     verb = "warn"
     unreadable = "admission_unreadable_workload"
+    failed = "warn_internal_error"
 
     def __init__(self) -> None:
         self.counted: list[tuple[str, bool]] = []
