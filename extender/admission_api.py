@@ -12,12 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender import wire_json
+from extender.errors import WireError as WireError
 
 API_VERSION = "admission.k8s.io/v1"
-
-
-class WireError(ValueError):
-    """The body is not an AdmissionReview request; the message says what is wrong."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,13 @@
-"""The aiohttp application: routes, resources under AppKeys, and their lifecycle.
+"""The extender's aiohttp Application: routes, handlers, and errors mapped to answers.
 
 Handlers only translate: the extender verbs are `verbs`, decisions `placement`, explanations
-`explain`; domain errors become HTTP answers in one place (`_errors_middleware`).
+`explain`; domain errors become HTTP answers in one place (`_errors_middleware`). The
+resources the app shares with the webhook, and their lifecycle, are extender.server's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import datetime
-import logging
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -19,36 +15,23 @@ import structlog
 from aiohttp import web
 
 from extender.config import Settings
-from extender.gc_schedule import collect_periodically
-from extender.listener import (
-    BodyTimeout,
-    ClientNoise,
-    ConnectionGuard,
-    answer_and_close,
-    client_problem,
-)
-from extender.metrics import Metrics
-from extender.once import OncePerCause
-from extender.pods import PodError
+from extender.errors import InputError
+from extender.listener import BodyTimeout, answer_and_close, client_problem
 from extender.resolution import PlatformResolver
-from extender.scheduler_api import WireError, render_error
-from extender.services import NodeSource, Services, open_services
-from extender.tls import CertificateRefused, ReloadingCertificate
+from extender.scheduler_api import render_error
+from extender.server import METRICS as METRICS
+from extender.server import SERVICES as SERVICES
+from extender.server import SETTINGS as SETTINGS
+from extender.server import WARNINGS as WARNINGS
+from extender.server import WEBHOOK_CERTIFICATE as WEBHOOK_CERTIFICATE
+from extender.server import attach
+from extender.services import NodeSource
 from extender.verbs import FILTER, NO_NODE_INDEX, PRIORITIZE, NoNodeIndex, Verbs, json_answer
 
 log = structlog.get_logger("archfit")
 
-SETTINGS = web.AppKey("settings", Settings)
-METRICS = web.AppKey("metrics", Metrics)
-SERVICES = web.AppKey("services", Services)
-WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
-SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
-WARNINGS = web.AppKey("warnings", OncePerCause)
-GUARD = web.AppKey("connection_guard", ConnectionGuard)
 VERBS = web.AppKey("verbs", Verbs)
 """filter and prioritize, with the Policy built once at start (extender.verbs)."""
-
-_FIRST_CERTIFICATE_SECONDS = 10.0
 
 _JSON = "application/json"
 
@@ -64,45 +47,8 @@ def create_app(
         client_max_size=settings.server.max_body_bytes,
         middlewares=[_errors_middleware],
     )
-    app[SETTINGS] = settings
-    app[METRICS] = Metrics()
+    attach(app, settings, resolver, nodes)
     app[VERBS] = Verbs(settings, app[METRICS])
-    app[WARNINGS] = OncePerCause()
-    app[GUARD] = ConnectionGuard(settings.server, app[METRICS], app[WARNINGS])
-
-    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
-        async with open_services(settings, app[METRICS], resolver, nodes) as services:
-            app[SERVICES] = services
-            yield
-
-    app.cleanup_ctx.append(services_ctx)
-    app.cleanup_ctx.append(_quiet_client_noise)
-    app.cleanup_ctx.append(_periodic_gc)
-    if settings.server.tls:
-        server = settings.server
-        try:
-            certificate = ReloadingCertificate(
-                server.cert_file,
-                server.key_file,
-                on_refused=app[METRICS].client_problems.labels("certificate_refused").inc,
-                client_ca_file=server.client_ca_file,
-            )
-        except (OSError, ssl.SSLError) as error:
-            raise ServerCertificateError(
-                f"server.clientCaFile: cannot load {server.client_ca_file}: {error}"
-            ) from error
-        try:
-            certificate.load()
-        except (OSError, ssl.SSLError, CertificateRefused) as error:
-            raise ServerCertificateError(
-                f"server.certFile/keyFile: cannot load {server.cert_file}: {error}"
-            ) from error
-        app[SERVER_CERTIFICATE] = certificate
-        app.cleanup_ctx.append(_watch_server_certificate)
-    if settings.webhook.enabled:
-        app.cleanup_ctx.append(_webhook_ctx)
-    if settings.watcher.enabled:
-        app.cleanup_ctx.append(_watcher_ctx)
     prefix = settings.server.prefix.rstrip("/")
     app.router.add_post(f"{prefix}/filter", filter_handler)
     app.router.add_post(f"{prefix}/prioritize", prioritize_handler)
@@ -118,75 +64,6 @@ async def filter_handler(request: web.Request) -> web.Response:
 
 async def prioritize_handler(request: web.Request) -> web.Response:
     return await request.app[VERBS].serve(request, PRIORITIZE, request.app[SERVICES])
-
-
-class ServerCertificateError(RuntimeError):
-    """The extender's HTTPS certificate cannot be loaded; the message names the setting."""
-
-
-async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
-    """Serve a rotated certificate without a restart (extender.tls)."""
-    watcher = asyncio.create_task(
-        app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)
-    )
-    yield
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-
-
-async def _watcher_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The mismatch watcher, on whichever replica holds its Lease (extender.watcher)."""
-    from extender.watcher import leading
-
-    async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
-        yield
-
-
-async def _webhook_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The admission webhook's TLS listener, and its self-managed certificate if asked."""
-    from extender.webhook import serving
-
-    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
-    async with contextlib.AsyncExitStack() as stack:
-        if settings.webhook.certificate.self_managed:
-            await stack.enter_async_context(_self_managed_certificate(settings, metrics, services))
-        app[WEBHOOK_CERTIFICATE] = await stack.enter_async_context(
-            serving(settings, metrics, services)
-        )
-        yield
-
-
-@contextlib.asynccontextmanager
-async def _self_managed_certificate(
-    settings: Settings, metrics: Metrics, services: Services
-) -> AsyncIterator[None]:
-    from extender.kube.webhook_certs import SelfManagedCertificate
-    from extender.webhook import WebhookSetupError
-
-    if services.kube is None:
-        raise WebhookSetupError(
-            "webhook.certificate.selfManaged needs API access (kubernetes.mode is off "
-            "or found no cluster)"
-        )
-    manager = SelfManagedCertificate(services.kube, settings.webhook)
-
-    def expiry(when: datetime.datetime) -> None:
-        # The gauge follows the certificate the listener serves (extender.webhook.serving),
-        # which may be an older one if this one is refused.
-        pass
-
-    task = asyncio.create_task(manager.keep(expiry))
-    # The listener's first handshake should already have a certificate: give the first
-    # pass a moment, but never block start-up on it (the extender must come up).
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(manager.first_pass.wait(), _FIRST_CERTIFICATE_SECONDS)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -234,7 +111,12 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
     app = request.app
     try:
         return await handler(request)
-    except (WireError, PodError) as error:
+    except BodyTimeout:
+        _problem(request, "body_timeout")
+        return await answer_and_close(
+            request, web.json_response({"error": "request body too slow"}, status=408)
+        )
+    except InputError as error:
         # The client's mistake: answer 400 and warn, once per cause.
         _problem(request, "bad_request", problem=str(error))
         return web.json_response({"error": str(error)}, status=400)
@@ -243,11 +125,6 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
         # that shows in the scheduler's log and the pod's event.
         _problem(request, "no_node_index", hint=NO_NODE_INDEX)
         return json_answer(render_error(NO_NODE_INDEX))
-    except BodyTimeout:
-        _problem(request, "body_timeout")
-        return await answer_and_close(
-            request, web.json_response({"error": "request body too slow"}, status=408)
-        )
     except ConnectionResetError:
         # The client went away mid-body: nobody is left to answer.
         _problem(request, "disconnected")
@@ -271,26 +148,6 @@ def _problem(request: web.Request, cause: str, **fields: Any) -> None:
     app = request.app
     client_problem(app[METRICS], app[WARNINGS], cause, path=request.path, **fields)
     _count_bad(request)
-
-
-async def _quiet_client_noise(app: web.Application) -> AsyncIterator[None]:
-    """aiohttp logs malformed HTTP and lost clients as errors with tracebacks: make them
-    throttled warnings, counted, while this app runs."""
-    noise = ClientNoise(app[METRICS], app[WARNINGS])
-    server_log = logging.getLogger("aiohttp.server")
-    server_log.addFilter(noise)
-    yield
-    server_log.removeFilter(noise)
-
-
-async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
-    interval = app[SETTINGS].server.gc_interval_seconds
-    task = asyncio.create_task(collect_periodically(interval)) if interval > 0 else None
-    yield
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _count_bad(request: web.Request, outcome: str = "bad_request") -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import sys
 from collections.abc import Mapping
@@ -142,61 +141,18 @@ def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float)
 
 
 def _serve(settings: config.Settings, source: Path | None) -> int:
-    import platform
-
     _import_structlog_without_rich()
-    import structlog
+    from extender.app import create_app
+    from extender.errors import ListenError, SetupError
+    from extender.server import serve
 
-    from extender.app import SERVER_CERTIFICATE, ServerCertificateError, create_app
-    from extender.event_loop import EventLoopUnavailable, loop_factory
-    from extender.kube.errors import CertificateSetupError, KubeConfigError
-    from extender.logs import configure
-    from extender.webhook import WebhookSetupError
-
-    configure(settings.logging.level, settings.logging.format)
-    server, hook = settings.server, settings.webhook
     try:
-        loop_name, new_loop = loop_factory(server.event_loop)
-    except EventLoopUnavailable as error:
-        print(f"archfit: bad config: {error}", file=sys.stderr)
+        serve(settings, source, create_app)
+    except SetupError as error:  # the settings cannot work: the message names the setting
+        print(f"archfit: {error.summary}: {error}", file=sys.stderr)
         return 2
-    structlog.get_logger("archfit").info(
-        "archfit_starting",
-        event_loop=loop_name,
-        version=__version__,
-        python=platform.python_version(),
-        config=str(source.resolve()) if source else None,
-        listen=f"{'https' if server.tls else 'http'}://{server.host}:{server.port}",
-        prefix=server.prefix,
-        webhook=f"https://{hook.host}:{hook.port}{hook.path}" if hook.enabled else None,
-        mode=settings.policy.mode,
-        pid=os.getpid(),
-    )
-    try:
-        app = create_app(settings)
-    except ServerCertificateError as error:
-        print(f"archfit: bad config: {error}", file=sys.stderr)
-        return 2
-    certificate = app.get(SERVER_CERTIFICATE)
-    tune_gc()
-    try:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
-            runner.run(_run_until_signalled(app, certificate.context if certificate else None))
-    except KubeConfigError as error:
-        print(f"archfit: cannot reach Kubernetes: {error}", file=sys.stderr)
-        return 2
-    except (WebhookSetupError, CertificateSetupError) as error:
-        print(f"archfit: cannot start the webhook: {error}", file=sys.stderr)
-        return 2
-    except ValueError as error:  # raised while building the resolver: CA bundle, plugins, proxy
-        print(f"archfit: bad config: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # the port is taken, the address does not exist
-        print(
-            f"archfit: cannot listen on {settings.server.host}:{settings.server.port}: "
-            f"{error.strerror}",
-            file=sys.stderr,
-        )
+    except ListenError as error:  # the port is taken, the address does not exist
+        print(f"archfit: {error}", file=sys.stderr)
         return 1
     return 0
 
@@ -216,63 +172,6 @@ def _import_structlog_without_rich() -> None:
         import structlog  # noqa: F401
     finally:
         del sys.modules["rich"]
-
-
-async def _run_until_signalled(app: Any, ssl_context: Any) -> None:
-    """Serve `app` through a guarded listener until SIGTERM or SIGINT, then drain.
-
-    What web.run_app does, except that the listener is extender.listener's, which caps
-    connections and times out slow headers.
-    """
-    import signal
-
-    import structlog
-    from aiohttp import web
-
-    from extender.app import GUARD, SETTINGS
-    from extender.listener import GuardedSite, handler_options
-
-    server = app[SETTINGS].server
-    # Before the runner starts the services: a taken port is then the only line, not one
-    # after `services_ready` that says all is well.
-    _check_bindable(server.host, server.port)
-    runner = web.AppRunner(
-        app,
-        access_log=None,  # the summary line per request says more
-        shutdown_timeout=server.shutdown_grace_seconds,
-        handle_signals=False,
-        **handler_options(server),
-    )
-    log = structlog.get_logger("archfit")
-    await runner.setup()
-    received: list[str] = []
-    try:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, _on_signal, stop, received, signum.name)
-        site = GuardedSite(runner, server.host, server.port, app[GUARD], ssl_context)
-        await site.start()
-        await stop.wait()
-        log.info("archfit_stopping", signal=received[0], grace_s=server.shutdown_grace_seconds)
-    finally:
-        await runner.cleanup()
-    log.info("archfit_stopped")
-
-
-def _on_signal(stop: asyncio.Event, received: list[str], name: str) -> None:
-    received.append(name)
-    stop.set()
-
-
-def _check_bindable(host: str, port: int) -> None:
-    """Raise OSError (EADDRINUSE, EADDRNOTAVAIL) if `host:port` cannot be listened on."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the site binds
-        probe.bind((host, port))
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
@@ -353,19 +252,6 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
     return 0
-
-
-def tune_gc() -> None:
-    """Make garbage collection rare and cheap for a server that parses big JSON bodies.
-
-    A full Node list allocates hundreds of thousands of acyclic objects, which
-    refcounting frees anyway; with the default thresholds they set off collections
-    that scan every live object mid-request (p99 of a 100-node filter: ~35 ms
-    against ~4 ms with this; bench/request_cost.py measures today's). Freezing moves start-up
-    objects out of the collector's way for good.
-    """
-    gc.set_threshold(10_000, 50, 1_000)
-    gc.freeze()
 
 
 _VERIFY_HELP = (

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from extender.errors import SetupError
+from extender.placement import DEFAULT_ARCH_PREFERENCE
 from extender.platforms import ARCH_LABEL, MAX_SCORE, normalize
 from extender.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
@@ -31,7 +33,7 @@ ARCHITECTURES = frozenset(
 the GOARCH values of `go tool dist list` (aliases such as aarch64 are normalised first)."""
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """A setting is missing, misspelt or invalid; the message names its key."""
 
 
@@ -116,7 +118,7 @@ class PolicySettings:
     """What an image with unknown platforms does: pass every node, or fail them (FailedNodes)."""
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     """Pods in these namespaces are never filtered or scored."""
-    arch_preference: dict[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+    arch_preference: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ARCH_PREFERENCE))
     """Score (0..10) per architecture, for pods whose images run on two or more candidates."""
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; `strict` or `loose` judge all nodes alike."""

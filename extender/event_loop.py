@@ -12,10 +12,12 @@ import importlib.util
 from collections.abc import Callable
 from typing import Literal
 
+from extender.errors import SetupError
+
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-class EventLoopUnavailable(ValueError):
+class EventLoopUnavailable(SetupError, ValueError):
     """server.eventLoop names a loop that is not installed."""
 
 

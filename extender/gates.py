@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.errors import ConflictError
 from extender.json_patch import pointer, set_in_metadata
 
 GATE = "archfit.io/platforms-unknown"
@@ -30,11 +31,11 @@ RELEASED_ANNOTATION = "archfit.io/released"
 GATED_SELECTOR = f"{GATED_LABEL}=true"
 
 
-class PodChanged(Exception):
+class PodChanged(ConflictError):
     """The pod changed since it was read (409, or the gate moved): read it again."""
 
 
-class ReleaseRefused(Exception):
+class ReleaseRefused(ConflictError):
     """The apiserver refused the release patch (422): the constraints break its rules."""
 
 

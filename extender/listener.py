@@ -20,6 +20,7 @@ import structlog
 from aiohttp import http_exceptions, web
 
 from extender.config import ServerSettings
+from extender.errors import ClientError
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 
@@ -28,7 +29,7 @@ log = structlog.get_logger("archfit")
 _END_OF_HEADERS = b"\r\n\r\n"
 
 
-class BodyTimeout(Exception):
+class BodyTimeout(ClientError):
     """The request body did not arrive within server.bodyTimeoutSeconds."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sys
 from typing import Literal, TextIO
 
@@ -98,3 +99,16 @@ def _json_bytes(value: object, **_: object) -> bytes:
         return orjson.dumps(value, default=str)
     except TypeError:
         return json.dumps(value, default=str).encode()
+
+
+def bind_request(request_id: str | None, verb: str) -> None:
+    """Start one request's log context (extender verbs and admission alike): clear what the
+    last request bound, then bind its id (the caller's X-Request-Id, or a new one) and verb."""
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request_id or new_request_id(), verb=verb)
+
+
+def new_request_id() -> str:
+    """16 hex digits to find one request's lines: unique enough, and cheaper than uuid4's
+    system randomness on every call."""
+    return f"{random.getrandbits(64):016x}"

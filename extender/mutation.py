@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.errors import InputError
 from extender.json_patch import set_in_metadata
 from extender.platforms import (
     ARCH_LABEL,
@@ -102,7 +103,7 @@ class Mutation:
         return self.annotation if dry_run else [*self.annotation, *self.patch]
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """The pod's affinity or tolerations are not shaped as the API defines them."""
 
 

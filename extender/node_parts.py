@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from extender.errors import WireError
 from extender.platforms import ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL
 from extender.runtimes import AARCH32_LABEL, NodeFacts, node_facts
 from extender.shared import Interner
@@ -83,7 +84,7 @@ _decoder = msgspec.json.Decoder(NodeParts)
 _loose_decoder = msgspec.json.Decoder(_LooseNode)
 
 
-class NodeDecodeError(ValueError):
+class NodeDecodeError(WireError):
     """The bytes are not a JSON object (or not UTF-8); the message says what they are."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import itemgetter
+from types import MappingProxyType
 from typing import Literal
 
 from extender.platforms import MAX_SCORE, Platform, Resolved, Rule, Unknown, any_accepts
@@ -17,18 +18,21 @@ from extender.pods import annotation_preference
 from extender.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.text import short_image
 
+DEFAULT_ARCH_PREFERENCE: Mapping[str, int] = MappingProxyType({"arm64": MAX_SCORE, "amd64": 0})
+"""policy.archPreference unless set: arm64 first, as it is about 20% cheaper."""
+
 MISMATCH_PREFIX = "node(s) didn't match image platform"
 UNKNOWN_PREFIX = "node(s) couldn't verify image platform"
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision knobs, taken from settings (built once at start: app.POLICY)."""
+    """The decision knobs, taken from settings (built once per app: rules.policy_of)."""
 
     failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
     matching: Literal["auto", "strict", "loose"] = "auto"
     """`auto` judges each node by its runtime's rule; the others force one rule on all."""
-    arch_preference: Mapping[str, int] = field(default_factory=lambda: {"arm64": 10, "amd64": 0})
+    arch_preference: Mapping[str, int] = field(default_factory=lambda: DEFAULT_ARCH_PREFERENCE)
     arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
     """Which arm64 nodes run a 32-bit Arm build their runtime pulls: those labelled
     runtimes.AARCH32_LABEL, or all (platforms.accepts)."""

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
+from extender.errors import InputError
 from extender.platforms import MAX_SCORE, normalize
 
 Pod = dict[str, Any]
@@ -51,7 +52,7 @@ class PodFacts:
     """From `archfit.io/prefer-arch`, most preferred first; empty when absent."""
 
 
-class PodError(ValueError):
+class PodError(InputError):
     """The pod JSON lacks something archfit needs, or has the wrong type."""
 
 

@@ -20,6 +20,7 @@ import msgspec
 import orjson
 
 from extender import wire_json
+from extender.errors import WireError as WireError
 from extender.node_parts import FactsOf, NodeDecodeError, NodeParts, decode_node
 from extender.platforms import MAX_SCORE
 from extender.runtimes import NodeFacts
@@ -30,10 +31,6 @@ MAX_NODES = 10_000
 _MAX_NAME_LIST_BYTES = MAX_NODES * (253 + len('"",')) + len("[]")
 """The longest NodeNames of MAX_NODES names (a node name is a DNS subdomain, at most 253
 characters): checked before the list is decoded, so a longer one builds no strings."""
-
-
-class WireError(ValueError):
-    """The request body is not a valid ExtenderArgs; the message says what is wrong."""
 
 
 # The request, as kube-scheduler encodes it (extender/v1 types.go ExtenderArgs).

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config import Settings
+from extender.errors import ResolverSetupError
 from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
 from extender.metrics import Metrics
 from extender.platforms import Platform
@@ -111,7 +112,12 @@ async def open_services(
             steering.start()
             stack.push_async_callback(steering.stop)
         if resolver is None:
-            registry = await stack.enter_async_context(registry_resolver(settings, metrics, api))
+            try:
+                registry = await stack.enter_async_context(
+                    registry_resolver(settings, metrics, api)
+                )
+            except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+                raise ResolverSetupError(str(error)) from error
             book = await stack.enter_async_context(
                 evidence_book(settings.cache, settings.watcher.evidence_sync_seconds, metrics)
             )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from extender.errors import InputError
 from extender.pods import PREFER_ARCH_ANNOTATION, annotation_preference, prefer_arch
 
 SHARE_ANNOTATION = "archfit.io/arm64-share"
@@ -109,7 +110,7 @@ class SteeringSource(Protocol):
         ...
 
 
-class ShareError(ValueError):
+class ShareError(InputError):
     """An arm64-share annotation that is not a whole percentage 0..100."""
 
 

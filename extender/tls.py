@@ -17,10 +17,12 @@ from pathlib import Path
 
 import structlog
 
+from extender.errors import ArchfitError
+
 log = structlog.get_logger("archfit.tls")
 
 
-class CertificateRefused(ValueError):
+class CertificateRefused(ArchfitError, ValueError):
     """The pair loads but cannot serve (expired, not yet valid, a CA, wrong names)."""
 
 

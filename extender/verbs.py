@@ -9,7 +9,6 @@ Deployment's pods share images (docs/architecture.md, "Data flow of one filter c
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +19,9 @@ from aiohttp import web
 
 from extender import explain
 from extender.config import Settings
+from extender.errors import SetupError
 from extender.listener import read_body
+from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
 from extender.node_parts import FactsOf
 from extender.placement import (
@@ -34,6 +35,7 @@ from extender.placement import (
 )
 from extender.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.pods import PodFacts, facts, skip_reason
+from extender.rules import policy_of
 from extender.runtimes import NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
@@ -64,22 +66,12 @@ kube-scheduler sends a new order on most calls, so a count of entries would let 
 lists take a hundred times the memory of 50-node ones (docs/benchmarks.md, goal 4)."""
 
 
-class NoNodeIndex(Exception):
+class NoNodeIndex(SetupError):
     """NodeNames arrived but archfit list-watches no Nodes."""
 
 
 def json_answer(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
-
-
-def policy_of(settings: Settings) -> Policy:
-    """The decision knobs, built once per app (Verbs.policy)."""
-    return Policy(
-        failure_policy=settings.policy.failure_policy,
-        matching=settings.policy.matching,
-        arch_preference=settings.policy.arch_preference,
-        arm32_on_arm64=settings.policy.arm32_on_arm64,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,10 +318,7 @@ class Verbs:
         settings = self.settings
         # One budget per request: waiting for the node index spends it too.
         deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(
-            request_id=request.headers.get("X-Request-Id") or _request_id(), verb=verb
-        )
+        bind_request(request.headers.get("X-Request-Id"), verb)
         body = await read_body(request, settings.server.body_timeout_seconds)
         args = parse_args(body, self.facts_of, self.name_lists)
         pod = steered_facts(facts(args.pod), args.pod, services.steering)
@@ -399,9 +388,3 @@ class Verbs:
 
 _POINTER = 8
 """Bytes per entry of a list: a Candidates' group of each name."""
-
-
-def _request_id() -> str:
-    """16 hex digits to find one request's lines: unique enough, and cheaper than uuid4's
-    system randomness on every call."""
-    return f"{random.getrandbits(64):016x}"

@@ -1,19 +1,17 @@
-"""The mutating admission webhook: its own TLS listener, one handler, never a denial.
+"""The mutating admission webhook's Application and its policy: pod CREATEs get affinity.
 
-kube-apiserver calls webhooks over HTTPS only, so the webhook listens apart from the
-extender verbs, on a certificate that follows its files (`extender.tls`). The handler
-translates: decode, skip or resolve, `mutation.decide_mutation`, explain, render.
+kube-apiserver calls webhooks over HTTPS only, so the webhook has a listener of its own
+(extender.server opens it). The request path is the admission skeleton's
+(`extender.admission.Admissions`); `PodMutation` is what it admits by: skip or resolve,
+`mutation.decide_mutation`, explain, count.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
-import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,32 +19,21 @@ import structlog
 from aiohttp import web
 
 from extender import explain
-from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
+from extender.admission import SKIPPED, Admission, Admissions
+from extender.admission_api import AdmissionRequest
 from extender.config import Settings
 from extender.gates import gate_operations
-from extender.listener import (
-    BodyTimeout,
-    ConnectionGuard,
-    GuardedSite,
-    answer_and_close,
-    client_problem,
-    handler_options,
-    read_body,
-)
+from extender.listener import ConnectionGuard
 from extender.metrics import Metrics, tally_request_lookups
-from extender.mutation import MutationRules, ShapeError, TaintRule, decide_mutation
+from extender.mutation import MutationRules, decide_mutation
 from extender.once import OncePerCause
-from extender.platforms import Platform, Resolved, Rule
-from extender.platforms import parse as parse_platform
-from extender.pods import PodError, PodFacts, facts, skip_reason
+from extender.platforms import Platform, Resolved
+from extender.pods import PodFacts, facts, skip_reason
+from extender.rules import mutation_rules_of
 from extender.services import Services
-from extender.tls import ReloadingCertificate
-from extender.wire_json import JsonError
 from extender.workload_admission import WorkloadWarner
 
 log = structlog.get_logger("archfit")
-
-RULES = web.AppKey("webhook_rules", MutationRules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,46 +45,98 @@ class Hold:
     control plane can always start (a held archfit could never release itself)."""
 
 
-HOLD = web.AppKey("webhook_hold", Hold)
-"""Present when `webhook.unknownImages: gate` and a releaser runs (API access is on)."""
-
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-class WebhookSetupError(RuntimeError):
-    """The webhook cannot start as configured; the message names the setting."""
-
-
-def base_rules(settings: Settings) -> MutationRules:
-    """The mutation rules the settings give, before the node index adds its platforms."""
-    hook, policy = settings.webhook, settings.policy
-    return MutationRules(
-        platforms=frozenset(parse_platform(text) for text in hook.architectures),
-        arch_preference=policy.arch_preference,
-        taints=tuple(TaintRule(t.architecture, t.key, t.value, t.effect) for t in hook.arch_taints),
-        rule=Rule.STRICT if policy.matching == "strict" else Rule.LOOSE,
-        aarch32=policy.arm32_on_arm64 == "pull-rule",
-        scheduler_name=hook.scheduler_name,
-    )
+WEBHOOK_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
+"""The webhook listener's connection caps (extender.server opens the listener with it)."""
 
 
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
     """The webhook's own app: POST <webhook.path> only, sharing the extender's services."""
     app = web.Application(client_max_size=settings.webhook.max_body_bytes)
-    app[_WARNINGS] = OncePerCause()
-    app[_GUARD] = ConnectionGuard(settings.server, metrics, app[_WARNINGS])
-    app[_SETTINGS] = settings
-    app[_METRICS] = metrics
-    app[_SERVICES] = services
-    app[RULES] = base_rules(settings)
-    hold = _hold_of(settings, services)
-    if hold is not None:
-        app[HOLD] = hold
-    app.router.add_post(settings.webhook.path, mutate_handler)
+    warnings = OncePerCause()
+    app[WEBHOOK_GUARD] = ConnectionGuard(settings.server, metrics, warnings)
+    app[MUTATION] = mutation = PodMutation(settings, metrics, services)
+    handler = Admissions(mutation, metrics, warnings, settings.server.body_timeout_seconds)
+    app.router.add_post(settings.webhook.path, handler.serve)
     if settings.webhook.workload_warnings.enabled:
         # The second admission path: warnings on workloads (extender.workload_admission).
-        WorkloadWarner(settings, metrics, services, app[RULES], app[_WARNINGS]).route(app)
+        WorkloadWarner(settings, metrics, services, mutation.rules, warnings).route(app)
     return app
+
+
+class PodMutation:
+    """The admission policy for pod CREATEs: the constraints their images need
+    (extender.mutation), or the scheduling gate while they are unknown (extender.gates)."""
+
+    verb = "mutate"
+    unreadable = "admission_unreadable_pod"
+    failed = "admission_internal_error"
+
+    def __init__(self, settings: Settings, metrics: Metrics, services: Services) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.services = services
+        self.rules = mutation_rules_of(settings)
+        """Before the node index adds the platforms it knows (_with_cluster_platforms)."""
+        self.hold = _hold_of(settings, services)
+        """Set when `webhook.unknownImages: gate` and a releaser can run (API access is on)."""
+        self.dry_run = settings.policy.mode == "dry-run"
+
+    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+        """skip or resolve → decide → explain, and count what only pods have."""
+        if not review.is_pod_create:
+            return SKIPPED
+        settings, metrics, dry_run = self.settings, self.metrics, self.dry_run
+        pod = _with_namespace(review.object, review.namespace)
+        pod_facts = facts(pod)
+        structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
+        skip = _skip_reason(settings, pod, pod_facts)
+        if skip is not None:
+            metrics.skipped_pods.labels(skip).inc()
+            explain.admission_skipped(skip, started)
+            return SKIPPED
+        lookups = tally_request_lookups()
+        resolved = await self.services.resolution.resolve(
+            pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
+        )
+        services = self.services
+        rules = _with_cluster_platforms(self.rules, services)
+        if services.steering is not None:  # namespace preferences, arm64 shares (docs/webhook.md)
+            rules = replace(rules, steering=services.steering.steer(pod, rules.arch_preference))
+        hold = self.hold
+        holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
+        # Held pods get their constraints on release; others fail open, constrained by
+        # the images that did resolve.
+        mutation = decide_mutation(pod, pod_facts.images, resolved, rules, known_only=not holding)
+        operations = mutation.operations(dry_run)
+        if mutation.unknown and holding:
+            operations += gate_operations(pod, _hold_reason(resolved))
+            mutation.outcome = "gated"
+        # policy dry-run constrains nothing; a dry-run *request* (kubectl --dry-run=server)
+        # gets the full answer, so operators can see what archfit would write, but is not
+        # counted.
+        if not dry_run and not review.dry_run:
+            for change in mutation.changes:
+                metrics.admission_changes.labels(change).inc()
+        if services.steering and mutation.steering and not (dry_run or review.dry_run):
+            services.steering.chosen(mutation.steering, mutation.arch_choice)
+        if mutation.unknown:
+            policy = "gate" if mutation.outcome == "gated" else "fail-open"
+            metrics.unknown_images.labels(policy).inc(len(mutation.unknown))
+        explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
+        outcome = "dry_run" if dry_run else mutation.outcome
+        return Admission(outcome, operations, mutation.warnings)
+
+    def count(self, outcome: str, seconds: float | None) -> None:
+        self.metrics.admissions.labels(outcome).inc()
+        if seconds is not None:
+            self.metrics.admission_seconds.observe(seconds)
+
+
+MUTATION = web.AppKey("webhook_mutation", PodMutation)
+"""The webhook's policy: its rules and whether it holds pods (the releaser needs both)."""
 
 
 def _hold_of(settings: Settings, services: Services) -> Hold | None:
@@ -116,7 +155,7 @@ def _hold_of(settings: Settings, services: Services) -> Hold | None:
     return Hold(never=frozenset({"kube-system", current_namespace(settings.kubernetes)}))
 
 
-async def _release_held(
+async def release_held(
     settings: Settings, metrics: Metrics, services: Services, rules: MutationRules
 ) -> None:
     """The releaser, on whichever replica holds the Lease (extender.releaser)."""
@@ -152,129 +191,6 @@ async def _release_held(
         on_change=metrics.releaser_leader.set,
     )
     await lease.lead(release)
-
-
-_SETTINGS = web.AppKey("webhook_settings", Settings)
-_METRICS = web.AppKey("webhook_metrics", Metrics)
-_SERVICES = web.AppKey("webhook_services", Services)
-_WARNINGS = web.AppKey("webhook_warnings", OncePerCause)
-_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
-
-
-async def mutate_handler(request: web.Request) -> web.Response:
-    started = time.perf_counter()
-    app = request.app
-    settings, metrics, services = app[_SETTINGS], app[_METRICS], app[_SERVICES]
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(
-        request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb="mutate"
-    )
-    warnings = app[_WARNINGS]
-    try:
-        body = await read_body(request, settings.server.body_timeout_seconds)
-        review = parse_review(body)
-    except WireError as error:
-        # kube-apiserver never sends this; failurePolicy Ignore admits the pod anyway.
-        client_problem(metrics, warnings, "bad_request", path=request.path, problem=str(error))
-        metrics.admissions.labels("bad_request").inc()
-        return web.json_response({"error": str(error)}, status=400)
-    except web.HTTPRequestEntityTooLarge as error:
-        client_problem(metrics, warnings, "bad_request", path=request.path, problem=error.reason)
-        metrics.admissions.labels("bad_request").inc()
-        return web.json_response({"error": error.reason}, status=413)
-    except (BodyTimeout, ConnectionResetError) as error:
-        cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
-        client_problem(metrics, warnings, cause, path=request.path)
-        return await answer_and_close(
-            request, web.json_response({"error": "request body not received"}, status=408)
-        )
-    try:
-        answer = await _admit(
-            review, settings, metrics, warnings, services, app[RULES], app.get(HOLD), started
-        )
-    except Exception as error:
-        # archfit's own failure must never stop a pod: allow it unchanged, loudly.
-        if warnings.admit(f"admission_internal_error:{type(error).__name__}:{error}") is not None:
-            log.exception("admission_internal_error", uid=review.uid)
-        metrics.admissions.labels("error").inc()
-        answer = render_allowed(review.uid)
-    metrics.admission_seconds.observe(time.perf_counter() - started)
-    return web.Response(body=answer, content_type="application/json")
-
-
-async def _admit(
-    review: AdmissionRequest,
-    settings: Settings,
-    metrics: Metrics,
-    warnings: OncePerCause,
-    services: Services,
-    rules: MutationRules,
-    hold: Hold | None,
-    started: float,
-) -> bytes:
-    if not review.is_pod_create:
-        metrics.admissions.labels("skipped").inc()
-        return render_allowed(review.uid)
-    pod = _with_namespace(review.object, review.namespace)
-    try:
-        pod_facts = facts(pod)
-    except PodError as error:
-        # The API server's validation will answer the client; nothing to add here.
-        client_problem(
-            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
-        )
-        metrics.admissions.labels("skipped").inc()
-        return render_allowed(review.uid)
-    structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
-    skip = _skip_reason(settings, pod, pod_facts)
-    if skip is not None:
-        metrics.admissions.labels("skipped").inc()
-        metrics.skipped_pods.labels(skip).inc()
-        explain.admission_skipped(skip, started)
-        return render_allowed(review.uid)
-    lookups = tally_request_lookups()
-    resolved = await services.resolution.resolve(
-        pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
-    )
-    rules = _with_cluster_platforms(rules, services)
-    if services.steering is not None:  # namespace preferences, arm64 shares (docs/webhook.md)
-        rules = replace(rules, steering=services.steering.steer(pod, rules.arch_preference))
-    dry_run = settings.policy.mode == "dry-run"
-    holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
-    try:
-        # Held pods get their constraints on release; others fail open, constrained by
-        # the images that did resolve.
-        mutation = decide_mutation(pod, pod_facts.images, resolved, rules, known_only=not holding)
-    except ShapeError as error:
-        client_problem(
-            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
-        )
-        metrics.admissions.labels("skipped").inc()
-        return render_allowed(review.uid)
-    operations = mutation.operations(dry_run)
-    if mutation.unknown and holding:
-        operations += gate_operations(pod, _hold_reason(resolved))
-        mutation.outcome = "gated"
-    # policy dry-run constrains nothing; a dry-run *request* (kubectl --dry-run=server) gets
-    # the full answer, so operators can see what archfit would write, but is not counted.
-    outcome = "dry_run" if dry_run else mutation.outcome
-    metrics.admissions.labels(outcome).inc()
-    if not dry_run and not review.dry_run:
-        for change in mutation.changes:
-            metrics.admission_changes.labels(change).inc()
-    if services.steering and mutation.steering and not (dry_run or review.dry_run):
-        services.steering.chosen(mutation.steering, mutation.arch_choice)
-    if mutation.unknown:
-        policy = "gate" if mutation.outcome == "gated" else "fail-open"
-        metrics.unknown_images.labels(policy).inc(len(mutation.unknown))
-    explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
-    try:
-        return render_allowed(review.uid, operations, mutation.warnings)
-    except JsonError as error:  # nested deeper than JSON allows, or text JSON cannot carry
-        client_problem(
-            metrics, warnings, "admission_unreadable_pod", uid=review.uid, problem=str(error)
-        )
-        return render_allowed(review.uid)
 
 
 def _hold_reason(resolved: Mapping[str, Resolved]) -> str:
@@ -320,60 +236,5 @@ def _with_cluster_platforms(rules: MutationRules, services: Services) -> Mutatio
     known: frozenset[Platform] = nodes.known_platforms()
     if known <= rules.platforms:
         return rules
-    return MutationRules(
-        platforms=rules.platforms | known,
-        arch_preference=rules.arch_preference,
-        taints=rules.taints,
-        rule=rules.rule,
-        scheduler_name=rules.scheduler_name,
-    )
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    settings: Settings, metrics: Metrics, services: Services
-) -> AsyncIterator[ReloadingCertificate]:
-    """Run the webhook's TLS listener until the block exits."""
-    hook = settings.webhook
-    certificate = ReloadingCertificate(
-        hook.cert_file,
-        hook.key_file,
-        names=hook.certificate.hosts if hook.certificate.self_managed else (),
-        # The expiry alert watches what is served, not what a Secret holds.
-        on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
-        on_refused=metrics.client_problems.labels("certificate_refused").inc,
-    )
-    if not certificate.reload():
-        # Start anyway: the files may appear later (a Secret volume being synced),
-        # and the watcher below picks them up. /readyz says so meanwhile.
-        log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
-    app = create_webhook_app(settings, metrics, services)
-    runner = web.AppRunner(app, access_log=None, **handler_options(settings.server))
-    await runner.setup()
-    watcher = asyncio.create_task(certificate.watch(hook.cert_reload_seconds))
-    releasing: asyncio.Task[None] | None = None
-    try:
-        site = GuardedSite(runner, hook.host, hook.port, app[_GUARD], certificate.context)
-        try:
-            await site.start()
-        except OSError as error:
-            raise WebhookSetupError(
-                f"cannot listen on webhook.host/port {hook.host}:{hook.port}: {error.strerror}"
-            ) from error
-        log.info(
-            "webhook_listening",
-            host=hook.host,
-            port=hook.port,
-            path=hook.path,
-            unknown_images="gate" if HOLD in app else "admit",
-        )
-        if HOLD in app:
-            releasing = asyncio.create_task(_release_held(settings, metrics, services, app[RULES]))
-        yield certificate
-    finally:
-        for task in (watcher, releasing):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        await runner.cleanup()
+    # replace(): every other rule (aarch32, steering, ...) is kept as configured.
+    return replace(rules, platforms=rules.platforms | known)

@@ -14,6 +14,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from extender.errors import InputError
+
 MAX_JSON_CONTAINERS = 1_000_000
 """JSON objects and arrays one body may hold (counted as `{` and `[` bytes, so an upper bound).
 
@@ -44,7 +46,7 @@ _ABOVE_U64 = b"0" * 20
 _BELOW_I64 = b"-" + b"0" * 19
 
 
-class JsonError(ValueError):
+class JsonError(InputError):
     """The body cannot be read or written as JSON within the bounds; the message says why."""
 
 

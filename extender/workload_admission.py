@@ -2,36 +2,41 @@
 
 A ValidatingWebhookConfiguration sends Deployment, StatefulSet, DaemonSet, ReplicaSet, Job
 and CronJob CREATE and UPDATE here, on the webhook's listener (`webhook.workloadWarnings`).
-`WorkloadWarner.review` decides (extender.workload_warnings does the thinking); `handle` is
-the HTTP glue. Every answer allows: archfit's trouble costs the client a warning at most.
+`WorkloadWarner` is an admission policy (extender.admission): `admit` decides
+(extender.workload_warnings does the thinking), the admission skeleton does the HTTP.
+Every answer allows: archfit's trouble costs the client a warning at most.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 
 import structlog
 from aiohttp import web
 
-from extender.admission_api import AdmissionRequest, WireError, parse_review, render_allowed
+from extender.admission import SKIPPED, Admission, Admissions
+from extender.admission_api import AdmissionRequest
 from extender.config import Settings
-from extender.listener import BodyTimeout, answer_and_close, client_problem, read_body
 from extender.metrics import Metrics
-from extender.mutation import MutationRules, ShapeError
+from extender.mutation import MutationRules
 from extender.once import OncePerCause
 from extender.platforms import Platform, Unknown
-from extender.pods import PodError
 from extender.services import Services
-from extender.wire_json import JsonError
 from extender.workload_warnings import WARNED_KINDS, template, template_changed, warnings
 
 log = structlog.get_logger("archfit")
 
+_UNCHANGED = Admission("unchanged")
+"""An UPDATE that leaves the pod template as it was: nothing new to warn about."""
+
 
 class WorkloadWarner:
     """Answers workload AdmissionReviews; shares the webhook's services, rules and metrics."""
+
+    verb = "warn"
+    unreadable = "admission_unreadable_pod"
+    failed = "workload_review_error"
 
     def __init__(
         self,
@@ -48,55 +53,28 @@ class WorkloadWarner:
         self._once = once
 
     def route(self, app: web.Application) -> None:
-        """Serve POST <webhook.workloadWarnings.path> on `app` (the webhook's)."""
-        app.router.add_post(self._settings.webhook.workload_warnings.path, self.handle)
+        """Serve POST <webhook.workloadWarnings.path> on `app` (the webhook's), through the
+        admission skeleton (extender.admission)."""
+        settings = self._settings
+        path = settings.webhook.workload_warnings.path
+        handler = Admissions(self, self._metrics, self._once, settings.server.body_timeout_seconds)
+        app.router.add_post(path, handler.serve)
 
-    async def handle(self, request: web.Request) -> web.Response:
-        """HTTP in, AdmissionReview out: bad input is a 4xx, any failure of archfit's an
-        allowed answer without warnings."""
-        started = time.perf_counter()
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(
-            request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16], verb="warn"
-        )
-        metrics = self._metrics
-        try:
-            body = await read_body(request, self._settings.server.body_timeout_seconds)
-            review = parse_review(body)
-        except (WireError, web.HTTPRequestEntityTooLarge) as error:
-            problem = error.reason if isinstance(error, web.HTTPException) else str(error)
-            client_problem(metrics, self._once, "bad_request", path=request.path, problem=problem)
-            metrics.workload_reviews.labels("bad_request").inc()
-            status = 413 if isinstance(error, web.HTTPException) else 400
-            return web.json_response({"error": problem}, status=status)
-        except (BodyTimeout, ConnectionResetError) as error:
-            cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
-            client_problem(metrics, self._once, cause, path=request.path)
-            gone = web.json_response({"error": "request body not received"}, status=408)
-            return await answer_and_close(request, gone)
-        try:
-            answer = await self.review(review)
-        except Exception as error:
-            # archfit's own failure must never stop a deploy: allow it, loudly.
-            if self._once.admit(f"workload_review_error:{type(error).__name__}") is not None:
-                log.exception("workload_review_error", uid=review.uid)
-            metrics.workload_reviews.labels("error").inc()
-            answer = render_allowed(review.uid)
-        metrics.workload_review_seconds.observe(time.perf_counter() - started)
-        return web.Response(body=answer, content_type="application/json")
+    def count(self, outcome: str, seconds: float | None) -> None:
+        self._metrics.workload_reviews.labels(outcome).inc()
+        if seconds is not None:
+            self._metrics.workload_review_seconds.observe(seconds)
 
-    async def review(self, review: AdmissionRequest) -> bytes:
-        """The allowed answer for one workload review, with warnings when it needs them."""
-        started = time.perf_counter()
-        count = self._metrics.workload_reviews.labels
+    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+        """The allowed answer for one workload review, with warnings when it needs them.
+        Raises InputError (PodError, ShapeError) for a template archfit cannot read."""
         kind = review.kind.get("kind", "")
         if (
             review.operation not in ("CREATE", "UPDATE")
             or review.sub_resource
             or WARNED_KINDS.get(kind) != review.kind.get("group")
         ):
-            count("skipped").inc()
-            return render_allowed(review.uid)
+            return SKIPPED
         name = str((review.object.get("metadata") or {}).get("name") or "")
         structlog.contextvars.bind_contextvars(
             workload=f"{kind}/{name}", namespace=review.namespace
@@ -104,35 +82,19 @@ class WorkloadWarner:
         if review.old_object is not None and not template_changed(
             kind, review.old_object, review.object
         ):
-            count("unchanged").inc()
-            return render_allowed(review.uid)
-        try:
-            workload = template(kind, review.object, review.namespace)
-        except PodError as error:
-            # The API server's validation answers the client; nothing to add here.
-            client_problem(
-                self._metrics, self._once, "admission_unreadable_pod", problem=str(error)
-            )
-            count("skipped").inc()
-            return render_allowed(review.uid)
+            return _UNCHANGED
+        # A PodError here, or a ShapeError below: the API server's validation answers the
+        # client; the skeleton allows it unchanged.
+        workload = template(kind, review.object, review.namespace)
         excluded = review.namespace in self._settings.policy.excluded_namespaces
         if workload.skip or workload.owned or excluded or not workload.images:
-            count("skipped").inc()
-            return render_allowed(review.uid)
+            return SKIPPED
         resolved = await self._services.resolution.resolve(
             workload.images, workload.pull, self._settings.webhook.resolve_deadline_seconds
         )
-        try:
-            found = warnings(workload, resolved, self._rules, self._nodes())
-        except ShapeError as error:
-            client_problem(
-                self._metrics, self._once, "admission_unreadable_pod", problem=str(error)
-            )
-            count("skipped").inc()
-            return render_allowed(review.uid)
+        found = warnings(workload, resolved, self._rules, self._nodes())
         unknown = [image for image, outcome in resolved.items() if isinstance(outcome, Unknown)]
         outcome = "warned" if found else "unknown" if unknown else "clean"
-        count(outcome).inc()
         if found:
             self._metrics.workload_warnings.labels(kind).inc(len(found))
         log.info(
@@ -143,10 +105,7 @@ class WorkloadWarner:
             unknown=unknown,
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
-        try:
-            return render_allowed(review.uid, warnings=found)
-        except JsonError:  # a warning carries text JSON cannot: answer without them
-            return render_allowed(review.uid)
+        return Admission(outcome, warnings=found)
 
     def _nodes(self) -> dict[Platform, int] | None:
         """Today's nodes per platform, from the node index (None without one)."""

@@ -10,6 +10,8 @@ import math
 import re
 from fractions import Fraction
 
+from extender.errors import AuditInputError
+
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _SHAPE = re.compile(
@@ -18,7 +20,7 @@ _SHAPE = re.compile(
 )
 
 
-class QuantityError(ValueError):
+class QuantityError(AuditInputError):
     """Text that is not a Kubernetes quantity."""
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from extender import pods
 from extender.audit import quantities
+from extender.errors import AuditInputError
 from extender.platforms import node_platform
 from extender.pods import PodError, PullSecretsRef, read_mapping
 from extender.steering import CHOICE_LABEL, SIDES
@@ -52,7 +53,7 @@ class Workload:
     """Memory requested by one pod."""
 
 
-class WorkloadError(ValueError):
+class WorkloadError(AuditInputError):
     """A workload object lacks what the audit reads, or has the wrong type; names the field."""
 
 

@@ -4,6 +4,7 @@ the client (~20 MB, ~0.4 s to import) must not be loaded at all."""
 
 from __future__ import annotations
 
+from extender.errors import SetupError, WebhookSetupError
 from extender.text import cut
 
 _MAX_ERROR = 300
@@ -14,9 +15,11 @@ def short_error(error: BaseException) -> str:
     return cut(f"{type(error).__name__}: {error}", _MAX_ERROR)
 
 
-class KubeConfigError(RuntimeError):
+class KubeConfigError(SetupError):
     """The API server cannot be configured as the settings ask."""
 
+    summary = "cannot reach Kubernetes"
 
-class CertificateSetupError(RuntimeError):
+
+class CertificateSetupError(WebhookSetupError):
     """The webhook's self-managed certificate could not be stored, read or trusted."""

@@ -16,6 +16,7 @@ import orjson
 import urllib3
 from kubernetes import client
 
+from extender.errors import ClusterReadError
 from extender.kube.watching import LIST_PAGE
 
 _DENIED = (401, 403)
@@ -41,7 +42,7 @@ _LISTS: dict[str, tuple[Callable[[client.ApiClient], Any], str, str]] = {
 }  # fmt: skip
 
 
-class FleetError(RuntimeError):
+class FleetError(ClusterReadError):
     """The API server refused or failed a list; the message names the kind and namespace."""
 
 

@@ -32,6 +32,7 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.errors import ConflictError
 from extender.kube.errors import short_error
 
 log = structlog.get_logger("archfit.lease")
@@ -55,7 +56,7 @@ def _micro_time(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class LostRace(Exception):
+class LostRace(ConflictError):
     """Another writer changed the Lease between our read and our write (409)."""
 
 

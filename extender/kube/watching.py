@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
+from extender.errors import ConflictError
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
@@ -31,7 +32,7 @@ REQUEST_TIMEOUT = (5, 15)
 """(connect, read) seconds for one Kubernetes API call that is not a watch."""
 
 
-class Expired(Exception):
+class Expired(ConflictError):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.errors import CredentialSourceError
 from extender.registry.reference import LEGACY_DEFAULT_DOMAIN, Reference
 
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
@@ -24,7 +25,7 @@ DOCKERCFG_KEY = ".dockercfg"
 ANONYMOUS = "anonymous"
 
 
-class CredentialError(ValueError):
+class CredentialError(CredentialSourceError, ValueError):
     """A pull secret or config file cannot be read; the message names it, never its content."""
 
 

@@ -1,6 +1,6 @@
 """Why a registry lookup failed: one small hierarchy, safe to log and show in events.
 
-    RegistryError
+    RegistryError               (under extender.errors.ArchfitError)
     ├── InvalidReference        the image name is not a valid reference (also a ValueError)
     ├── AddressForbidden        the SSRF guard refused a host, address or redirect hop
     ├── Unreachable             no HTTP answer: DNS, connect or TLS failure
@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from extender.errors import ArchfitError
 from extender.text import cut, printable
 
 _SNIPPET = 200
@@ -82,7 +83,7 @@ def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
     return cut(redact(printable(text, " ")).strip(), limit)
 
 
-class RegistryError(Exception):
+class RegistryError(ArchfitError):
     """Any failure to learn an image's platforms from its registry."""
 
     def __init__(self, message: str = "") -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from extender.errors import CredentialSourceError, SetupError
 from extender.registry.credentials import Credential, key_matches, strip_key
 
 CONFIG_KIND = "CredentialProviderConfig"
@@ -40,11 +41,11 @@ _UNIT_SECONDS = {
 }
 
 
-class PluginConfigError(ValueError):
+class PluginConfigError(SetupError, ValueError):
     """The CredentialProviderConfig file is invalid; the message names the field."""
 
 
-class PluginAnswerError(ValueError):
+class PluginAnswerError(CredentialSourceError, ValueError):
     """A plugin's answer is unusable; the message never quotes the answer."""
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from extender.errors import CredentialSourceError
 from extender.metrics import Metrics
 from extender.registry.credentials import Credential
 from extender.registry.plugin_protocol import (
@@ -71,7 +72,7 @@ _PASSED_NAMES = frozenset(
 _PASSED_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCE_", "CLOUDSDK_")
 
 
-class PluginFailed(Exception):
+class PluginFailed(CredentialSourceError):
     """One plugin run gave nothing usable; the message is safe to log."""
 
 

@@ -7,8 +7,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import orjson
+import pytest
 
 from tests.objects import args_names, pod
 from tests.support.archfit_process import wait_listening
@@ -175,20 +177,53 @@ def test_an_unreadable_server_certificate_is_exit_2_naming_the_setting(tmp_path)
 
 def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
     """No `services_ready` before the bind error: the port is checked before anything starts."""
-    taken = silent_listener()
-    port = taken.getsockname()[1]
-    config = tmp_path / "archfit.yaml"
-    config.write_text(
-        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
-        "logging: {format: json}\n"
+    port, done = _serve_on_a_taken_port(
+        tmp_path,
+        lambda port: (
+            f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+            "logging: {format: json}\n"
+        ),
     )
-    try:
-        done = _run("serve", "--config", str(config))
-    finally:
-        taken.close()
     events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]
     expected = f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     assert (1, ["archfit_starting"], expected) == (done.returncode, events, done.stderr)
+
+
+@pytest.mark.parametrize("listener", ["server", "webhook"])
+def test_a_taken_port_on_either_listener_is_one_line_on_stderr_and_exit_1(tmp_path, listener):
+    """The webhook's listener fails as the extender's does: one line naming it, exit 1."""
+    from tests.support.tls import make_serving_cert
+
+    cert = make_serving_cert(tmp_path / "tls")
+    free = {"server": free_port(), "webhook": free_port()}
+
+    def config(taken: int) -> str:
+        ports = {**free, listener: taken}
+        return (
+            f"server: {{host: 127.0.0.1, port: {ports['server']}}}\n"
+            f"webhook: {{enabled: true, host: 127.0.0.1, port: {ports['webhook']},"
+            f" certFile: '{cert.cert}', keyFile: '{cert.key}'}}\n"
+            "kubernetes: {mode: 'off'}\nlogging: {format: json}\n"
+        )
+
+    port, done = _serve_on_a_taken_port(tmp_path, config)
+    where = {"server": "", "webhook": "webhook.host/port "}[listener]
+    expected = [f"archfit: cannot listen on {where}127.0.0.1:{port}: Address already in use"]
+    assert (1, expected) == (done.returncode, done.stderr.splitlines())
+
+
+def _serve_on_a_taken_port(
+    tmp_path, config: Callable[[int], str]
+) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """`archfit serve` on `config(port)`, while a real socket holds `port`."""
+    taken = silent_listener()
+    port = taken.getsockname()[1]
+    path = tmp_path / "archfit.yaml"
+    path.write_text(config(port))
+    try:
+        return port, _run("serve", "--config", str(path))
+    finally:
+        taken.close()
 
 
 def test_sigterm_is_logged_when_it_arrives_and_when_the_process_is_done(tmp_path):

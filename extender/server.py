@@ -1,0 +1,347 @@
+"""archfit's server: both listeners, the services they share, signals, drain and GC.
+
+`attach` gives the extender's Application (app.create_app) the process's resources and
+their lifecycle, in the order they start: services, the server certificate's watcher, the
+webhook's listener (its Application is webhook.create_webhook_app's) with its certificate
+and releaser, and the periodic GC. Whatever runner starts the app starts them all, `serve`'s
+or a test's `aiohttp_client`. `serve` is the process: the event loop, the main listener,
+signals, and the drain on SIGTERM. What each listener answers is its Application's
+business: a handler can be swapped there without touching this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import gc
+import logging
+import os
+import platform
+import signal
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from extender import __version__
+from extender.config import Settings
+from extender.errors import ListenError, SetupError, WebhookSetupError
+from extender.event_loop import loop_factory
+from extender.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.logs import configure
+from extender.metrics import Metrics
+from extender.once import OncePerCause
+from extender.resolution import PlatformResolver
+from extender.services import NodeSource, Services, open_services
+from extender.tls import CertificateRefused, ReloadingCertificate
+from extender.webhook import MUTATION, WEBHOOK_GUARD, create_webhook_app, release_held
+
+log = structlog.get_logger("archfit")
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+SERVICES = web.AppKey("services", Services)
+WARNINGS = web.AppKey("warnings", OncePerCause)
+GUARD = web.AppKey("connection_guard", ConnectionGuard)
+SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
+WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
+
+_FIRST_CERTIFICATE_SECONDS = 10.0
+
+
+class ServerCertificateError(SetupError):
+    """The extender's HTTPS certificate cannot be loaded; the message names the setting."""
+
+
+def serve(
+    settings: Settings, source: Path | None, build: Callable[[Settings], web.Application]
+) -> None:
+    """Run `build(settings)` (app.create_app) until SIGTERM or SIGINT, then drain.
+
+    Raises SetupError (the settings cannot work) or ListenError (a port cannot be opened).
+    """
+    configure(settings.logging.level, settings.logging.format)
+    server, hook = settings.server, settings.webhook
+    loop_name, new_loop = loop_factory(server.event_loop)
+    log.info(
+        "archfit_starting",
+        event_loop=loop_name,
+        version=__version__,
+        python=platform.python_version(),
+        config=str(source.resolve()) if source else None,
+        listen=f"{'https' if server.tls else 'http'}://{server.host}:{server.port}",
+        prefix=server.prefix,
+        webhook=f"https://{hook.host}:{hook.port}{hook.path}" if hook.enabled else None,
+        mode=settings.policy.mode,
+        pid=os.getpid(),
+    )
+    app = build(settings)
+    tune_gc()
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(_run_until_signalled(app))
+
+
+async def _run_until_signalled(app: web.Application) -> None:
+    """What web.run_app does, except that the listener is extender.listener's, which caps
+    connections and times out slow headers."""
+    server = app[SETTINGS].server
+    # Before the runner starts the services: a taken port is then the only line, not one
+    # after `services_ready` that says all is well.
+    _check_bindable(server.host, server.port)
+    runner = web.AppRunner(
+        app,
+        access_log=None,  # the summary line per request says more
+        shutdown_timeout=server.shutdown_grace_seconds,
+        handle_signals=False,
+        **handler_options(server),
+    )
+    received: list[str] = []
+    try:
+        # Inside the try: a start-up that fails half-way (the webhook's port taken) closes
+        # what it had started, so the process ends on one line, not on asyncio's complaints
+        # about generators left open.
+        await runner.setup()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, _on_signal, stop, received, signum.name)
+        certificate = app.get(SERVER_CERTIFICATE)
+        context = certificate.context if certificate else None
+        site = GuardedSite(runner, server.host, server.port, app[GUARD], context)
+        await _listen(site, f"{server.host}:{server.port}")
+        await stop.wait()
+        log.info("archfit_stopping", signal=received[0], grace_s=server.shutdown_grace_seconds)
+    finally:
+        await runner.cleanup()
+    log.info("archfit_stopped")
+
+
+def _on_signal(stop: asyncio.Event, received: list[str], name: str) -> None:
+    received.append(name)
+    stop.set()
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Raise ListenError (EADDRINUSE, EADDRNOTAVAIL) if `host:port` cannot be listened on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the site binds
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ListenError(f"cannot listen on {host}:{port}: {error.strerror}") from error
+
+
+async def _listen(site: GuardedSite, where: str) -> None:
+    """Start `site`; ListenError names `where` (the address) and why not."""
+    try:
+        await site.start()
+    except OSError as error:
+        # asyncio's message repeats the address; the errno's own text does not.
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise ListenError(f"cannot listen on {where}: {reason}") from error
+
+
+def attach(
+    app: web.Application,
+    settings: Settings,
+    resolver: PlatformResolver | None = None,
+    nodes: NodeSource | None = None,
+) -> None:
+    """Put the process's resources under `app`'s keys, and their lifecycle in its
+    cleanup_ctx. `resolver` and `nodes` replace the ones the settings would build.
+
+    Raises ServerCertificateError when server.tls is on and its certificate cannot load.
+    """
+    app[SETTINGS] = settings
+    app[METRICS] = metrics = Metrics()
+    app[WARNINGS] = OncePerCause()
+    app[GUARD] = ConnectionGuard(settings.server, metrics, app[WARNINGS])
+
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with open_services(settings, metrics, resolver, nodes) as services:
+            app[SERVICES] = services
+            yield
+
+    app.cleanup_ctx.append(services_ctx)
+    app.cleanup_ctx.append(_quiet_client_noise)
+    app.cleanup_ctx.append(_periodic_gc)
+    if settings.server.tls:
+        app[SERVER_CERTIFICATE] = _server_certificate(settings, metrics)
+        app.cleanup_ctx.append(_watch_server_certificate)
+    if settings.webhook.enabled:
+        app.cleanup_ctx.append(_webhook_listener)
+    if settings.watcher.enabled:
+        app.cleanup_ctx.append(_watcher)
+
+
+def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertificate:
+    server = settings.server
+    try:
+        certificate = ReloadingCertificate(
+            server.cert_file,
+            server.key_file,
+            on_refused=metrics.client_problems.labels("certificate_refused").inc,
+            client_ca_file=server.client_ca_file,
+        )
+    except (OSError, ssl.SSLError) as error:
+        raise ServerCertificateError(
+            f"server.clientCaFile: cannot load {server.client_ca_file}: {error}"
+        ) from error
+    try:
+        certificate.load()
+    except (OSError, ssl.SSLError, CertificateRefused) as error:
+        raise ServerCertificateError(
+            f"server.certFile/keyFile: cannot load {server.cert_file}: {error}"
+        ) from error
+    return certificate
+
+
+async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
+    """Serve a rotated certificate without a restart (extender.tls)."""
+    async with _task(app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)):
+        yield
+
+
+async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
+    """The admission webhook's TLS listener, its self-managed certificate if asked, and the
+    releaser of held pods."""
+    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
+    hook = settings.webhook
+    async with contextlib.AsyncExitStack() as stack:
+        if hook.certificate.self_managed:
+            await stack.enter_async_context(_self_managed_certificate(settings, services))
+        certificate = ReloadingCertificate(
+            hook.cert_file,
+            hook.key_file,
+            names=hook.certificate.hosts if hook.certificate.self_managed else (),
+            # The expiry alert watches what is served, not what a Secret holds.
+            on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
+            on_refused=metrics.client_problems.labels("certificate_refused").inc,
+        )
+        if not certificate.reload():
+            # Start anyway: the files may appear later (a Secret volume being synced),
+            # and the watcher below picks them up. /readyz says so meanwhile.
+            log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
+        webhook = create_webhook_app(settings, metrics, services)
+        runner = web.AppRunner(webhook, access_log=None, **handler_options(settings.server))
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        await stack.enter_async_context(_task(certificate.watch(hook.cert_reload_seconds)))
+        site = GuardedSite(
+            runner, hook.host, hook.port, webhook[WEBHOOK_GUARD], certificate.context
+        )
+        await _listen(site, f"webhook.host/port {hook.host}:{hook.port}")
+        mutation = webhook[MUTATION]
+        log.info(
+            "webhook_listening",
+            host=hook.host,
+            port=hook.port,
+            path=hook.path,
+            unknown_images="gate" if mutation.hold is not None else "admit",
+        )
+        if mutation.hold is not None:
+            releaser = release_held(settings, metrics, services, mutation.rules)
+            await stack.enter_async_context(_task(releaser))
+        app[WEBHOOK_CERTIFICATE] = certificate
+        yield
+
+
+async def _watcher(app: web.Application) -> AsyncIterator[None]:
+    """The mismatch watcher, on whichever replica holds its Lease (extender.watcher)."""
+    from extender.watcher import leading
+
+    async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _self_managed_certificate(settings: Settings, services: Services) -> AsyncIterator[None]:
+    from extender.kube.webhook_certs import SelfManagedCertificate
+
+    if services.kube is None:
+        raise WebhookSetupError(
+            "webhook.certificate.selfManaged needs API access (kubernetes.mode is off "
+            "or found no cluster)"
+        )
+    manager = SelfManagedCertificate(services.kube, settings.webhook)
+
+    def expiry(when: datetime.datetime) -> None:
+        # The gauge follows the certificate the listener serves (_webhook_listener), which
+        # may be an older one if this one is refused.
+        pass
+
+    async with _task(manager.keep(expiry)):
+        # The listener's first handshake should already have a certificate: give the first
+        # pass a moment, but never block start-up on it (the extender must come up).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(manager.first_pass.wait(), _FIRST_CERTIFICATE_SECONDS)
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _task(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `work` as a task while the block runs; cancel it and wait for it after."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _quiet_client_noise(app: web.Application) -> AsyncIterator[None]:
+    """aiohttp logs malformed HTTP and lost clients as errors with tracebacks: make them
+    throttled warnings, counted, while this app runs."""
+    noise = ClientNoise(app[METRICS], app[WARNINGS])
+    server_log = logging.getLogger("aiohttp.server")
+    server_log.addFilter(noise)
+    yield
+    server_log.removeFilter(noise)
+
+
+def tune_gc() -> None:
+    """Make garbage collection rare and cheap for a server that parses big JSON bodies.
+
+    A full Node list allocates hundreds of thousands of acyclic objects, which
+    refcounting frees anyway; with the default thresholds they set off collections
+    that scan every live object mid-request (p99 of a 100-node filter: ~35 ms
+    against ~4 ms with this; bench/request_cost.py measures today's). Freezing moves start-up
+    objects out of the collector's way for good.
+    """
+    gc.set_threshold(10_000, 50, 1_000)
+    gc.freeze()
+
+
+async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
+    """Full collections on a timer (server.gcIntervalSeconds), between requests.
+
+    With tune_gc's thresholds the oldest generation is, in practice, never collected, and
+    cycles (exceptions with their tracebacks, for one: about five objects per failing
+    lookup) pile up. A collection on the event loop runs between two requests, never inside
+    one; bench/fuzz.py's soak measured 10-50 ms each, every 5 s at 200 calls a second.
+    """
+    interval = app[SETTINGS].server.gc_interval_seconds
+    if interval <= 0:
+        yield
+        return
+    async with _task(_collect_periodically(interval)):
+        yield
+
+
+async def _collect_periodically(interval: float) -> None:
+    """Run a full collection every `interval` seconds until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        started = time.perf_counter()
+        freed = gc.collect()
+        log.debug(
+            "gc_collected", freed=freed, duration_ms=round((time.perf_counter() - started) * 1e3, 3)
+        )
