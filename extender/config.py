@@ -54,9 +54,12 @@ class ServerSettings:
     max_connections: int = 512
     """Open client connections per listener, counted from accept (before a TLS handshake).
     A new one past the cap closes the oldest idle connection, or is closed if none is idle."""
-    max_idle_per_client: int = 32
+    max_idle_per_client: int = 256
     """Idle connections one client address may hold per listener; a new connection past it
-    closes that address's oldest idle one. kube-scheduler and kube-apiserver keep at most 25."""
+    closes that address's oldest idle one, so one address cannot take every slot. kube-apiserver
+    opens a connection per concurrent admission call: a ReplicaSet's burst of 100 creates held
+    more than 32, and closing one just as the apiserver reuses it fails that call (the pod is
+    then admitted unchanged), so keep this well above a burst's concurrency."""
     keepalive_timeout_seconds: float = 30.0
     """An idle keep-alive connection is closed after this (aiohttp's own default is 3,630 s)."""
     handshake_timeout_seconds: float = 5.0

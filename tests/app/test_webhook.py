@@ -407,3 +407,24 @@ async def test_wrong_typed_affinity_is_never_counted_as_archfits_own_error(
     text = hook.app[METRICS].render().decode()
     counted = f'archfit_admission_reviews_total{{outcome="{outcome}"}} 1.0' in text
     assert (True, False) == (counted, 'outcome="error"' in text)
+
+
+async def test_the_pull_rule_for_32_bit_arm_holds_when_the_node_index_adds_platforms(
+    start: Start,
+) -> None:
+    """`arm32OnArm64: pull-rule` with s390x nodes in the index: arm64 still runs the arm/v7
+    build (the cluster's platforms join the rules without resetting the pull rule)."""
+    hook = await start(
+        policy={"arm32OnArm64": "pull-rule"}, nodes=StaticNodes(node("z-1", "s390x"))
+    )
+    patched, _ = await hook.admit(pod("acme/amd-v7:1"))
+    terms = patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert (
+        "linux/amd64,linux/arm/v7,linux/arm64",
+        [["amd64", "arm64"]],
+    ) == (
+        patched["metadata"]["annotations"]["archfit.io/platforms"],
+        [t["matchExpressions"][0]["values"] for t in terms["nodeSelectorTerms"]],
+    )

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from tests import objects
 from tests.e2e import cluster
-from tests.e2e.archfit import archfit_command, merge
+from tests.e2e.archfit import archfit_command
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.gating import logged
@@ -49,14 +49,9 @@ def hook(
 ) -> Iterator[WebhookArchfit]:
     """archfit's webhook registered and called; kube-scheduler with no extender; the
     Deployment and ReplicaSet controllers running."""
-    # Under the default server.maxIdlePerClient (32) a real ReplicaSet controller's burst
-    # (100 creates in about a second, each also calling the workload warnings' /warn) makes
-    # kube-apiserver hold more idle connections than that; the listener's guard closes one
-    # as the apiserver reuses it ("server closed idle connection"), and that pod is admitted
-    # unsteered (failurePolicy: Ignore): 3 or 4 of 100 here. The cap is the listener's
-    # matter, not steering's; this module measures steering.
-    settings = merge(autoscaled_settings, {"server": {"maxIdlePerClient": 512}})
-    running = WebhookArchfit(autoscaled.control_plane.admin_kubeconfig, settings, tmp_path).start()
+    running = WebhookArchfit(
+        autoscaled.control_plane.admin_kubeconfig, autoscaled_settings, tmp_path
+    ).start()
     try:
         running.wait_called(autoscaled_namespace, images.multi.reference)
         autoscaled.start_scheduler(None)
