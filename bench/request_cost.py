@@ -61,6 +61,9 @@ class Case:
     same_order: bool = False
     """One body every call; otherwise each call lists the nodes in another order, as
     kube-scheduler's parallel filters do, so nothing built for the last list applies."""
+    new_pod: bool = False
+    """Another pod in each body, as kube-scheduler sends one pod per scheduling cycle; otherwise
+    every call carries the same pod, so what archfit keeps per pod body is reused."""
 
     def bodies(self, images: harness.Images, count: int) -> list[bytes]:
         """The bodies to send in turn: SHUFFLES orders of the same nodes, or one."""
@@ -71,15 +74,19 @@ class Case:
         for seed in range(FULL_SHUFFLES if self.full_nodes else SHUFFLES):
             order = list(range(count))
             random.Random(seed).shuffle(order)
-            bodies.append(self.body(images, count, order))
+            pod_name = f"api-7d9c6b5f4-{seed:05d}" if self.new_pod else ""
+            bodies.append(self.body(images, count, order, pod_name))
         return bodies
 
-    def body(self, images: harness.Images, count: int, order: Sequence[int]) -> bytes:
-        """The request body listing nodes `order` (indices below `count`)."""
+    def body(
+        self, images: harness.Images, count: int, order: Sequence[int], pod_name: str = ""
+    ) -> bytes:
+        """The request body listing nodes `order` (indices below `count`) for the pod
+        `pod_name` (the default pod if "")."""
         image = getattr(images, self.image)
         if self.full_nodes:
             return harness.nodes_args([image], [harness.node_object(i) for i in order])
-        return harness.names_args([image], [harness.node_name(i) for i in order])
+        return harness.names_args([image], [harness.node_name(i) for i in order], pod_name)
 
     def expected(self, count: int) -> int | None:
         """Nodes a filter keeps (None: prioritize, any list will do)."""
@@ -106,6 +113,8 @@ CASES = (
     Case("filter amd64-only, full Nodes", "filter", "amd64", full_nodes=True),
     Case("prioritize multi-arch, full Nodes", "prioritize", "multi", full_nodes=True),
     Case("filter multi-arch, full Nodes" + SAME, "filter", "multi", True, True),
+    Case("filter multi-arch, a new pod each call", "filter", "multi", new_pod=True),
+    Case("prioritize multi-arch, a new pod each call", "prioritize", "multi", new_pod=True),
 )
 SWEEP_CASES = (CASES[0], CASES[1], CASES[4], CASES[5], CASES[8])
 SHUFFLES = 256
