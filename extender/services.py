@@ -54,7 +54,9 @@ def steered_facts(
     this app has the namespace watch."""
     if steering is None:
         return pod_facts
-    return replace(pod_facts, prefer_arch=steering.preference_order(pod))
+    order = steering.preference_order(pod)
+    # Most pods carry no preference anywhere: keep the facts as they are, no copy per call.
+    return pod_facts if order == pod_facts.prefer_arch else replace(pod_facts, prefer_arch=order)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ cluster back to zero nodes and no workloads for the next variant.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from tests.e2e.karpenter import (
 from tests.e2e.kubelet import Launch, StandInKubelet
 from tests.e2e.processes import MAX_WAIT_SECONDS
 from tests.e2e.scheduler import Scheduler
+from tests.e2e.webhook import WebhookArchfit
 from tests.support.waiting import wait_for
 
 #: From a pending pod to a bound one: the scheduler marks it unschedulable, Karpenter
@@ -91,6 +94,20 @@ class AutoscaledCluster:
         """Create a namespace with its default ServiceAccount and return its name."""
         cluster.create_namespace(self.core, name)
         return name
+
+    @contextlib.contextmanager
+    def serving_webhook(
+        self, settings: dict[str, Any], namespace: str, image: str, workdir: Path, *, extender: bool
+    ) -> Iterator[WebhookArchfit]:
+        """archfit with its webhook registered and seen called for a pod of `image`, then
+        kube-scheduler started calling archfit's extender (or none); stopped on exit."""
+        hook = WebhookArchfit(self.control_plane.admin_kubeconfig, settings, workdir).start()
+        try:
+            hook.wait_called(namespace, image)
+            self.start_scheduler(hook.url_prefix if extender else None)
+            yield hook
+        finally:
+            hook.stop()
 
     def start_scheduler(self, url_prefix: str | None, node_cache_capable: bool = True) -> Scheduler:
         """Start kube-scheduler from the shipped config, calling archfit at url_prefix, or

@@ -55,15 +55,10 @@ def with_archfit(
     tmp_path: Path,
 ) -> Iterator[WebhookArchfit]:
     """archfit with its webhook registered and called, and the scheduler calling its extender."""
-    hook = WebhookArchfit(
-        autoscaled.control_plane.admin_kubeconfig, autoscaled_settings, tmp_path
-    ).start()
-    try:
-        hook.wait_called(autoscaled_namespace, images.multi.reference)
-        autoscaled.start_scheduler(hook.url_prefix)
+    with autoscaled.serving_webhook(
+        autoscaled_settings, autoscaled_namespace, images.multi.reference, tmp_path, extender=True
+    ) as hook:
         yield hook
-    finally:
-        hook.stop()
 
 
 @pytest.mark.parametrize(

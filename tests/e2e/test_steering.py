@@ -49,15 +49,10 @@ def hook(
 ) -> Iterator[WebhookArchfit]:
     """archfit's webhook registered and called; kube-scheduler with no extender; the
     Deployment and ReplicaSet controllers running."""
-    running = WebhookArchfit(
-        autoscaled.control_plane.admin_kubeconfig, autoscaled_settings, tmp_path
-    ).start()
-    try:
-        running.wait_called(autoscaled_namespace, images.multi.reference)
-        autoscaled.start_scheduler(None)
+    with autoscaled.serving_webhook(
+        autoscaled_settings, autoscaled_namespace, images.multi.reference, tmp_path, extender=False
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def deployment(
