@@ -107,7 +107,7 @@ class NodeGroups:
     and no new object per node. Group UNKNOWN_GROUP holds the names it does not know.
     """
 
-    __slots__ = ("facts", "group_of")
+    __slots__ = ("every", "facts", "group_of")
 
     def __init__(self, nodes: Mapping[str, NodeFacts]) -> None:
         by_identity = {id(facts): facts for facts in nodes.values()}
@@ -118,6 +118,8 @@ class NodeGroups:
             zip(nodes, map(number.__getitem__, map(id, nodes.values())), strict=True)
         )
         """Node name → group number."""
+        self.every: dict[int, NodeFacts] = dict(enumerate(self.facts))
+        """Every group, unknown names' too: what a pod's groups are judged for once."""
 
     def groups(self, names: Sequence[str]) -> Sequence[int]:
         """The group of each name, in order: itemgetter looks them all up in one C call."""
@@ -161,10 +163,13 @@ class Candidates:
         return cls(names, keys, {key: table[key] for key in set(keys)})
 
     def names_in(self, groups: Collection[int]) -> list[str]:
-        """The names of the nodes in `groups`, in the scheduler's order: a new list, picked
-        in C (compress over a map of the keys), with no Python step per node."""
+        """The names of the nodes in `groups`, in the scheduler's order, picked in C
+        (compress over a map of the keys), with no Python step per node. All of them are
+        the candidates' own list when it is one (not a copy: nobody changes it), which
+        lets the answer echo the request's bytes (scheduler_api.render_filter)."""
         if len(groups) == len(self.distinct):
-            return list(self.names)
+            names = self.names
+            return names if isinstance(names, list) else list(names)
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
 
 
@@ -193,8 +198,10 @@ def decide_filter(
     resolved: Mapping[str, Resolved],
     candidates: Candidates,
     policy: Policy,
+    verdicts: Mapping[int, Verdict] | None = None,
 ) -> FilterDecision:
-    """Split the candidates by verdict.
+    """Split the candidates by verdict: `verdicts` by group when judged already (`judge`,
+    for every group the candidates have, or more), else judged here.
 
     A node passes only if every image has an entry it accepts. A known mismatch
     outranks an unknown: one image that surely cannot run is enough to reject.
@@ -203,9 +210,12 @@ def decide_filter(
     Clusters have a handful of platforms and runtimes and many nodes: each distinct
     NodeFacts is judged once, and names are split in one pass with no per-node objects.
     """
-    verdicts = _verdicts(images, resolved, candidates.distinct, policy)
+    if verdicts is None:
+        verdicts = judge_groups(images, resolved, candidates.distinct, policy)
+    else:
+        verdicts = {key: verdicts[key] for key in candidates.distinct}
     if all(v.outcome == "pass" for v in verdicts.values()):
-        return FilterDecision(list(candidates.names), {}, {}, [])
+        return FilterDecision(candidates.names_in(verdicts), {}, {}, [])
     passed = candidates.names_in([key for key, v in verdicts.items() if v.kept])
     keys_of: dict[Verdict, set[int]] = {}
     for key, verdict in verdicts.items():
@@ -233,13 +243,13 @@ def _joined(into: dict[str, str], more: dict[str, str]) -> dict[str, str]:
     return into
 
 
-def _verdicts(
+def judge_groups(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     distinct: Mapping[int, NodeFacts],
     policy: Policy,
 ) -> dict[int, Verdict]:
-    """One verdict per distinct facts object, keyed by its id."""
+    """One verdict per group of `distinct` (group → its facts), by group."""
     known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
     # An image missing from `resolved` is as unknown as one that timed out.
     unknown = next((i for i in images if not isinstance(resolved.get(i), frozenset)), None)
@@ -297,22 +307,22 @@ def decide_scores(
     candidates: Candidates,
     policy: Policy,
     prefer_arch: Sequence[str] = (),
+    runnable: Mapping[int, str] | None = None,
 ) -> ScoreDecision:
     """Score nodes by architecture preference, only for pods that run on ≥2 candidate archs.
+
+    `runnable` is `native_architectures` for every group the candidates have (or more)
+    when worked out already; else it is worked out here.
 
     Every other pod gets no scores at all, so archfit adds no bias: an image with an
     unknown platform, a single-arch pod, or a pod without images.
     """
-    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
-    if not images or len(known) != len(images):
+    if not images or not all(isinstance(resolved.get(image), frozenset) for image in images):
         return ScoreDecision({}, False, ())
-    runnable: dict[int, str] = {}
-    """id(facts) → architecture, for the facts the pod runs on natively: a 32-bit Arm build
-    lets a pod onto an arm64 node (decide_filter), but is never a reason to prefer arm64."""
-    for key, (platform, runtime_rule, _) in candidates.distinct.items():
-        rule = policy.rule_for(runtime_rule)
-        if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
-            runnable[key] = platform.architecture
+    if runnable is None:
+        runnable = native_architectures(images, resolved, candidates.distinct, policy)
+    else:
+        runnable = {key: runnable[key] for key in candidates.distinct if key in runnable}
     arches = tuple(sorted(set(runnable.values())))
     if len(arches) < 2:
         return ScoreDecision({}, False, arches)
@@ -323,3 +333,23 @@ def decide_scores(
         if score:  # hosts of a group share its score: dict.fromkeys builds them in C
             scores.update(dict.fromkeys(candidates.names_in([key]), score))
     return ScoreDecision(scores, True, arches)
+
+
+def native_architectures(
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    distinct: Mapping[int, NodeFacts],
+    policy: Policy,
+) -> dict[int, str]:
+    """Group → its architecture, for the groups of `distinct` whose nodes run every image
+    natively: a 32-bit Arm build lets a pod onto an arm64 node (decide_filter), but is
+    never a reason to prefer arm64. Images not resolved to platforms run nowhere here."""
+    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
+    if len(known) != len(images):
+        return {}
+    runnable: dict[int, str] = {}
+    for key, (platform, runtime_rule, _) in distinct.items():
+        rule = policy.rule_for(runtime_rule)
+        if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
+            runnable[key] = platform.architecture
+    return runnable
