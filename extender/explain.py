@@ -68,7 +68,7 @@ def filtered(
             failure_policy=policy.failure_policy,
             dry_run=dry_run,
         )
-    failed = len(decision.failed)
+    failed = decision.failed_count
     log.info(
         "filter_done",
         candidates=call.count,

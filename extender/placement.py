@@ -6,7 +6,7 @@ the facts to explain them. No I/O, no logging; the caller logs and answers.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import itemgetter
@@ -79,20 +79,42 @@ class Verdict:
 class FilterDecision:
     passed: list[str]
     """Candidates that stay, in the scheduler's order."""
-    unresolvable: dict[str, str]
-    """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help)."""
-    failed: dict[str, str]
-    """Doubted nodes under fail-closed: FailedNodes (they may pass later)."""
     groups: list[tuple[Verdict, list[str]]]
     """Every verdict but a plain pass, with its nodes: what explain logs, one line each."""
 
     @property
+    def unresolvable(self) -> dict[str, str]:
+        """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help).
+        Built when asked: the answer names them only when no node is left."""
+        return self._reasons(lambda verdict: verdict.outcome == "reject")
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Doubted nodes under fail-closed: FailedNodes (they may pass later)."""
+        return self._reasons(lambda verdict: verdict.outcome == "doubt" and not verdict.kept)
+
+    @property
     def rejected(self) -> int:
-        return len(self.unresolvable)
+        return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "reject")
 
     @property
     def doubted(self) -> int:
         return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
+
+    @property
+    def failed_count(self) -> int:
+        """How many nodes `failed` holds, without building it."""
+        return sum(len(nodes) for verdict, nodes in self.groups if not verdict.kept) - (
+            self.rejected
+        )
+
+    def _reasons(self, chosen: Callable[[Verdict], bool]) -> dict[str, str]:
+        # Every node of a verdict has its reason: dict.fromkeys builds the map in C.
+        reasons: dict[str, str] = {}
+        for verdict, nodes in self.groups:
+            if chosen(verdict):
+                reasons.update(dict.fromkeys(nodes, verdict.reason))
+        return reasons
 
 
 UNKNOWN_GROUP = 0
@@ -215,32 +237,14 @@ def decide_filter(
     else:
         verdicts = {key: verdicts[key] for key in candidates.distinct}
     if all(v.outcome == "pass" for v in verdicts.values()):
-        return FilterDecision(candidates.names_in(verdicts), {}, {}, [])
+        return FilterDecision(candidates.names_in(verdicts), [])
     passed = candidates.names_in([key for key, v in verdicts.items() if v.kept])
     keys_of: dict[Verdict, set[int]] = {}
     for key, verdict in verdicts.items():
         if verdict.outcome != "pass":
             keys_of.setdefault(verdict, set()).add(key)
-    groups: list[tuple[Verdict, list[str]]] = []
-    unresolvable: dict[str, str] = {}
-    failed: dict[str, str] = {}
-    for verdict, keys in keys_of.items():
-        nodes = candidates.names_in(keys)
-        groups.append((verdict, nodes))
-        # Every node of a verdict has its reason: dict.fromkeys builds the map in C, and
-        # the first group's map is taken as it is (most calls have one group).
-        if verdict.outcome == "reject":
-            unresolvable = _joined(unresolvable, dict.fromkeys(nodes, verdict.reason))
-        elif not verdict.kept:
-            failed = _joined(failed, dict.fromkeys(nodes, verdict.reason))
-    return FilterDecision(passed, unresolvable, failed, groups)
-
-
-def _joined(into: dict[str, str], more: dict[str, str]) -> dict[str, str]:
-    if not into:
-        return more
-    into.update(more)
-    return into
+    groups = [(verdict, candidates.names_in(keys)) for verdict, keys in keys_of.items()]
+    return FilterDecision(passed, groups)
 
 
 def judge_groups(

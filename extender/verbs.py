@@ -235,7 +235,7 @@ class _Filter:
             self.name,
             "ok",
             call.elapsed(),
-            nodes=(len(decision.passed), decision.rejected, len(decision.failed)),
+            nodes=(len(decision.passed), decision.rejected, decision.failed_count),
             unknown_images=len(explain.unknown_images(resolved)),
             failure_policy=policy.failure_policy,
             dry_run=call.dry_run,
@@ -249,7 +249,8 @@ class _Filter:
         # some pass, naming the rest would only cost both sides encoding and decoding them.
         # The logs name every rejected node either way (explain.filtered).
         unresolvable = decision.unresolvable if not decision.passed else {}
-        return render_filter(call.args, decision.passed, decision.failed, unresolvable)
+        failed = decision.failed if decision.failed_count else {}
+        return render_filter(call.args, decision.passed, failed, unresolvable)
 
     def neutral(self, call: _Call) -> bytes:
         # Archfit's own failure must never reject a node: pass everything.
