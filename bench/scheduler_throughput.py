@@ -105,12 +105,16 @@ class Variant:
     extender: Literal["none", "noop", "archfit"]
     """Which extender kube-scheduler calls; noop is bench/noop-extender."""
     node_cache_capable: bool = True
+    watcher: bool = True
+    """Whether archfit's mismatch watcher runs (as shipped): it list-watches every pod, so
+    kube-apiserver encodes each pod change once more, for archfit, on the same two cores."""
 
 
 VARIANTS = (
     Variant("no-extender", "none"),
     Variant("noop-extender", "noop"),
     Variant("archfit", "archfit"),
+    Variant("archfit-no-watcher", "archfit", watcher=False),
     Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
 )
 
@@ -428,6 +432,7 @@ class Bench:
         settings = {
             **self.settings,
             "kubernetes": {**self.settings["kubernetes"], "nodeIndex": variant.node_cache_capable},
+            "watcher": {"enabled": variant.watcher},
         }
         archfit = Archfit(self.workdir / run, settings, name=f"archfit-{run}", env=self.archfit_env)
         archfit.start()

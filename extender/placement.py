@@ -143,18 +143,19 @@ class NodeGroups:
         self.every: dict[int, NodeFacts] = dict(enumerate(self.facts))
         """Every group, unknown names' too: what a pod's groups are judged for once."""
 
-    def groups(self, names: Sequence[str]) -> Sequence[int]:
-        """The group of each name, in order: itemgetter looks them all up in one C call."""
+    def groups(self, names: Sequence[str]) -> tuple[Sequence[int], bool]:
+        """The group of each name, in order (itemgetter looks them all up in one C call),
+        and whether the index knows every name."""
         if len(names) > 1:
             try:
                 found: tuple[int, ...] = itemgetter(*names)(self.group_of)
-                return found
+                return found, True
             except KeyError:  # a name the index does not know (yet): the slower lookup
                 pass
-        return list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))
+        keys = list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))
+        return keys, UNKNOWN_GROUP not in keys
 
 
-@dataclass(frozen=True, slots=True)
 class Candidates:
     """The nodes the scheduler offers: names[i] in group keys[i], and each group's facts.
 
@@ -164,34 +165,61 @@ class Candidates:
     Nodes by the id of their shared facts.
     """
 
-    names: Sequence[str]
-    keys: Sequence[int]
-    """The group of names[i]."""
-    distinct: dict[int, NodeFacts]
-    """One facts object per group."""
+    __slots__ = ("_distinct", "_table", "keys", "known", "names")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        keys: Sequence[int],
+        table: Sequence[NodeFacts] | Mapping[int, NodeFacts],
+        *,
+        known: bool = True,
+    ) -> None:
+        self.names = names
+        self.keys = keys
+        """The group of names[i]."""
+        self.known = known
+        """Whether every name has facts (no name in UNKNOWN_GROUP)."""
+        self._table = table
+        self._distinct: dict[int, NodeFacts] | None = None
+
+    @property
+    def distinct(self) -> dict[int, NodeFacts]:
+        """One facts object per group the names are in: worked out when first asked, as a
+        call whose every group passes never needs it."""
+        if self._distinct is None:
+            table = self._table
+            self._distinct = {key: table[key] for key in set(self.keys)}
+        return self._distinct
 
     @classmethod
     def of(cls, names: Sequence[str], facts: Sequence[NodeFacts]) -> Candidates:
         if len(names) != len(facts):
             raise ValueError(f"{len(names)} names but {len(facts)} facts")
         keys = list(map(id, facts))
-        return cls(names, keys, dict(zip(keys, facts, strict=True)))
+        candidates = cls(names, keys, {})
+        candidates._distinct = dict(zip(keys, facts, strict=True))  # in the names' order
+        return candidates
 
     @classmethod
     def among(cls, names: Sequence[str], groups: NodeGroups) -> Candidates:
         """The candidates `names`, grouped by the node index snapshot `groups`."""
-        keys = groups.groups(names)
-        table = groups.facts
-        return cls(names, keys, {key: table[key] for key in set(keys)})
+        keys, known = groups.groups(names)
+        return cls(names, keys, groups.facts, known=known)
+
+    def every_name(self) -> list[str]:
+        """All the names: the candidates' own list when it is one (not a copy: nobody
+        changes it), which lets the answer echo the request's bytes
+        (scheduler_api.render_filter)."""
+        names = self.names
+        return names if isinstance(names, list) else list(names)
 
     def names_in(self, groups: Collection[int]) -> list[str]:
         """The names of the nodes in `groups`, in the scheduler's order, picked in C
-        (compress over a map of the keys), with no Python step per node. All of them are
-        the candidates' own list when it is one (not a copy: nobody changes it), which
-        lets the answer echo the request's bytes (scheduler_api.render_filter)."""
+        (compress over a map of the keys), with no Python step per node; all of them as
+        `every_name`."""
         if len(groups) == len(self.distinct):
-            names = self.names
-            return names if isinstance(names, list) else list(names)
+            return self.every_name()
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
 
 
@@ -234,6 +262,10 @@ def decide_filter(
     """
     if verdicts is None:
         verdicts = judge_groups(images, resolved, candidates.distinct, policy)
+    elif candidates.known and all(
+        v.outcome == "pass" for key, v in verdicts.items() if key != UNKNOWN_GROUP
+    ):  # every group of the index passes (most multi-arch pods): no need to see which
+        return FilterDecision(candidates.every_name(), [])
     else:
         verdicts = {key: verdicts[key] for key in candidates.distinct}
     if all(v.outcome == "pass" for v in verdicts.values()):
