@@ -21,6 +21,11 @@ Variants:
   nodeCacheCapable true. The honest reference, since two HTTP calls per pod cost the
   scheduler itself;
 - archfit: nodeCacheCapable true, as shipped, with its node index; warm image cache;
+- archfit-no-watcher: the same without the mismatch watcher (`watcher.enabled: false`): the
+  watcher list-watches every pod, so each bind costs kube-apiserver one more encoding of the
+  pod (archfit's watch is JSON, kube-scheduler's protobuf) and archfit one decoding, on the
+  same two cores as everything else. In a real cluster the control plane has its own
+  machines; this row is the extender alone;
 - archfit-full-nodes: nodeCacheCapable false, full Node objects in every request.
 
 The client rate limit is lifted to qps/burst 1000, so CPU is what limits. `--default-qps`
