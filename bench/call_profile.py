@@ -130,8 +130,8 @@ def _quiet_logs() -> Iterator[None]:
 
 async def _serve_and_post(
     handler_app: Any, requests: list[bytes], calls: int, on_warm: Callable[[], None]
-) -> tuple[float, float]:
-    """Serve `handler_app` on a free port and post `requests` in turn; CPU and wall
+) -> float:
+    """Serve `handler_app` on a free port and post `requests` in turn; the process's CPU
     microseconds per call after WARM_CALLS."""
     from aiohttp import web
 
@@ -154,13 +154,10 @@ async def _serve_and_post(
         for index in range(WARM_CALLS):
             await one(index)
         on_warm()
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu = time.process_time()
         for index in range(calls):
             await one(index)
-        return (
-            (time.process_time() - cpu) / calls * 1e6,
-            (time.perf_counter() - wall) / calls * 1e6,
-        )
+        return (time.process_time() - cpu) / calls * 1e6
     finally:
         writer.close()
         await runner.cleanup()
@@ -223,13 +220,13 @@ def measure(nodes: int, calls: int, new_pod: bool) -> list[dict[str, Any]]:
                 body = harness.names_args([IMAGE], [names[i] for i in order], pod_name)
                 bodies.append(_request(verb, body))
             app = archfit_app(nodes, PLATFORMS[image_kind])
-            cpu, wall = asyncio.run(_serve_and_post(app, bodies, calls, timers.reset))
+            cpu = asyncio.run(_serve_and_post(app, bodies, calls, timers.reset))
             stages = {
                 label: timers.nanoseconds[label] / max(1, timers.calls[label]) / 1000
                 for label in labels
                 if timers.calls[label]
             }
-            floor, _ = asyncio.run(
+            floor = asyncio.run(
                 _serve_and_post(floor_app(b'{"Error":""}'), bodies, calls, lambda: None)
             )
             case = f"{verb} {image_kind}"

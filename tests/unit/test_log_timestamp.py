@@ -9,7 +9,7 @@ from extender.logs import UtcTimestamp
 
 def iso(seconds: float) -> str:
     """structlog's own text for an instant: datetime's isoformat, "+00:00" made "Z"."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return moment.isoformat().replace("+00:00", "Z")
 
 
