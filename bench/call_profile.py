@@ -94,6 +94,7 @@ class Timers:
 def instrument(timers: Timers) -> list[str]:
     """Wrap the stages of one call; the labels in the order they run."""
     from extender import explain, placement, verbs
+    from extender.metrics import Metrics
     from extender.resolution import Resolution
 
     stages: list[tuple[Any, str, str]] = [
@@ -108,7 +109,7 @@ def instrument(timers: Timers) -> list[str]:
         (verbs.Verbs, "serve", "archfit's part of the call"),
         (explain, "filtered", "after the answer: filter's log line"),
         (explain, "scored", "after the answer: prioritize's log line"),
-        (verbs.Metrics, "extender_call", "after the answer: metrics"),
+        (Metrics, "extender_call", "after the answer: metrics"),
     ]
     labels = []
     for owner, name, label in stages:
