@@ -37,6 +37,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),
+    "call_profile.py": (["--new-pod"], ["--new-pod", "--calls", "500"]),
 }
 
 

@@ -278,12 +278,12 @@ class Metrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def cache_lookup(self, kind: str, result: str) -> None:
-        """Count one resolver cache lookup, globally and for the current request."""
-        self._child(self.cache_lookups, kind, result).inc()
+    def cache_lookup(self, kind: str, result: str, count: int = 1) -> None:
+        """Count `count` resolver cache lookups, globally and for the current request."""
+        self._child(self.cache_lookups, kind, result).inc(count)
         tally = _request_tally.get()
         if tally is not None:
-            tally[result] += 1
+            tally[result] += count
 
     def admission_reviews_received(self) -> int:
         """AdmissionReviews received since start, whatever their outcome (/readyz shows it:

@@ -132,8 +132,7 @@ async def open_services(
             stack.callback(check.cancel)
 
         def recent_hits(count: int) -> None:
-            for _ in range(count):
-                metrics.cache_lookup("answer", "hit")
+            metrics.cache_lookup("answer", "hit", count)
 
         resolution = Resolution(
             resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits
