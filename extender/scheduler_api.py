@@ -58,27 +58,14 @@ class _RawNodeList(msgspec.Struct):
     metadata: msgspec.Raw = msgspec.Raw(b"{}")
 
 
-class _FullArgs(msgspec.Struct):
-    """ExtenderArgs with the Nodes decoded to their parts in the same pass as the body."""
-
-    Pod: msgspec.Raw = msgspec.Raw(b"null")
-    Nodes: _NodeList | None = None
-    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _KeptArgs(msgspec.Struct):
-    """ExtenderArgs with each Node kept as its bytes (for an answer that keeps only some)."""
-
-    Nodes: _RawNodeList | None = None
-
-
-_NODES_KEY = b'"Nodes":'
-"""Where a full-Node body's NodeList begins (`"Nodes":{`, as Go and orjson write it): found
-right after the pod, since both write Pod first. Only a hint: _full_args checks."""
+_POD_KEY = b'{"Pod":'
+_NODES_KEY = b',"Nodes":{'
+"""How kube-scheduler's full-Node body begins (Go writes ExtenderArgs' fields in order, with
+no spaces): `{"Pod":` the pod `,"Nodes":{`, then the NodeList, then _NODES_ENDS."""
+_NODES_ENDS = (b'},"NodeNames":null}', b"}}")
+"""How that body ends: the NodeList's closing brace, then a null NodeNames (Go) or nothing."""
 
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
-_full_args_decoder = msgspec.json.Decoder(_FullArgs)
-_kept_args_decoder = msgspec.json.Decoder(_KeptArgs)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
 _names_decoder = msgspec.json.Decoder(list[str] | None)
 _nodes_decoder = msgspec.json.Decoder(_NodeList | None)
@@ -109,21 +96,25 @@ class FullNodes:
     """The Nodes of a nodeCacheCapable: false request, as they came."""
 
     source: bytes | msgspec.Raw
-    """The NodeList's original bytes, or with `whole` the whole request body holding them."""
-    whole: bool = False
+    """The NodeList's original bytes, or with `span` the whole request body holding them."""
+    span: tuple[int, int] | None = None
+    """Where the NodeList sits in the body `source` (_full_args): sliced, never read again."""
+
+    @property
+    def whole(self) -> bool:
+        """Whether the NodeList was found in the whole body in the one pass (_full_args)."""
+        return self.span is not None
 
     def raw(self) -> msgspec.Raw | bytes:
         """The NodeList's original bytes: returned as they are when every node is kept."""
-        if self.whole:
-            return _args_decoder.decode(self.source).Nodes
-        return self.source
+        if self.span is None:
+            return self.source
+        start, end = self.span
+        return msgspec.Raw(memoryview(self.source)[start:end])  # a view: nothing copied
 
     def kept(self, names: Sequence[str], passed: Sequence[str]) -> dict[str, Any]:
         """The NodeList holding only the `passed` nodes, each as its original bytes."""
-        if self.whole:
-            listed = _kept_args_decoder.decode(self.source).Nodes or _RawNodeList()
-        else:
-            listed = _raw_nodes_decoder.decode(self.source)
+        listed = _raw_nodes_decoder.decode(self.raw())
         keep = set(passed)
         items = [raw for name, raw in zip(names, listed.items or (), strict=True) if name in keep]
         return {"metadata": listed.metadata, "items": items}
@@ -199,10 +190,14 @@ def parse_args(
         # Before any decoding: msgspec skips what it does not read without checking it,
         # and would hand invalid bytes in a kept fragment to a later decode, or back.
         wire_json.check_utf8(body)
-        full = _full_args(body) if _holds_node_list(body) else None
-        args: _ExtenderArgs | _FullArgs = _args_decoder.decode(body) if full is None else full
     except wire_json.JsonError as error:
         raise WireError(str(error)) from error
+    full = _full_args(body)
+    if full is not None:  # kube-scheduler's full-Node body, decoded in one pass
+        pod, listed, nodes = full
+        return _full_nodes(pod, listed, nodes, facts_of)
+    try:
+        args = _args_decoder.decode(body)
     except RecursionError as error:
         raise WireError("body is not valid JSON: nested too deeply") from error
     except msgspec.ValidationError as error:  # a DecodeError too: test it first
@@ -229,9 +224,6 @@ def parse_args(
     if names is not None:
         _check_count("NodeNames", len(names))
         return ExtenderArgs(pod, names, None)
-    if isinstance(args, _FullArgs):  # decoded to the parts already (_full_args: not null)
-        listed = args.Nodes or _NodeList()
-        return _full_nodes(pod, listed, FullNodes(body, whole=True), facts_of)
     try:
         # Only six strings of each node are built, but each item is a Struct: bound them.
         wire_json.check_objects(args.Nodes)
@@ -249,24 +241,41 @@ def parse_args(
     return _full_nodes(pod, listed, FullNodes(args.Nodes), facts_of)
 
 
-def _holds_node_list(body: bytes) -> bool:
-    """Whether the first `"Nodes":` key is followed by an object: a full-Node body, most
-    likely (a string holds no bare quote, so the key is one; it may be the pod's own)."""
-    at = body.find(_NODES_KEY)
-    return at >= 0 and body[at + len(_NODES_KEY) : at + len(_NODES_KEY) + 1] == b"{"
+def _full_args(body: bytes) -> tuple[dict[str, Any], _NodeList, FullNodes] | None:
+    """The pod, the Nodes decoded to their parts and where the NodeList sits, when the body is
+    laid out as kube-scheduler writes it (_POD_KEY, _NODES_KEY, _NODES_ENDS) and both parts
+    decode cleanly; None sends it the careful way (parse_args), which also says what is wrong.
 
-
-def _full_args(body: bytes) -> _FullArgs | None:
-    """The body decoded in one pass, Nodes to their parts, when it looks like kube-scheduler's
-    full-Node request and decodes cleanly; None sends it the careful way (parse_args), which
-    also says what is wrong with it."""
+    The NodeList is decoded from its own span, so its bytes are scanned once and are the
+    answer as they are. Both spans decoding as one JSON value each is the proof of the layout:
+    a value's end is fixed by its bytes, so the pod ends where the first `,"Nodes":{` does
+    (one inside the pod leaves a pod cut short, which fails), the NodeList runs to the
+    ending, and the body holds Pod and Nodes once each, with nothing else."""
+    if not body.startswith(_POD_KEY):
+        return None
+    pod_end = body.find(_NODES_KEY, len(_POD_KEY))
+    if pod_end < 0:
+        return None
+    start = pod_end + len(_NODES_KEY) - 1  # the NodeList's `{`
+    if body.endswith(_NODES_ENDS[0]):
+        end = len(body) - len(_NODES_ENDS[0]) + 1
+    elif body.endswith(_NODES_ENDS[1]):
+        end = len(body) - 1
+    else:
+        return None
+    view = memoryview(body)
+    pod_bytes, nodes_bytes = view[len(_POD_KEY) : pod_end], view[start:end]
     try:
+        wire_json.check_bounds(pod_bytes)
+        pod = _pod_decoder.decode(pod_bytes)
         # Before the typed decoder builds a Struct per object: a body of a million `{}`.
-        wire_json.check_objects(body)
-        full = _full_args_decoder.decode(body)
+        wire_json.check_objects(nodes_bytes)
+        listed = _nodes_decoder.decode(nodes_bytes)
     except (wire_json.JsonError, RecursionError, msgspec.DecodeError):
         return None
-    return full if full.Nodes is not None else None
+    if pod is None or listed is None:
+        return None
+    return pod, listed, FullNodes(body, (start, end))
 
 
 def _full_nodes(
