@@ -77,7 +77,7 @@ def check_objects(body: bytes | memoryview | msgspec.Raw) -> None:
     objects in it (a list of Structs): an array where a Struct belongs fails its decoding
     at once. Raises JsonError.
 
-    A value of at most 2 × MAX_JSON_CONTAINERS bytes is not counted: each object the
+    A value of at most twice MAX_JSON_CONTAINERS bytes is not counted: each object the
     decoder completes takes two bytes of it (`{` and `}`), and one it leaves open when the
     bytes turn out invalid is one level of nesting (the recursion limit bounds those). So
     500 full Nodes, 1.2 MB, cost no pass (docs/benchmarks.md)."""
