@@ -58,14 +58,25 @@ class _RawNodeList(msgspec.Struct):
     metadata: msgspec.Raw = msgspec.Raw(b"{}")
 
 
+class _FullArgs(msgspec.Struct):
+    """ExtenderArgs of a full-Node body as kube-scheduler lays it out (_full_args): the pod
+    kept raw, the Nodes decoded to their parts, and where the NodeList sits in the body."""
+
+    Pod: msgspec.Raw
+    Nodes: _NodeList
+    span: tuple[int, int]
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+
+
 _POD_KEY = b'{"Pod":'
 _NODES_KEY = b',"Nodes":{'
 """How kube-scheduler's full-Node body begins (Go writes ExtenderArgs' fields in order, with
-no spaces): `{"Pod":` the pod `,"Nodes":{`, then the NodeList, then _NODES_ENDS."""
+no spaces): `{"Pod":` the pod `,"Nodes":{`, then the NodeList, then one of _NODES_ENDS."""
 _NODES_ENDS = (b'},"NodeNames":null}', b"}}")
 """How that body ends: the NodeList's closing brace, then a null NodeNames (Go) or nothing."""
 
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
+_value_decoder = msgspec.json.Decoder(msgspec.Raw)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
 _names_decoder = msgspec.json.Decoder(list[str] | None)
 _nodes_decoder = msgspec.json.Decoder(_NodeList | None)
@@ -190,14 +201,10 @@ def parse_args(
         # Before any decoding: msgspec skips what it does not read without checking it,
         # and would hand invalid bytes in a kept fragment to a later decode, or back.
         wire_json.check_utf8(body)
+        full = _full_args(body)
+        args: _ExtenderArgs | _FullArgs = _args_decoder.decode(body) if full is None else full
     except wire_json.JsonError as error:
         raise WireError(str(error)) from error
-    full = _full_args(body)
-    if full is not None:  # kube-scheduler's full-Node body, decoded in one pass
-        pod, listed, nodes = full
-        return _full_nodes(pod, listed, nodes, facts_of)
-    try:
-        args = _args_decoder.decode(body)
     except RecursionError as error:
         raise WireError("body is not valid JSON: nested too deeply") from error
     except msgspec.ValidationError as error:  # a DecodeError too: test it first
@@ -224,6 +231,9 @@ def parse_args(
     if names is not None:
         _check_count("NodeNames", len(names))
         return ExtenderArgs(pod, names, None)
+    if isinstance(args, _FullArgs):  # decoded to the parts already (_full_args: not null)
+        listed = args.Nodes or _NodeList()
+        return _full_nodes(pod, listed, FullNodes(body, args.span), facts_of)
     try:
         # Only six strings of each node are built, but each item is a Struct: bound them.
         wire_json.check_objects(args.Nodes)
@@ -241,16 +251,16 @@ def parse_args(
     return _full_nodes(pod, listed, FullNodes(args.Nodes), facts_of)
 
 
-def _full_args(body: bytes) -> tuple[dict[str, Any], _NodeList, FullNodes] | None:
-    """The pod, the Nodes decoded to their parts and where the NodeList sits, when the body is
-    laid out as kube-scheduler writes it (_POD_KEY, _NODES_KEY, _NODES_ENDS) and both parts
-    decode cleanly; None sends it the careful way (parse_args), which also says what is wrong.
+def _full_args(body: bytes) -> _FullArgs | None:
+    """The body split in one pass, Nodes decoded to their parts from their own bytes, when it
+    is laid out as kube-scheduler writes it (_POD_KEY, _NODES_KEY, _NODES_ENDS); None sends it
+    the careful way (parse_args), which also says what is wrong with it.
 
-    The NodeList is decoded from its own span, so its bytes are scanned once and are the
-    answer as they are. Both spans decoding as one JSON value each is the proof of the layout:
-    a value's end is fixed by its bytes, so the pod ends where the first `,"Nodes":{` does
-    (one inside the pod leaves a pod cut short, which fails), the NodeList runs to the
-    ending, and the body holds Pod and Nodes once each, with nothing else."""
+    The proof of the layout is that the pod and the NodeList each decode as one JSON value:
+    a value's end is fixed by its bytes, so the pod ends where the first `,"Nodes":{` begins
+    (one of the pod's own leaves it cut short, which fails), the NodeList runs to the
+    ending, and the body holds Pod and Nodes once each and nothing else. The NodeList's bytes
+    are then scanned once, and are the answer as they are (FullNodes.raw)."""
     if not body.startswith(_POD_KEY):
         return None
     pod_end = body.find(_NODES_KEY, len(_POD_KEY))
@@ -264,18 +274,14 @@ def _full_args(body: bytes) -> tuple[dict[str, Any], _NodeList, FullNodes] | Non
     else:
         return None
     view = memoryview(body)
-    pod_bytes, nodes_bytes = view[len(_POD_KEY) : pod_end], view[start:end]
     try:
-        wire_json.check_bounds(pod_bytes)
-        pod = _pod_decoder.decode(pod_bytes)
+        pod = _value_decoder.decode(view[len(_POD_KEY) : pod_end])  # checked, nothing built
         # Before the typed decoder builds a Struct per object: a body of a million `{}`.
-        wire_json.check_objects(nodes_bytes)
-        listed = _nodes_decoder.decode(nodes_bytes)
+        wire_json.check_objects(view[start:end])
+        listed = _nodes_decoder.decode(view[start:end])
     except (wire_json.JsonError, RecursionError, msgspec.DecodeError):
         return None
-    if pod is None or listed is None:
-        return None
-    return pod, listed, FullNodes(body, (start, end))
+    return None if listed is None else _FullArgs(pod, listed, (start, end))
 
 
 def _full_nodes(
