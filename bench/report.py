@@ -21,6 +21,13 @@ Results = Mapping[str, Any]
 GOALS: tuple[tuple[str, str, str, bool, float | None], ...] = (
     ("1. scheduler throughput, archfit / do-nothing extender", "≥ 0.9", "throughput", False, 0.9),
     (
+        "1. the same, archfit's mismatch watcher off (the extender alone)",
+        "≥ 0.9",
+        "throughput_no_watcher",
+        False,
+        0.9,
+    ),
+    (
         "2. CPU per call, 500 names, new order, worst case, concurrency 1 (ms)",
         "≤ 0.3",
         "cpu_names_c1",
@@ -62,6 +69,8 @@ GOALS: tuple[tuple[str, str, str, bool, float | None], ...] = (
     ("6. webhook's added latency per pod CREATE, warm, p50 (ms)", "≤ 1", "webhook", True, 1.0),
 )
 
+NO_WATCHER = "archfit-no-watcher"
+"""bench/scheduler_throughput's variant without the mismatch watcher."""
 _WARM_WEBHOOK = re.compile(r"^webhook, warm cache\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s*$", re.M)
 
 
@@ -100,13 +109,15 @@ def goal_figures(results: Results) -> dict[str, float | None]:
         figures["webhook"] = float(found.group(1))
     throughput = results.get("scheduler_throughput")
     if throughput:
-        ours = [
-            r
-            for r in throughput
-            if "archfit" in str(r.get("variant", "")) and "full" not in str(r.get("variant"))
-        ]
-        ratios = [r["ratio_noop"] for r in ours if r.get("ratio_noop") is not None]
-        figures["throughput"] = max(ratios) if ratios else None
+        # The best of the rounds of each variant (the round at the shipped qps limit caps
+        # every fast variant alike).
+        for key, variant in (("throughput", "archfit"), ("throughput_no_watcher", NO_WATCHER)):
+            ratios = [
+                r["ratio_noop"]
+                for r in throughput
+                if r.get("variant") == variant and r.get("ratio_noop") is not None
+            ]
+            figures[key] = max(ratios) if ratios else None
     return figures
 
 

@@ -21,6 +21,11 @@ Variants:
   nodeCacheCapable true. The honest reference, since two HTTP calls per pod cost the
   scheduler itself;
 - archfit: nodeCacheCapable true, as shipped, with its node index; warm image cache;
+- archfit-no-watcher: the same without the mismatch watcher (`watcher.enabled: false`): the
+  watcher list-watches every pod, so each bind costs kube-apiserver one more encoding of the
+  pod (archfit's watch is JSON, kube-scheduler's protobuf) and archfit one decoding, on the
+  same two cores as everything else. In a real cluster the control plane has its own
+  machines; this row is the extender alone;
 - archfit-full-nodes: nodeCacheCapable false, full Node objects in every request.
 
 The client rate limit is lifted to qps/burst 1000, so CPU is what limits. `--default-qps`
@@ -105,12 +110,16 @@ class Variant:
     extender: Literal["none", "noop", "archfit"]
     """Which extender kube-scheduler calls; noop is bench/noop-extender."""
     node_cache_capable: bool = True
+    watcher: bool = True
+    """Whether archfit's mismatch watcher runs (as shipped): it list-watches every pod, so
+    kube-apiserver encodes each pod change once more, for archfit, on the same two cores."""
 
 
 VARIANTS = (
     Variant("no-extender", "none"),
     Variant("noop-extender", "noop"),
     Variant("archfit", "archfit"),
+    Variant("archfit-no-watcher", "archfit", watcher=False),
     Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
 )
 
@@ -428,6 +437,7 @@ class Bench:
         settings = {
             **self.settings,
             "kubernetes": {**self.settings["kubernetes"], "nodeIndex": variant.node_cache_capable},
+            "watcher": {"enabled": variant.watcher},
         }
         archfit = Archfit(self.workdir / run, settings, name=f"archfit-{run}", env=self.archfit_env)
         archfit.start()

@@ -68,7 +68,7 @@ def filtered(
             failure_policy=policy.failure_policy,
             dry_run=dry_run,
         )
-    failed = len(decision.failed)
+    failed = decision.failed_count
     log.info(
         "filter_done",
         candidates=call.count,
@@ -87,14 +87,15 @@ def filtered(
 
 def scored(call: Call, pod: PodFacts, decision: ScoreDecision) -> None:
     """The summary line of one prioritize call."""
-    top = max(decision.scores.values(), default=0)
+    scores = list(decision.scores.values())
+    top = max(scores, default=0)
     log.info(
         "prioritize_done",
         candidates=call.count,
         multi_arch=decision.multi_arch,
         architectures=list(decision.architectures),
         prefer_arch=list(pod.prefer_arch) or None,
-        preferred_nodes=sum(1 for s in decision.scores.values() if s == top) if top else 0,
+        preferred_nodes=scores.count(top) if top else 0,
         dry_run=call.dry_run,
         duration_ms=call.elapsed_ms(),
     )

@@ -6,7 +6,7 @@ the facts to explain them. No I/O, no logging; the caller logs and answers.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import itemgetter
@@ -79,20 +79,42 @@ class Verdict:
 class FilterDecision:
     passed: list[str]
     """Candidates that stay, in the scheduler's order."""
-    unresolvable: dict[str, str]
-    """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help)."""
-    failed: dict[str, str]
-    """Doubted nodes under fail-closed: FailedNodes (they may pass later)."""
     groups: list[tuple[Verdict, list[str]]]
     """Every verdict but a plain pass, with its nodes: what explain logs, one line each."""
 
     @property
+    def unresolvable(self) -> dict[str, str]:
+        """Architecture mismatches: FailedAndUnresolvableNodes (preemption cannot help).
+        Built when asked: the answer names them only when no node is left."""
+        return self._reasons(lambda verdict: verdict.outcome == "reject")
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Doubted nodes under fail-closed: FailedNodes (they may pass later)."""
+        return self._reasons(lambda verdict: verdict.outcome == "doubt" and not verdict.kept)
+
+    @property
     def rejected(self) -> int:
-        return len(self.unresolvable)
+        return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "reject")
 
     @property
     def doubted(self) -> int:
         return sum(len(nodes) for verdict, nodes in self.groups if verdict.outcome == "doubt")
+
+    @property
+    def failed_count(self) -> int:
+        """How many nodes `failed` holds, without building it."""
+        return sum(len(nodes) for verdict, nodes in self.groups if not verdict.kept) - (
+            self.rejected
+        )
+
+    def _reasons(self, chosen: Callable[[Verdict], bool]) -> dict[str, str]:
+        # Every node of a verdict has its reason: dict.fromkeys builds the map in C.
+        reasons: dict[str, str] = {}
+        for verdict, nodes in self.groups:
+            if chosen(verdict):
+                reasons.update(dict.fromkeys(nodes, verdict.reason))
+        return reasons
 
 
 UNKNOWN_GROUP = 0
@@ -107,7 +129,7 @@ class NodeGroups:
     and no new object per node. Group UNKNOWN_GROUP holds the names it does not know.
     """
 
-    __slots__ = ("facts", "group_of")
+    __slots__ = ("every", "facts", "group_of")
 
     def __init__(self, nodes: Mapping[str, NodeFacts]) -> None:
         by_identity = {id(facts): facts for facts in nodes.values()}
@@ -118,19 +140,22 @@ class NodeGroups:
             zip(nodes, map(number.__getitem__, map(id, nodes.values())), strict=True)
         )
         """Node name → group number."""
+        self.every: dict[int, NodeFacts] = dict(enumerate(self.facts))
+        """Every group, unknown names' too: what a pod's groups are judged for once."""
 
-    def groups(self, names: Sequence[str]) -> Sequence[int]:
-        """The group of each name, in order: itemgetter looks them all up in one C call."""
+    def groups(self, names: Sequence[str]) -> tuple[Sequence[int], bool]:
+        """The group of each name, in order (itemgetter looks them all up in one C call),
+        and whether the index knows every name."""
         if len(names) > 1:
             try:
                 found: tuple[int, ...] = itemgetter(*names)(self.group_of)
-                return found
+                return found, True
             except KeyError:  # a name the index does not know (yet): the slower lookup
                 pass
-        return list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))
+        keys = list(map(self.group_of.get, names, repeat(UNKNOWN_GROUP)))
+        return keys, UNKNOWN_GROUP not in keys
 
 
-@dataclass(frozen=True, slots=True)
 class Candidates:
     """The nodes the scheduler offers: names[i] in group keys[i], and each group's facts.
 
@@ -140,31 +165,61 @@ class Candidates:
     Nodes by the id of their shared facts.
     """
 
-    names: Sequence[str]
-    keys: Sequence[int]
-    """The group of names[i]."""
-    distinct: dict[int, NodeFacts]
-    """One facts object per group."""
+    __slots__ = ("_distinct", "_table", "keys", "known", "names")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        keys: Sequence[int],
+        table: Sequence[NodeFacts] | Mapping[int, NodeFacts],
+        *,
+        known: bool = True,
+    ) -> None:
+        self.names = names
+        self.keys = keys
+        """The group of names[i]."""
+        self.known = known
+        """Whether every name has facts (no name in UNKNOWN_GROUP)."""
+        self._table = table
+        self._distinct: dict[int, NodeFacts] | None = None
+
+    @property
+    def distinct(self) -> dict[int, NodeFacts]:
+        """One facts object per group the names are in: worked out when first asked, as a
+        call whose every group passes never needs it."""
+        if self._distinct is None:
+            table = self._table
+            self._distinct = {key: table[key] for key in set(self.keys)}
+        return self._distinct
 
     @classmethod
     def of(cls, names: Sequence[str], facts: Sequence[NodeFacts]) -> Candidates:
         if len(names) != len(facts):
             raise ValueError(f"{len(names)} names but {len(facts)} facts")
         keys = list(map(id, facts))
-        return cls(names, keys, dict(zip(keys, facts, strict=True)))
+        candidates = cls(names, keys, {})
+        candidates._distinct = dict(zip(keys, facts, strict=True))  # in the names' order
+        return candidates
 
     @classmethod
     def among(cls, names: Sequence[str], groups: NodeGroups) -> Candidates:
         """The candidates `names`, grouped by the node index snapshot `groups`."""
-        keys = groups.groups(names)
-        table = groups.facts
-        return cls(names, keys, {key: table[key] for key in set(keys)})
+        keys, known = groups.groups(names)
+        return cls(names, keys, groups.facts, known=known)
+
+    def every_name(self) -> list[str]:
+        """All the names: the candidates' own list when it is one (not a copy: nobody
+        changes it), which lets the answer echo the request's bytes
+        (scheduler_api.render_filter)."""
+        names = self.names
+        return names if isinstance(names, list) else list(names)
 
     def names_in(self, groups: Collection[int]) -> list[str]:
-        """The names of the nodes in `groups`, in the scheduler's order: a new list, picked
-        in C (compress over a map of the keys), with no Python step per node."""
+        """The names of the nodes in `groups`, in the scheduler's order, picked in C
+        (compress over a map of the keys), with no Python step per node; all of them as
+        `every_name`."""
         if len(groups) == len(self.distinct):
-            return list(self.names)
+            return self.every_name()
         return list(compress(self.names, map(set(groups).__contains__, self.keys)))
 
 
@@ -193,8 +248,10 @@ def decide_filter(
     resolved: Mapping[str, Resolved],
     candidates: Candidates,
     policy: Policy,
+    verdicts: Mapping[int, Verdict] | None = None,
 ) -> FilterDecision:
-    """Split the candidates by verdict.
+    """Split the candidates by verdict: `verdicts` by group when judged already (`judge`,
+    for every group the candidates have, or more), else judged here.
 
     A node passes only if every image has an entry it accepts. A known mismatch
     outranks an unknown: one image that surely cannot run is enough to reject.
@@ -203,43 +260,32 @@ def decide_filter(
     Clusters have a handful of platforms and runtimes and many nodes: each distinct
     NodeFacts is judged once, and names are split in one pass with no per-node objects.
     """
-    verdicts = _verdicts(images, resolved, candidates.distinct, policy)
+    if verdicts is None:
+        verdicts = judge_groups(images, resolved, candidates.distinct, policy)
+    elif candidates.known and all(
+        v.outcome == "pass" for key, v in verdicts.items() if key != UNKNOWN_GROUP
+    ):  # every group of the index passes (most multi-arch pods): no need to see which
+        return FilterDecision(candidates.every_name(), [])
+    else:
+        verdicts = {key: verdicts[key] for key in candidates.distinct}
     if all(v.outcome == "pass" for v in verdicts.values()):
-        return FilterDecision(list(candidates.names), {}, {}, [])
+        return FilterDecision(candidates.names_in(verdicts), [])
     passed = candidates.names_in([key for key, v in verdicts.items() if v.kept])
     keys_of: dict[Verdict, set[int]] = {}
     for key, verdict in verdicts.items():
         if verdict.outcome != "pass":
             keys_of.setdefault(verdict, set()).add(key)
-    groups: list[tuple[Verdict, list[str]]] = []
-    unresolvable: dict[str, str] = {}
-    failed: dict[str, str] = {}
-    for verdict, keys in keys_of.items():
-        nodes = candidates.names_in(keys)
-        groups.append((verdict, nodes))
-        # Every node of a verdict has its reason: dict.fromkeys builds the map in C, and
-        # the first group's map is taken as it is (most calls have one group).
-        if verdict.outcome == "reject":
-            unresolvable = _joined(unresolvable, dict.fromkeys(nodes, verdict.reason))
-        elif not verdict.kept:
-            failed = _joined(failed, dict.fromkeys(nodes, verdict.reason))
-    return FilterDecision(passed, unresolvable, failed, groups)
+    groups = [(verdict, candidates.names_in(keys)) for verdict, keys in keys_of.items()]
+    return FilterDecision(passed, groups)
 
 
-def _joined(into: dict[str, str], more: dict[str, str]) -> dict[str, str]:
-    if not into:
-        return more
-    into.update(more)
-    return into
-
-
-def _verdicts(
+def judge_groups(
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     distinct: Mapping[int, NodeFacts],
     policy: Policy,
 ) -> dict[int, Verdict]:
-    """One verdict per distinct facts object, keyed by its id."""
+    """One verdict per group of `distinct` (group → its facts), by group."""
     known = [(image, r) for image in images if isinstance(r := resolved.get(image), frozenset)]
     # An image missing from `resolved` is as unknown as one that timed out.
     unknown = next((i for i in images if not isinstance(resolved.get(i), frozenset)), None)
@@ -297,22 +343,22 @@ def decide_scores(
     candidates: Candidates,
     policy: Policy,
     prefer_arch: Sequence[str] = (),
+    runnable: Mapping[int, str] | None = None,
 ) -> ScoreDecision:
     """Score nodes by architecture preference, only for pods that run on ≥2 candidate archs.
+
+    `runnable` is `native_architectures` for every group the candidates have (or more)
+    when worked out already; else it is worked out here.
 
     Every other pod gets no scores at all, so archfit adds no bias: an image with an
     unknown platform, a single-arch pod, or a pod without images.
     """
-    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
-    if not images or len(known) != len(images):
+    if not images or not all(isinstance(resolved.get(image), frozenset) for image in images):
         return ScoreDecision({}, False, ())
-    runnable: dict[int, str] = {}
-    """id(facts) → architecture, for the facts the pod runs on natively: a 32-bit Arm build
-    lets a pod onto an arm64 node (decide_filter), but is never a reason to prefer arm64."""
-    for key, (platform, runtime_rule, _) in candidates.distinct.items():
-        rule = policy.rule_for(runtime_rule)
-        if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
-            runnable[key] = platform.architecture
+    if runnable is None:
+        runnable = native_architectures(images, resolved, candidates.distinct, policy)
+    else:
+        runnable = {key: runnable[key] for key in candidates.distinct if key in runnable}
     arches = tuple(sorted(set(runnable.values())))
     if len(arches) < 2:
         return ScoreDecision({}, False, arches)
@@ -323,3 +369,23 @@ def decide_scores(
         if score:  # hosts of a group share its score: dict.fromkeys builds them in C
             scores.update(dict.fromkeys(candidates.names_in([key]), score))
     return ScoreDecision(scores, True, arches)
+
+
+def native_architectures(
+    images: Sequence[str],
+    resolved: Mapping[str, Resolved],
+    distinct: Mapping[int, NodeFacts],
+    policy: Policy,
+) -> dict[int, str]:
+    """Group → its architecture, for the groups of `distinct` whose nodes run every image
+    natively: a 32-bit Arm build lets a pod onto an arm64 node (decide_filter), but is
+    never a reason to prefer arm64. Images not resolved to platforms run nowhere here."""
+    known = [r for image in images if isinstance(r := resolved.get(image), frozenset)]
+    if len(known) != len(images):
+        return {}
+    runnable: dict[int, str] = {}
+    for key, (platform, runtime_rule, _) in distinct.items():
+        rule = policy.rule_for(runtime_rule)
+        if platform is not None and all(any_accepts(platform, p, rule=rule) for p in known):
+            runnable[key] = platform.architecture
+    return runnable

@@ -56,7 +56,7 @@ class Unknown:
 
 SharedPlatforms = NewType("SharedPlatforms", frozenset[Platform])
 """A platform set that is the one object of its value: made only by `PlatformSets`. The verbs'
-decision cache keys by `id()`, so it takes only these (extender.shared)."""
+judgements are kept by `id()`, so they take only these (extender.shared)."""
 
 
 class PlatformSets(Interner[frozenset[Platform]]):

@@ -70,7 +70,7 @@ class Resolution:
         )
         self._shared = PlatformSets()
         """Every answer as the one object of its value, whatever the resolver hands out: the
-        verbs' decision cache finds a question again by the ids of its answers."""
+        verbs' judgements are found again by the ids of their answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
 

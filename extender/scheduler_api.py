@@ -12,7 +12,7 @@ returned byte for byte, never re-encoded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -42,7 +42,8 @@ class _ExtenderArgs(msgspec.Struct):
     Nodes: msgspec.Raw = msgspec.Raw(b"null")
     """Kept raw: when every node passes, these very bytes are the answer's Nodes."""
     NodeNames: msgspec.Raw = msgspec.Raw(b"null")
-    """Kept raw: pod after pod brings the same list, decoded once (NameLists)."""
+    """Kept raw: its length is checked before any name is built, and when every node
+    passes these bytes are the answer's NodeNames."""
 
 
 class _NodeList(msgspec.Struct):
@@ -142,58 +143,20 @@ class ExtenderArgs:
     (the node index knows them)."""
     full: FullNodes | None = None
     """The Nodes to echo back (nodeCacheCapable: false); None for NodeNames."""
-
-
-NAME_BYTES = 80
-"""What one decoded node name costs in memory beyond its JSON: a str object of a short
-name (49 bytes plus its characters) and the list's pointer to it, rounded up."""
-
-
-def names_size(raw_length: int, count: int) -> int:
-    """The bytes a NodeNames list of `count` names, `raw_length` bytes of JSON, holds decoded
-    (with the JSON kept as its key): what the reuse caches count against their budgets."""
-    return raw_length + count * NAME_BYTES
-
-
-class NameLists:
-    """Decoded NodeNames lists by their bytes: kube-scheduler offers pod after pod the same
-    feasible nodes, so a list is decoded once and the same list object handed out again,
-    which also lets the verbs reuse what they built from it (Verbs._candidates_of). Lists handed
-    out are shared: nobody may change them. At most `max_bytes` (names_size) are kept,
-    the least recently used going first: a new order on every call must not grow memory."""
-
-    def __init__(self, max_bytes: int = 2 * 1024 * 1024) -> None:
-        self._lists: dict[bytes, tuple[list[str] | None, int]] = {}
-        """bytes → (the list, its names_size), least recently used first."""
-        self._max_bytes = max_bytes
-        self.bytes = 0
-        """The names_size of the lists kept."""
-
-    def decode(self, raw: msgspec.Raw) -> list[str] | None:
-        """The list `raw` holds (None for null). Raises msgspec errors as decode does."""
-        key = memoryview(raw).tobytes()
-        lists = self._lists
-        kept = lists.pop(key, None)
-        if kept is not None:
-            lists[key] = kept  # now the most recently used
-            return kept[0]
-        names: list[str] | None = _names_decoder.decode(raw)
-        size = names_size(len(key), len(names or ()))
-        if size <= self._max_bytes:
-            lists[key] = (names, size)
-            self.bytes += size
-            while self.bytes > self._max_bytes:
-                self.bytes -= lists.pop(next(iter(lists)))[1]  # the least recently used
-        return names
+    names_json: msgspec.Raw | None = None
+    """The NodeNames array as it came (NodeNames requests): when every candidate passes,
+    these bytes are the answer's NodeNames, so the names are not encoded again."""
 
 
 def parse_args(
-    body: bytes, facts_of: FactsOf | None = None, name_lists: NameLists | None = None
+    body: bytes,
+    facts_of: FactsOf | None = None,
+    pods: Callable[[msgspec.Raw], Mapping[str, Any]] | None = None,
 ) -> ExtenderArgs:
     """Decode and check an ExtenderArgs body. Raises WireError naming the problem.
 
-    `facts_of` shares NodeFacts between requests and `name_lists` NodeNames lists (both
-    app-wide); fresh ones otherwise.
+    `facts_of` shares NodeFacts between requests (app-wide); a fresh one otherwise.
+    `pods` decodes the Pod as `decode_args_pod` does, and may hand out one it decoded before.
     """
     # Nothing but the pod is built into Python objects (Nodes stay raw bytes and only seven
     # strings of each are decoded), so only the pod's bytes need the bound on containers.
@@ -211,26 +174,16 @@ def parse_args(
         raise WireError(f"body is not an ExtenderArgs: {error}") from error
     except msgspec.DecodeError as error:
         raise WireError(f"body is not valid JSON: {error}") from error
-    try:
-        wire_json.check_bounds(args.Pod)
-        pod = _pod_decoder.decode(args.Pod)
-    except wire_json.JsonError as error:
-        raise WireError(f"Pod: {error}") from error
-    except RecursionError as error:
-        raise WireError("Pod is nested too deeply") from error
-    except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
-        raise WireError(f"Pod is not a v1.Pod: {error}") from error
-    if pod is None:
-        raise WireError("Pod is missing")
+    pod = (decode_args_pod if pods is None else pods)(args.Pod)
     if len(args.NodeNames) > _MAX_NAME_LIST_BYTES:
         raise WireError(f"NodeNames is longer than {MAX_NODES} node names can be")
     try:
-        names = (name_lists or NameLists()).decode(args.NodeNames)
+        names: list[str] | None = _names_decoder.decode(args.NodeNames)
     except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
         raise WireError(f"body is not an ExtenderArgs: {_within('NodeNames', error)}") from error
     if names is not None:
         _check_count("NodeNames", len(names))
-        return ExtenderArgs(pod, names, None)
+        return ExtenderArgs(pod, names, None, names_json=args.NodeNames)
     if isinstance(args, _FullArgs):  # decoded to the parts already (_full_args: not null)
         listed = args.Nodes or _NodeList()
         return _full_nodes(pod, listed, FullNodes(body, args.span), facts_of)
@@ -249,6 +202,22 @@ def parse_args(
     if listed is None:
         raise WireError("both Nodes and NodeNames are null; one of them must list the candidates")
     return _full_nodes(pod, listed, FullNodes(args.Nodes), facts_of)
+
+
+def decode_args_pod(raw: msgspec.Raw | bytes) -> dict[str, Any]:
+    """The Pod of an ExtenderArgs, its size checked first. Raises WireError."""
+    try:
+        wire_json.check_bounds(raw)
+        pod: dict[str, Any] | None = _pod_decoder.decode(raw)
+    except wire_json.JsonError as error:
+        raise WireError(f"Pod: {error}") from error
+    except RecursionError as error:
+        raise WireError("Pod is nested too deeply") from error
+    except msgspec.DecodeError as error:  # only the wrong type: the body parsed already
+        raise WireError(f"Pod is not a v1.Pod: {error}") from error
+    if pod is None:
+        raise WireError("Pod is missing")
+    return pod
 
 
 def _full_args(body: bytes) -> _FullArgs | None:
@@ -358,6 +327,9 @@ def render_filter(
         "Error": error,
     }
     if args.full is None:
+        if passed is args.names and args.names_json is not None and not (failed or unresolvable):
+            # Every candidate passed: the list goes back as the bytes that came.
+            return b"".join((_PASSED_HEAD, args.names_json, _PASSED_TAIL))
         # A decision's own list goes out as it is: orjson only reads it.
         result["NodeNames"] = passed if isinstance(passed, list) else list(passed)
         return orjson.dumps(result)
@@ -367,6 +339,11 @@ def render_filter(
         result["Nodes"] = args.full.kept(args.names, passed)
     # msgspec writes Raw values verbatim: the kept Nodes go back as the bytes that came.
     return _encoder.encode(result)
+
+
+_PASSED_HEAD = b'{"Nodes":null,"NodeNames":'
+_PASSED_TAIL = b',"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+"""An ExtenderFilterResult around a NodeNames array, as orjson writes the same dict."""
 
 
 def render_error(message: str) -> bytes:
@@ -388,8 +365,19 @@ def render_priorities(scores: Mapping[str, int]) -> bytes:
     dropped silently, hence the int().
     """
     # A call has a handful of distinct scores: check those, not every host.
-    if not all(type(s) is int and 0 <= s <= MAX_SCORE for s in set(scores.values())):
+    distinct = set(scores.values())
+    if not all(type(s) is int and 0 <= s <= MAX_SCORE for s in distinct):
         scores = {host: max(0, min(MAX_SCORE, int(s))) for host, s in scores.items()}
+        distinct = set(scores.values())
+    if len(distinct) == 1:
+        # Most calls score the hosts of one architecture alike: their names, encoded by
+        # orjson, become the entries by one replace in C, with no object per host. A
+        # backslash would mean a quote inside a name, where `","` could also stand.
+        hosts = orjson.dumps(list(scores))
+        if b"\\" not in hosts:
+            entry_end = b',"Score":%d}' % distinct.pop()
+            between = b'"' + entry_end + b',{"Host":"'
+            return b"".join((b'[{"Host":', hosts[1:-1].replace(b'","', between), entry_end, b"]"))
     return _encoder.encode(list(map(HostPriority, scores, scores.values())))
 
 

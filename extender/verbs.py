@@ -9,11 +9,13 @@ Deployment's pods share images (docs/architecture.md, "Data flow of one filter c
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+import msgspec
 import structlog
 from aiohttp import web
 
@@ -30,8 +32,11 @@ from extender.placement import (
     NodeGroups,
     Policy,
     ScoreDecision,
+    Verdict,
     decide_filter,
     decide_scores,
+    judge_groups,
+    native_architectures,
 )
 from extender.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.pods import PodFacts, facts, skip_reason
@@ -39,8 +44,7 @@ from extender.rules import policy_of
 from extender.runtimes import NodeFacts
 from extender.scheduler_api import (
     ExtenderArgs,
-    NameLists,
-    names_size,
+    decode_args_pod,
     parse_args,
     render_filter,
     render_priorities,
@@ -54,16 +58,42 @@ NO_NODE_INDEX = (
     "archfit got NodeNames (nodeCacheCapable: true) but has no node index: "
     "enable kubernetes.nodeIndex with API access, or set nodeCacheCapable: false"
 )
-_CANDIDATES_SECONDS = 60.0
-"""How long an unused Candidates is kept; a new node index snapshot makes it unreachable."""
-_DECISIONS_SECONDS = 60.0
-_MIB = 1024 * 1024
-_NAME_LISTS_BYTES = 2 * _MIB
-_CANDIDATES_BYTES = 2 * _MIB
-_DECISIONS_BYTES = 4 * _MIB
-"""What the reuse caches may hold (scheduler_api.names_size for the names each keeps alive):
-kube-scheduler sends a new order on most calls, so a count of entries would let 5,000-node
-lists take a hundred times the memory of 50-node ones (docs/benchmarks.md, goal 4)."""
+
+
+class RecentPods:
+    """The pods of the last calls, decoded, by their JSON: kube-scheduler asks filter and
+    then prioritize about each pod, in the same bytes, so the second call decodes nothing.
+    At most `entries` pods and `max_bytes` of their JSON are kept, oldest out first."""
+
+    def __init__(self, entries: int = 16, max_bytes: int = 1024 * 1024) -> None:
+        self._pods: dict[bytes, tuple[dict[str, Any], PodFacts]] = {}
+        self._entries = entries
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._last: tuple[dict[str, Any], PodFacts] | None = None
+        """What `decode` handed out last, for `facts`."""
+
+    def decode(self, raw: msgspec.Raw) -> dict[str, Any]:
+        """The pod in `raw`, as scheduler_api.decode_args_pod decodes it (and raises)."""
+        key = memoryview(raw).tobytes()
+        pods = self._pods
+        kept = pods.get(key)
+        if kept is None:
+            pod = decode_args_pod(key)
+            kept = (pod, facts(pod))
+            if len(key) <= self._max_bytes:
+                pods[key] = kept
+                self._bytes += len(key)
+                while len(pods) > self._entries or self._bytes > self._max_bytes:
+                    self._bytes -= len(oldest := next(iter(pods)))
+                    del pods[oldest]
+        self._last = kept
+        return kept[0]
+
+    def facts(self, pod: Mapping[str, Any]) -> PodFacts:
+        """The facts of `pod`: those worked out with it when `decode` handed it out last."""
+        last = self._last
+        return last[1] if last is not None and last[0] is pod else facts(pod)
 
 
 class NoNodeIndex(SetupError):
@@ -74,7 +104,7 @@ def json_answer(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Call:
     """One verb call, decoded: the wire args, the pod's facts and each candidate's facts."""
 
@@ -84,6 +114,9 @@ class _Call:
     """Why the pod is not examined (annotation, excluded_namespace, no_images), or None."""
     candidates: Candidates
     """The offered nodes and what archfit knows of each; no facts when the pod is skipped."""
+    groups: NodeGroups | None
+    """The node index groups the candidates are numbered by; None for full Nodes and
+    skipped pods."""
     started: float
     """`time.perf_counter()` when the request arrived."""
     deadline: float
@@ -91,6 +124,8 @@ class _Call:
     dry_run: bool
     debug: bool
     """Whether per-node debug lines are wanted (explain)."""
+    answered: float = 0.0
+    """`time.perf_counter()` when the answer was ready; 0 until then."""
 
     @property
     def count(self) -> int:
@@ -101,7 +136,8 @@ class _Call:
         return max(0.0, self.deadline - time.monotonic())
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        """Seconds from arrival to the answer (or to now, before there is one)."""
+        return (self.answered or time.perf_counter()) - self.started
 
     def elapsed_ms(self) -> float:
         return round(self.elapsed() * 1000, 3)
@@ -112,7 +148,24 @@ class _Verb(Protocol):
 
     name: str
 
-    def decide(self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy) -> Any: ...
+    def judge_groups(
+        self,
+        images: Sequence[str],
+        resolved: Mapping[str, Resolved],
+        groups: NodeGroups,
+        policy: Policy,
+    ) -> Mapping[int, Any]:
+        """What decide needs to know of each group of `groups`, for a pod's images: the
+        same for every order and subset of the nodes, so judged once per question."""
+        ...
+
+    def decide(
+        self,
+        call: _Call,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        judged: Mapping[int, Any] | None,
+    ) -> Any: ...
 
     def explain(
         self,
@@ -142,10 +195,23 @@ class _Verb(Protocol):
 class _Filter:
     name = "filter"
 
+    def judge_groups(
+        self,
+        images: Sequence[str],
+        resolved: Mapping[str, Resolved],
+        groups: NodeGroups,
+        policy: Policy,
+    ) -> dict[int, Verdict]:
+        return judge_groups(images, resolved, groups.every, policy)
+
     def decide(
-        self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
+        self,
+        call: _Call,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        judged: Mapping[int, Verdict] | None,
     ) -> FilterDecision:
-        return decide_filter(call.pod.images, resolved, call.candidates, policy)
+        return decide_filter(call.pod.images, resolved, call.candidates, policy, judged)
 
     def explain(
         self,
@@ -169,7 +235,7 @@ class _Filter:
             self.name,
             "ok",
             call.elapsed(),
-            nodes=(len(decision.passed), decision.rejected, len(decision.failed)),
+            nodes=(len(decision.passed), decision.rejected, decision.failed_count),
             unknown_images=len(explain.unknown_images(resolved)),
             failure_policy=policy.failure_policy,
             dry_run=call.dry_run,
@@ -183,7 +249,8 @@ class _Filter:
         # some pass, naming the rest would only cost both sides encoding and decoding them.
         # The logs name every rejected node either way (explain.filtered).
         unresolvable = decision.unresolvable if not decision.passed else {}
-        return render_filter(call.args, decision.passed, decision.failed, unresolvable)
+        failed = decision.failed if decision.failed_count else {}
+        return render_filter(call.args, decision.passed, failed, unresolvable)
 
     def neutral(self, call: _Call) -> bytes:
         # Archfit's own failure must never reject a node: pass everything.
@@ -193,11 +260,25 @@ class _Filter:
 class _Prioritize:
     name = "prioritize"
 
+    def judge_groups(
+        self,
+        images: Sequence[str],
+        resolved: Mapping[str, Resolved],
+        groups: NodeGroups,
+        policy: Policy,
+    ) -> dict[int, str]:
+        return native_architectures(images, resolved, groups.every, policy)
+
     def decide(
-        self, call: _Call, resolved: Mapping[str, Resolved], policy: Policy
+        self,
+        call: _Call,
+        resolved: Mapping[str, Resolved],
+        policy: Policy,
+        judged: Mapping[int, str] | None,
     ) -> ScoreDecision:
         pod = call.pod
-        return decide_scores(pod.images, resolved, call.candidates, policy, pod.prefer_arch)
+        candidates = call.candidates
+        return decide_scores(pod.images, resolved, candidates, policy, pod.prefer_arch, judged)
 
     def explain(
         self,
@@ -231,37 +312,35 @@ FILTER = _Filter()
 PRIORITIZE = _Prioritize()
 
 
-class Decided(NamedTuple):
-    """What `Verbs._decided` keeps for one question, under `decision_key`."""
+class Judged(NamedTuple):
+    """What `Verbs._decided` keeps for one question, under `question_key`."""
 
-    candidates: Candidates
-    """The nodes it was decided for: held, so that their id stays theirs."""
+    groups: NodeGroups
+    """The node index snapshot's groups it was judged for: held, so that their id stays theirs."""
     platforms: tuple[SharedPlatforms, ...]
     """Each image's platforms, in the pod's order: held for the same reason."""
-    decision: Any
-    answer: bytes | None
-    """The rendered answer; None in dry-run, which answers neutrally."""
+    judged: Mapping[int, Any]
+    """The verb's judgement of each group (`_Verb.judge`)."""
 
-    def answers(self, candidates: Candidates, platforms: tuple[SharedPlatforms, ...]) -> bool:
-        """Whether this entry was decided from these very objects (not only equal ones)."""
-        return self.candidates is candidates and all(
+    def answers(self, groups: NodeGroups, platforms: tuple[SharedPlatforms, ...]) -> bool:
+        """Whether this entry was judged from these very objects (not only equal ones)."""
+        return self.groups is groups and all(
             a is b for a, b in zip(self.platforms, platforms, strict=True)
         )
 
 
-DecisionKey = tuple[Any, ...]
+QuestionKey = tuple[Any, ...]
 
 
-def decision_key(
+def question_key(
     verb: str,
-    candidates: Candidates,
+    groups: NodeGroups,
     images: tuple[str, ...],
     platforms: tuple[SharedPlatforms, ...],
-    prefer_arch: tuple[str, ...],
-) -> DecisionKey:
+) -> QuestionKey:
     """A question by the identities of its answers: only SharedPlatforms (one object per
     value, extender.shared), so equal answers are one key. A copy would never be found again."""
-    return (verb, id(candidates), images, *map(id, platforms), *prefer_arch)
+    return (verb, id(groups), images, *map(id, platforms))
 
 
 _UNEXAMINED = Candidates.of((), ())
@@ -279,15 +358,12 @@ class Verbs:
         self.debug = settings.logging.level == "debug"
         self.facts_of = FactsOf()
         """Shares NodeFacts between full-Node requests, so their nodes compare by identity."""
-        self.name_lists = NameLists(_NAME_LISTS_BYTES)
+        self.pods = RecentPods()
         self._groups: tuple[object, NodeGroups] = ({}, NodeGroups({}))
         """The last node index snapshot and its NodeGroups."""
-        self._candidates: TTLMap[tuple[int, int], tuple[object, object, Candidates]]
-        self._candidates = TTLMap(1024, max_bytes=_CANDIDATES_BYTES)
-        self._decisions: TTLMap[DecisionKey, Decided]
-        self._decisions = TTLMap(1024, max_bytes=_DECISIONS_BYTES)
+        self._judged: TTLMap[QuestionKey, Judged] = TTLMap(_QUESTIONS)
         self.decisions_reused = 0
-        """Calls answered with a decision kept from an earlier call (tests read it)."""
+        """Calls decided with a judgement kept from an earlier call (tests read it)."""
 
     async def serve(self, request: web.Request, verb: _Verb, services: Services) -> web.Response:
         """decode → resolve → decide → explain → count → render, the same for every verb."""
@@ -297,7 +373,6 @@ class Verbs:
             explain.skipped(verb.name, call, call.skip)
             metrics.extender_call(verb.name, "skipped", skipped=call.skip)
             return json_answer(verb.neutral(call))
-        policy = self.policy
         lookups = tally_request_lookups()
         try:
             resolved = await services.resolution.resolve(
@@ -308,9 +383,29 @@ class Verbs:
             log.exception(f"{verb.name}_internal_error", candidates=call.count)
             metrics.extender_call(verb.name, "internal_error")
             return json_answer(verb.neutral(call))
-        verb.explain(call, decision, resolved, policy, lookups)
-        verb.count(metrics, call, decision, resolved, policy)
+        call.answered = time.perf_counter()
+        # kube-scheduler waits for the answer, not for the log line and the metrics: they
+        # follow as soon as the answer is written (before the next request is read).
+        asyncio.get_running_loop().call_soon(
+            self._explain_and_count, verb, call, decision, resolved, lookups
+        )
         return json_answer(verb.neutral(call) if answer is None else answer)
+
+    def _explain_and_count(
+        self,
+        verb: _Verb,
+        call: _Call,
+        decision: Any,
+        resolved: Mapping[str, Resolved],
+        lookups: Mapping[str, int],
+    ) -> None:
+        """Log and count one answered call (in the request's log context: call_soon
+        runs it in a copy of the context it was called in)."""
+        try:
+            verb.explain(call, decision, resolved, self.policy, lookups)
+            verb.count(self.metrics, call, decision, resolved, self.policy)
+        except Exception:
+            log.exception(f"{verb.name}_explain_error")
 
     async def _decode(self, request: web.Request, verb: str, services: Services) -> _Call:
         """Parse the body, bind the log context and find each candidate's facts."""
@@ -320,11 +415,11 @@ class Verbs:
         deadline = time.monotonic() + settings.policy.resolve_deadline_seconds
         bind_request(request.headers.get("X-Request-Id"), verb)
         body = await read_body(request, settings.server.body_timeout_seconds)
-        args = parse_args(body, self.facts_of, self.name_lists)
-        pod = steered_facts(facts(args.pod), args.pod, services.steering)
+        args = parse_args(body, self.facts_of, self.pods.decode)
+        pod = steered_facts(self.pods.facts(args.pod), args.pod, services.steering)
         structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
         skip = skip_reason(pod, settings.policy.excluded_namespaces)
-        candidates = _UNEXAMINED
+        candidates, groups = _UNEXAMINED, None
         if args.facts is not None:
             candidates = Candidates.of(args.names, args.facts)
         elif skip is None:  # a skipped pod's names are echoed unexamined: no facts needed
@@ -333,58 +428,55 @@ class Verbs:
                 raise NoNodeIndex
             if not nodes.synced:
                 await nodes.wait_synced(max(0.0, deadline - time.monotonic()))
-            candidates = self._candidates_of(args.names, nodes.snapshot())
-        return _Call(args, pod, skip, candidates, started, deadline, self.dry_run, self.debug)
+            groups = self._groups_of(nodes.snapshot())
+            candidates = Candidates.among(args.names, groups)
+        return _Call(
+            args, pod, skip, candidates, groups, started, deadline, self.dry_run, self.debug
+        )
 
-    def _candidates_of(self, names: list[str], known: Mapping[str, NodeFacts]) -> Candidates:
-        """The Candidates of `names` under the node index snapshot `known`, built once per pair.
-
-        NameLists hands out the same list object for the same bytes, and a new snapshot (a
-        node came or changed) is a new object. So the pair's identities are the key, and the
-        entry holds both objects, which keeps their ids from being reused while it lives.
-        """
+    def _groups_of(self, known: Mapping[str, NodeFacts]) -> NodeGroups:
+        """The NodeGroups of the node index snapshot `known`, numbered once per snapshot: a
+        new one (a node came, went or changed) is a new object. kube-scheduler lists the
+        nodes in a new order on most calls, so names are grouped anew each call, by one
+        pass in C (Candidates.among)."""
         last, groups = self._groups
-        if last is not known:  # a node came, went or changed: number the groups again
+        if last is not known:
             groups = NodeGroups(known)
             self._groups = (known, groups)
-        key = (id(names), id(groups))
-        hit = self._candidates.get(key)
-        if hit is not None and hit[0] is names and hit[1] is groups:
-            return hit[2]
-        candidates = Candidates.among(names, groups)
-        size = names_size(0, len(names)) + _POINTER * len(names)
-        self._candidates.put(key, (names, groups, candidates), _CANDIDATES_SECONDS, size)
-        return candidates
+        return groups
 
     def _decided(
         self, verb: _Verb, call: _Call, resolved: Mapping[str, SharedResolved]
     ) -> tuple[Any, bytes | None]:
-        """The verb's decision and rendered answer (None in dry-run), reused for the same
-        nodes and images.
+        """The verb's decision and rendered answer (None in dry-run).
 
-        Candidates and resolved platforms (the resolution's recent answers and the cache
-        share one object per answer) are the very same objects for a Deployment's next pod,
-        so identity is the key, and deciding and rendering 500 nodes is done once per
-        distinct question. Unknown images and full Node lists are decided anew.
+        The verb's judgement of each node group depends on the pod's images and the
+        snapshot, not on which nodes are offered or in what order: it is kept for the
+        next call with the same question (a Deployment's next pod, prioritize after
+        filter). Resolved platforms are shared objects (the resolution's recent answers
+        and the cache hand out one per answer), so identity is the key. Unknown images
+        and full Node lists are judged anew.
         """
-        pod = call.pod
-        platforms = tuple(p for image in pod.images if isinstance(p := resolved[image], frozenset))
-        key = None
-        if call.args.full is None and len(platforms) == len(pod.images):
-            key = decision_key(verb.name, call.candidates, pod.images, platforms, pod.prefer_arch)
-            hit = self._decisions.get(key)
-            if hit is not None and hit.answers(call.candidates, platforms):
-                self.decisions_reused += 1
-                return hit.decision, hit.answer
-        decision = verb.decide(call, resolved, self.policy)
-        answer = None if call.dry_run else verb.render(call, decision)
-        if key is not None:
-            entry = Decided(call.candidates, platforms, decision, answer)
-            count = call.count
-            size = names_size(len(answer or b""), count) + _POINTER * count
-            self._decisions.put(key, entry, _DECISIONS_SECONDS, size)
-        return decision, answer
+        pod, groups = call.pod, call.groups
+        judged = None
+        if groups is not None:
+            platforms = tuple(
+                p for image in pod.images if isinstance(p := resolved[image], frozenset)
+            )
+            if len(platforms) == len(pod.images):
+                key = question_key(verb.name, groups, pod.images, platforms)
+                hit = self._judged.get(key)
+                if hit is not None and hit.answers(groups, platforms):
+                    self.decisions_reused += 1
+                    judged = hit.judged
+                else:
+                    judged = verb.judge_groups(pod.images, resolved, groups, self.policy)
+                    self._judged.put(key, Judged(groups, platforms, judged), _QUESTION_SECONDS)
+        decision = verb.decide(call, resolved, self.policy, judged)
+        return decision, None if call.dry_run else verb.render(call, decision)
 
 
-_POINTER = 8
-"""Bytes per entry of a list: a Candidates' group of each name."""
+_QUESTIONS = 1024
+"""Questions (a pod's images and a node index snapshot) whose judgement is kept: each holds a
+verdict per node group, a handful, whatever the node count."""
+_QUESTION_SECONDS = 60.0

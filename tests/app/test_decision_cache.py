@@ -33,3 +33,23 @@ async def test_a_second_pod_with_the_same_images_is_decided_once_though_lookups_
         second,
         client.app[VERBS].decisions_reused,
     )
+
+
+async def test_a_new_order_of_the_same_nodes_is_answered_from_the_judgement_kept(make_client):
+    """kube-scheduler lists the feasible nodes in a new order on most calls: the groups'
+    judgement does not depend on it, so the second order is judged from the first's."""
+    client = await make_client(nodes=StaticNodes(*NODES))
+    await post(client, "filter", args_names(pod("acme/arm:1"), *NAMES))
+    again = await post(client, "filter", args_names(pod("acme/arm:1"), *reversed(NAMES)))
+    assert (["ip-10-0-2-17"], 1) == (again["NodeNames"], client.app[VERBS].decisions_reused)
+
+
+async def test_prioritize_is_judged_apart_from_filter_for_the_same_question(make_client):
+    """Filter's verdicts are not prioritize's architectures: each verb keeps its own."""
+    client = await make_client(nodes=StaticNodes(*NODES))
+    await post(client, "filter", args_names(pod("acme/multi:1"), *NAMES))
+    scores = await post(client, "prioritize", args_names(pod("acme/multi:1"), *NAMES))
+    assert ([{"Host": "ip-10-0-2-17", "Score": 10}], 0) == (
+        scores,
+        client.app[VERBS].decisions_reused,
+    )

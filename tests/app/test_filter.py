@@ -243,3 +243,21 @@ async def test_a_repeated_question_is_answered_again_after_the_node_index_change
         again["NodeNames"],
         after["NodeNames"],
     )
+
+
+async def test_a_name_the_node_index_does_not_know_is_doubted_though_every_group_passes(
+    make_client,
+):
+    """A multi-arch pod passes every indexed node, but a node not (yet) in the index is
+    unknown: under fail-closed it fails, on the first call and on the next, whose groups'
+    judgement is kept."""
+    client = await make_client(
+        settings(policy={"failurePolicy": "fail-closed"}), nodes=StaticNodes(*ALL)
+    )
+    names = [*NAMES, "ip-10-0-9-99"]
+    answers = [await post(client, "filter", args_names(pod("acme/multi:1"), *names))]
+    answers.append(await post(client, "filter", args_names(pod("acme/multi:1"), *names)))
+    reason = "node(s) couldn't verify image platform: node has no kubernetes.io/arch label"
+    assert [(NAMES, {"ip-10-0-9-99": reason})] * 2 == [
+        (a["NodeNames"], a["FailedNodes"]) for a in answers
+    ]

@@ -1,14 +1,11 @@
 """The extender wire contract: parsing ExtenderArgs and rendering results exactly."""
 
-import msgspec
 import orjson
 import pytest
 
 from extender.node_parts import NodeDecodeError, decode_node
 from extender.scheduler_api import (
-    NameLists,
     WireError,
-    names_size,
     parse_args,
     render_filter,
     render_priorities,
@@ -152,18 +149,27 @@ def test_a_node_that_is_not_utf8_is_a_node_decode_error(raw):
         decode_node(raw)
 
 
-def test_decoded_name_lists_are_kept_within_their_byte_budget():
-    """A new order on every call must not grow memory: the oldest lists go first."""
-    lists = NameLists(max_bytes=3 * names_size(len(b'["n0","n1"]'), 2))
-    first = lists.decode(msgspec.Raw(b'["n0","n1"]'))
-    for index in range(2, 5):
-        lists.decode(msgspec.Raw(b'["n%d","n1"]' % index))
-    again = lists.decode(msgspec.Raw(b'["n0","n1"]'))
-    kept = lists.decode(msgspec.Raw(b'["n4","n1"]'))
-    assert (False, True, 3 * names_size(11, 2)) == (
-        again is first,
-        kept is lists.decode(msgspec.Raw(b'["n4","n1"]')),
-        lists.bytes,
+def test_hosts_scored_alike_are_rendered_as_each_host_its_own_entry():
+    """One score for every host takes the replace in C; the entries are as msgspec writes
+    them, and a name ending in a quote and a comma (`","` with the next) is still one host."""
+    names = ["n1", 'ends",', "n3"]
+    answer = render_priorities(dict.fromkeys(names, 10))
+    assert [{"Host": name, "Score": 10} for name in names] == orjson.loads(answer)
+
+
+def test_a_list_of_one_host_scored_renders_one_entry():
+    """The replace has nothing to replace: one entry, closed."""
+    assert b'[{"Host":"n1","Score":3}]' == render_priorities({"n1": 3})
+
+
+def test_every_node_passing_answers_the_names_as_their_bytes_came():
+    """NodeNames with escapes and spaces go back as they came: the same names to a decoder."""
+    body = b'{"Pod":%s,"NodeNames":[ "n\\u0031" , "n2"]}' % orjson.dumps(pod("a"))
+    args = parse_args(body)
+    answer = render_filter(args, args.names, {}, {})
+    assert (["n1", "n2"], b'[ "n\\u0031" , "n2"]') == (
+        orjson.loads(answer)["NodeNames"],
+        answer[answer.index(b"[") : answer.index(b"]") + 1],
     )
 
 
