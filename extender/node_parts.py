@@ -21,28 +21,30 @@ from extender.runtimes import AARCH32_LABEL, NodeFacts, node_facts
 from extender.shared import Interner
 
 # Labels and nodeInfo are frozen, so hashable: together they are the key of a node's facts.
+# gc=False: a full-Node call builds five per node, which holding only strings cannot form a
+# cycle, so the collector need not track them (its passes cost 0.1 ms a call at 500 nodes).
 
 
-class _Labels(msgspec.Struct, frozen=True):
+class _Labels(msgspec.Struct, frozen=True, gc=False):
     arch: str = msgspec.field(name=ARCH_LABEL, default="")
     os: str = msgspec.field(name=OS_LABEL, default="")
     windows_build: str = msgspec.field(name=WINDOWS_BUILD_LABEL, default="")
     aarch32: str = msgspec.field(name=AARCH32_LABEL, default="")
 
 
-class _Metadata(msgspec.Struct, frozen=True):
+class _Metadata(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     labels: _Labels | None = None
     resourceVersion: str = ""
 
 
-class _NodeInfo(msgspec.Struct, frozen=True):
+class _NodeInfo(msgspec.Struct, frozen=True, gc=False):
     operatingSystem: str = ""
     architecture: str = ""
     containerRuntimeVersion: str = ""
 
 
-class _Status(msgspec.Struct, frozen=True):
+class _Status(msgspec.Struct, frozen=True, gc=False):
     nodeInfo: _NodeInfo | None = None
 
 
@@ -51,7 +53,7 @@ _key_of = attrgetter("metadata.labels", "status.nodeInfo")
 """NodeParts.key() in C."""
 
 
-class NodeParts(msgspec.Struct, frozen=True):
+class NodeParts(msgspec.Struct, frozen=True, gc=False):
     """metadata.name, resourceVersion, the four labels and nodeInfo's three strings.
 
     `metadata` and `status` are never None (a JSON null there fails the typed decode and

@@ -60,26 +60,24 @@ class _RawNodeList(msgspec.Struct):
 
 
 class _FullArgs(msgspec.Struct):
-    """ExtenderArgs with the Nodes decoded to their parts in the same pass as the body."""
+    """ExtenderArgs of a full-Node body as kube-scheduler lays it out (_full_args): the pod
+    kept raw, the Nodes decoded to their parts, and where the NodeList sits in the body."""
 
-    Pod: msgspec.Raw = msgspec.Raw(b"null")
-    Nodes: _NodeList | None = None
+    Pod: msgspec.Raw
+    Nodes: _NodeList
+    span: tuple[int, int]
     NodeNames: msgspec.Raw = msgspec.Raw(b"null")
 
 
-class _KeptArgs(msgspec.Struct):
-    """ExtenderArgs with each Node kept as its bytes (for an answer that keeps only some)."""
-
-    Nodes: _RawNodeList | None = None
-
-
-_NODES_KEY = b'"Nodes":'
-"""Where a full-Node body's NodeList begins (`"Nodes":{`, as Go and orjson write it): found
-right after the pod, since both write Pod first. Only a hint: _full_args checks."""
+_POD_KEY = b'{"Pod":'
+_NODES_KEY = b',"Nodes":{'
+"""How kube-scheduler's full-Node body begins (Go writes ExtenderArgs' fields in order, with
+no spaces): `{"Pod":` the pod `,"Nodes":{`, then the NodeList, then one of _NODES_ENDS."""
+_NODES_ENDS = (b'},"NodeNames":null}', b"}}")
+"""How that body ends: the NodeList's closing brace, then a null NodeNames (Go) or nothing."""
 
 _args_decoder = msgspec.json.Decoder(_ExtenderArgs)
-_full_args_decoder = msgspec.json.Decoder(_FullArgs)
-_kept_args_decoder = msgspec.json.Decoder(_KeptArgs)
+_value_decoder = msgspec.json.Decoder(msgspec.Raw)
 _pod_decoder = msgspec.json.Decoder(dict[str, Any] | None)
 _names_decoder = msgspec.json.Decoder(list[str] | None)
 _nodes_decoder = msgspec.json.Decoder(_NodeList | None)
@@ -110,21 +108,25 @@ class FullNodes:
     """The Nodes of a nodeCacheCapable: false request, as they came."""
 
     source: bytes | msgspec.Raw
-    """The NodeList's original bytes, or with `whole` the whole request body holding them."""
-    whole: bool = False
+    """The NodeList's original bytes, or with `span` the whole request body holding them."""
+    span: tuple[int, int] | None = None
+    """Where the NodeList sits in the body `source` (_full_args): sliced, never read again."""
+
+    @property
+    def whole(self) -> bool:
+        """Whether the NodeList was found in the whole body in the one pass (_full_args)."""
+        return self.span is not None
 
     def raw(self) -> msgspec.Raw | bytes:
         """The NodeList's original bytes: returned as they are when every node is kept."""
-        if self.whole:
-            return _args_decoder.decode(self.source).Nodes
-        return self.source
+        if self.span is None:
+            return self.source
+        start, end = self.span
+        return msgspec.Raw(memoryview(self.source)[start:end])  # a view: nothing copied
 
     def kept(self, names: Sequence[str], passed: Sequence[str]) -> dict[str, Any]:
         """The NodeList holding only the `passed` nodes, each as its original bytes."""
-        if self.whole:
-            listed = _kept_args_decoder.decode(self.source).Nodes or _RawNodeList()
-        else:
-            listed = _raw_nodes_decoder.decode(self.source)
+        listed = _raw_nodes_decoder.decode(self.raw())
         keep = set(passed)
         items = [raw for name, raw in zip(names, listed.items or (), strict=True) if name in keep]
         return {"metadata": listed.metadata, "items": items}
@@ -162,7 +164,7 @@ def parse_args(
         # Before any decoding: msgspec skips what it does not read without checking it,
         # and would hand invalid bytes in a kept fragment to a later decode, or back.
         wire_json.check_utf8(body)
-        full = _full_args(body) if _holds_node_list(body) else None
+        full = _full_args(body)
         args: _ExtenderArgs | _FullArgs = _args_decoder.decode(body) if full is None else full
     except wire_json.JsonError as error:
         raise WireError(str(error)) from error
@@ -184,7 +186,7 @@ def parse_args(
         return ExtenderArgs(pod, names, None, names_json=args.NodeNames)
     if isinstance(args, _FullArgs):  # decoded to the parts already (_full_args: not null)
         listed = args.Nodes or _NodeList()
-        return _full_nodes(pod, listed, FullNodes(body, whole=True), facts_of)
+        return _full_nodes(pod, listed, FullNodes(body, args.span), facts_of)
     try:
         # Only six strings of each node are built, but each item is a Struct: bound them.
         wire_json.check_objects(args.Nodes)
@@ -218,24 +220,37 @@ def decode_args_pod(raw: msgspec.Raw | bytes) -> dict[str, Any]:
     return pod
 
 
-def _holds_node_list(body: bytes) -> bool:
-    """Whether the first `"Nodes":` key is followed by an object: a full-Node body, most
-    likely (a string holds no bare quote, so the key is one; it may be the pod's own)."""
-    at = body.find(_NODES_KEY)
-    return at >= 0 and body[at + len(_NODES_KEY) : at + len(_NODES_KEY) + 1] == b"{"
-
-
 def _full_args(body: bytes) -> _FullArgs | None:
-    """The body decoded in one pass, Nodes to their parts, when it looks like kube-scheduler's
-    full-Node request and decodes cleanly; None sends it the careful way (parse_args), which
-    also says what is wrong with it."""
+    """The body split in one pass, Nodes decoded to their parts from their own bytes, when it
+    is laid out as kube-scheduler writes it (_POD_KEY, _NODES_KEY, _NODES_ENDS); None sends it
+    the careful way (parse_args), which also says what is wrong with it.
+
+    The proof of the layout is that the pod and the NodeList each decode as one JSON value:
+    a value's end is fixed by its bytes, so the pod ends where the first `,"Nodes":{` begins
+    (one of the pod's own leaves it cut short, which fails), the NodeList runs to the
+    ending, and the body holds Pod and Nodes once each and nothing else. The NodeList's bytes
+    are then scanned once, and are the answer as they are (FullNodes.raw)."""
+    if not body.startswith(_POD_KEY):
+        return None
+    pod_end = body.find(_NODES_KEY, len(_POD_KEY))
+    if pod_end < 0:
+        return None
+    start = pod_end + len(_NODES_KEY) - 1  # the NodeList's `{`
+    if body.endswith(_NODES_ENDS[0]):
+        end = len(body) - len(_NODES_ENDS[0]) + 1
+    elif body.endswith(_NODES_ENDS[1]):
+        end = len(body) - 1
+    else:
+        return None
+    view = memoryview(body)
     try:
+        pod = _value_decoder.decode(view[len(_POD_KEY) : pod_end])  # checked, nothing built
         # Before the typed decoder builds a Struct per object: a body of a million `{}`.
-        wire_json.check_objects(body)
-        full = _full_args_decoder.decode(body)
+        wire_json.check_objects(view[start:end])
+        listed = _nodes_decoder.decode(view[start:end])
     except (wire_json.JsonError, RecursionError, msgspec.DecodeError):
         return None
-    return full if full.Nodes is not None else None
+    return None if listed is None else _FullArgs(pod, listed, (start, end))
 
 
 def _full_nodes(

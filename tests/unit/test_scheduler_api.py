@@ -195,3 +195,60 @@ def test_a_node_list_of_a_million_empty_objects_is_refused_before_any_is_built()
     items = b",".join([b"{}"] * 1_000_001)
     with pytest.raises(WireError, match=r"Nodes: body holds 1000002 JSON objects, more than"):
         parse_args(b'{"Pod":{},"Nodes":{"items":[%s]},"NodeNames":null}' % items)
+
+
+def test_a_full_node_answer_keeping_every_node_is_the_node_list_sliced_from_the_body():
+    """The NodeList is found once, where kube-scheduler writes it, and goes back as that slice."""
+    node_list = orjson.dumps({"metadata": {}, "items": [node("n1"), node("n2", "arm64")]})
+    head = b'{"Pod":%s,"Nodes":' % orjson.dumps(pod("a"))
+    body = head + node_list + b',"NodeNames":null}'
+    args = parse_args(body)
+    answer = render_filter(args, ["n1", "n2"], {}, {})
+    assert ((len(head), len(head) + len(node_list)), node_list, True) == (
+        args.full and args.full.span,
+        bytes(args.full.raw()) if args.full else None,
+        answer.startswith(b'{"Nodes":' + node_list + b',"NodeNames":null,'),
+    )
+
+
+_POD = orjson.dumps(pod("a"))
+_N1, _N2 = orjson.dumps(node("n1")), orjson.dumps(node("n2", "arm64"))
+
+
+@pytest.mark.parametrize(
+    ("body", "names", "items"),
+    [
+        (
+            b'{"Pod":{"x":1,"Nodes":{"items":[]}},"Nodes":{"items":[%s,%s]},"NodeNames":null}'
+            % (_N1, _N2),
+            ["n1", "n2"],
+            [_N2],
+        ),
+        (
+            b'{"Pod":%s,"Nodes":{"items":[%s]},"Nodes":{"items":[%s,%s]}}' % (_POD, _N1, _N1, _N2),
+            ["n1", "n2"],
+            [_N2],
+        ),
+        (
+            b'{"Pod":%s,"Nodes":{"items":[%s,%s]},"More":{}}' % (_POD, _N1, _N2),
+            ["n1", "n2"],
+            [_N2],
+        ),
+        (
+            b'{"Pod":%s,"Nodes":{"items":[%s,%s]},"NodeNames":null }' % (_POD, _N1, _N2),
+            ["n1", "n2"],
+            [_N2],
+        ),
+    ],
+    ids=["a Nodes key inside the pod", "Nodes twice", "a key after Nodes", "a space at the end"],
+)
+def test_a_full_node_body_laid_out_otherwise_is_read_the_careful_way(body, names, items):
+    """Only a body whose pod and NodeList each decode as one value is sliced; any other is
+    decoded whole, and answers with the Nodes msgspec reads (the last of two)."""
+    args = parse_args(body)
+    answer = orjson.loads(render_filter(args, ["n2"], {}, {}))
+    assert (False, names, [orjson.loads(item) for item in items]) == (
+        args.full is None or args.full.whole,
+        args.names,
+        answer["Nodes"]["items"],
+    )
