@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -148,15 +148,13 @@ class _Verb(Protocol):
 
     name: str
 
-    def judge_groups(
+    @property
+    def judge(
         self,
-        images: Sequence[str],
-        resolved: Mapping[str, Resolved],
-        groups: NodeGroups,
-        policy: Policy,
-    ) -> Mapping[int, Any]:
-        """What decide needs to know of each group of `groups`, for a pod's images: the
-        same for every order and subset of the nodes, so judged once per question."""
+    ) -> Callable[[Sequence[str], Mapping[str, Resolved], Mapping[int, NodeFacts], Policy], Any]:
+        """What decide needs to know of each group of a mapping group → facts, for a pod's
+        images: the same for every order and subset of the nodes, so judged once per
+        question (placement.judge_groups, placement.native_architectures)."""
         ...
 
     def decide(
@@ -195,14 +193,7 @@ class _Verb(Protocol):
 class _Filter:
     name = "filter"
 
-    def judge_groups(
-        self,
-        images: Sequence[str],
-        resolved: Mapping[str, Resolved],
-        groups: NodeGroups,
-        policy: Policy,
-    ) -> dict[int, Verdict]:
-        return judge_groups(images, resolved, groups.every, policy)
+    judge = staticmethod(judge_groups)
 
     def decide(
         self,
@@ -260,14 +251,7 @@ class _Filter:
 class _Prioritize:
     name = "prioritize"
 
-    def judge_groups(
-        self,
-        images: Sequence[str],
-        resolved: Mapping[str, Resolved],
-        groups: NodeGroups,
-        policy: Policy,
-    ) -> dict[int, str]:
-        return native_architectures(images, resolved, groups.every, policy)
+    judge = staticmethod(native_architectures)
 
     def decide(
         self,
@@ -470,7 +454,7 @@ class Verbs:
                     self.decisions_reused += 1
                     judged = hit.judged
                 else:
-                    judged = verb.judge_groups(pod.images, resolved, groups, self.policy)
+                    judged = verb.judge(pod.images, resolved, groups.every, self.policy)
                     self._judged.put(key, Judged(groups, platforms, judged), _QUESTION_SECONDS)
         decision = verb.decide(call, resolved, self.policy, judged)
         return decision, None if call.dry_run else verb.render(call, decision)
