@@ -218,20 +218,31 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a checkout whose archfit to measure too")
     args = parser.parse_args()
     bins = Binaries(binaries.build())
+    connections: dict[str, int] = {}
     noop_dir = binaries.run_build_script(harness.GO_BUILD, ("noop-webhook",), ("noop-webhook",))
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = Path(tmp)
         plane = ControlPlane(bins, root / "plane").start()
         try:
-            rows, direct = run(plane, root, args.pods, noop_dir / "noop-webhook", args.before)
+            executable = noop_dir / "noop-webhook"
+            rows, direct = run(plane, root, args.pods, executable, args.before, connections)
         finally:
             plane.stop()
     report(rows, direct, args.pods, args.before)
+    counted = ", ".join(f"{name} {count}" for name, count in connections.items())
+    print(f"connections kube-apiserver opened to each webhook server during the rounds: {counted}")
 
 
 def run(
-    plane: ControlPlane, root: Path, pods: int, noop_executable: Path, before: Path | None
+    plane: ControlPlane,
+    root: Path,
+    pods: int,
+    noop_executable: Path,
+    before: Path | None,
+    connections: dict[str, int],
 ) -> tuple[list[Variant], list[float]]:
+    """The rows' CREATE times and the handler's alone; `connections` gets how many
+    connections the apiserver held to each webhook server over the rounds."""
     core = cluster.core_api(plane.admin_kubeconfig)
     api = client.ApiClient(client.Configuration())
     admission = client.AdmissionregistrationV1Api(core.api_client)
@@ -316,15 +327,34 @@ def run(
                 )
             )
             # Round-robin, so a busy moment on the machine hits every variant alike.
+            ports = {"archfit": hook.webhook_port, "noop": noop.port}
+            if before is not None:
+                ports["archfit --before"] = old_port
+            seen: dict[str, set[int]] = {name: set() for name in ports}
             for i in range(pods):
                 for row in rows:
                     row.samples.append(create_ms(core, row.namespace, f"p{i}", row.image(i)))
+                for name, port in ports.items():
+                    seen[name] |= peer_ports(port)
+            connections.update({name: len(peers) for name, peers in seen.items()})
             check_same_answer(core, api, rows)
             direct = asyncio.run(handler_only(hook.webhook_port, ca, body, pods))
         finally:
             for stop in reversed(stack):
                 stop()
     return rows, direct
+
+
+def peer_ports(port: int) -> set[int]:
+    """The client ports of the established IPv4 connections to local `port` (/proc/net/tcp):
+    a new one is a new connection, so a TLS handshake, from kube-apiserver."""
+    peers = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state = fields[1], fields[2], fields[3]
+        if state == "01" and int(local.split(":")[1], 16) == port:
+            peers.add(int(remote.split(":")[1], 16))
+    return peers
 
 
 def wait_configured(core: Any, noop: NoopWebhook, image: str, before: bool) -> None:
