@@ -11,13 +11,21 @@ through the apiserver, one at a time, round-robin over the variants, one namespa
 - Go webhook, archfit's answer: allowed with the very patch and warnings archfit answers
   for the warm pod (what the apiserver's applying that mutation adds, with no archfit);
 - archfit, warm cache: every pod names an image archfit has already resolved;
-- archfit, cold cache: every pod names a freshly pushed image (a HEAD and a GET at least);
 - with `--before DIR`: archfit from another checkout's extender/ (warm), its own listener
-  and certificate, registered as a copy of the shipped configuration.
+  and certificate, registered as a copy of the shipped configuration;
+- then, in rounds of their own: archfit, cold cache (every pod names a freshly pushed
+  image: a HEAD and a GET at least), beside its own reference.
 
-It also times archfit's handler alone (POST /mutate over TLS, warm), and prints the
-added latency as medians' differences measured in this one run. "archfit's share" is
-archfit's warm row less the Go webhook that gives archfit's answer.
+It also times archfit's handler alone (POST /mutate over TLS, warm), counts the connections
+the apiserver held to each webhook server (one each: no call pays a TLS handshake), and
+prints the added latency as medians' differences measured in this one run. "archfit's
+share" is archfit's warm row less the Go webhook that gives archfit's answer.
+
+What a run on the 2-core bench machine, shared, said (issue 21 goal 6, <= 1 ms warm):
+calling any webhook +0.4-0.8 ms, applying archfit's patch +0.4-1.0 ms more, so the Go
+webhook with archfit's very answer already adds 0.8-1.9 ms; archfit's share on top
++0.5-1.0 ms. Over one connection, kept; of archfit's ~0.4 ms of CPU per call, aiohttp and
+asyncio's TLS take about half (an aiohttp app answering a constant costs 0.2 ms here).
 
     .venv/bin/python -m bench.webhook_latency [--pods 100] [--before /work/old]
 """
