@@ -60,8 +60,12 @@ class ServerSettings:
     opens a connection per concurrent admission call: a ReplicaSet's burst of 100 creates held
     more than 32, and closing one just as the apiserver reuses it fails that call (the pod is
     then admitted unchanged), so keep this well above a burst's concurrency."""
-    keepalive_timeout_seconds: float = 30.0
-    """An idle keep-alive connection is closed after this (aiohttp's own default is 3,630 s)."""
+    keepalive_timeout_seconds: float = 120.0
+    """An idle keep-alive connection is closed after this (aiohttp's own default is 3,630 s).
+    Keep it above the 90 s after which kube-apiserver's webhook client and kube-scheduler's
+    extender client close idle connections themselves (client-go's transport defaults): a
+    close of ours costs the next call a new connection (a TLS handshake on the webhook), or
+    fails the call if it races the client's reuse (a pod then admitted unchanged)."""
     handshake_timeout_seconds: float = 5.0
     """A TLS client must finish its handshake within this of connecting; else it is closed."""
     gc_interval_seconds: float = 60.0

@@ -9,9 +9,10 @@ constraint the pod already has. See docs/webhook.md for the rules and why.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from extender.errors import InputError
 from extender.json_patch import set_in_metadata
@@ -40,6 +41,9 @@ DEFAULT_SCHEDULER = "default-scheduler"
 _MAX_WARNING = 120
 _MAX_ANNOTATED_PLATFORMS = 16
 REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
+# Distinct (image platform sets, cluster platforms, matching) combinations remembered: a
+# cluster's pods name a few hundred images of far fewer platform sets.
+_FITS_CACHED = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +138,10 @@ def decide_mutation(
         _route(spec, rules, mutation)
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
-    supported = frozenset(_runs_on(known, rules.platforms, rules))
-    mutation.runs_on = tuple(sorted(supported))
-    # The images' platforms and the cluster's: the annotation names every one supported has.
-    entries = {p for _, platforms in known for p in platforms} | rules.platforms
-    _annotate(pod, sorted(_runs_on(known, entries, rules)), mutation)
+    fits = fits_of(frozenset(r for _, r in known), rules.platforms, rules.rule, rules.aarch32)
+    supported = fits.supported
+    mutation.runs_on = fits.runs_on
+    _annotate(pod, fits.annotated, mutation)
     allowed = allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
@@ -148,7 +151,7 @@ def decide_mutation(
         mutation.warnings.append(_pod_requires_other(known, allowed, rules))
     else:
         # Only native builds earn a preference: a 32-bit Arm one never makes arm64 preferred.
-        native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+        native = fits.native
         choice = rules.steering.choice if rules.steering else ""
         if _takes_choice(pod, native & allowed, choice):
             supported = native = frozenset(p for p in native if p.architecture == choice)
@@ -495,6 +498,47 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
         return
     mutation.annotation.append(
         set_in_metadata(metadata, "annotations", PLATFORMS_ANNOTATION, value)
+    )
+
+
+class Fits(NamedTuple):
+    """Where a pod's images run, among the cluster's platforms: what decide_mutation reads
+    of them (fits_of)."""
+
+    supported: frozenset[Platform]
+    """The cluster platforms every image runs on, by the rules' matching."""
+    runs_on: tuple[Platform, ...]
+    """`supported`, sorted."""
+    annotated: tuple[Platform, ...]
+    """Every platform of the images' or the cluster's that every image runs on, sorted: the
+    `archfit.io/platforms` annotation."""
+    native: frozenset[Platform]
+    """Those of `supported` every image runs on natively (no 32-bit Arm build on arm64):
+    only these earn a preference."""
+
+
+@functools.lru_cache(maxsize=_FITS_CACHED)
+def fits_of(
+    image_platforms: frozenset[frozenset[Platform]],
+    platforms: frozenset[Platform],
+    rule: Rule,
+    aarch32: bool,
+) -> Fits:
+    """Where images with these platform sets run (a pod needs every image, so their order
+    and repeats do not matter), among `platforms`.
+
+    Cached: every pod of a workload, and most pods of a cluster, name images of a few
+    platform sets, and matching them is most of a webhook call's own work (bench/
+    webhook_latency.py). The resolver hands out the same frozensets, whose hashes Python keeps.
+    """
+    known = [("", ps) for ps in image_platforms]
+    rules = MutationRules(platforms=platforms, arch_preference={}, rule=rule, aarch32=aarch32)
+    supported = frozenset(_runs_on(known, platforms, rules))
+    # The images' platforms and the cluster's: the annotation names every one supported has.
+    entries = {p for ps in image_platforms for p in ps} | platforms
+    native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+    return Fits(
+        supported, tuple(sorted(supported)), tuple(sorted(_runs_on(known, entries, rules))), native
     )
 
 

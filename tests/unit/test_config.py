@@ -318,3 +318,17 @@ def test_archfit_config_prints_no_proxy_or_redis_password(tmp_path):
         shown["cache"]["url"],
     )
     assert "pr0xy-pw" not in result.stdout + result.stderr
+
+
+#: After this long idle, kube-apiserver's webhook client and kube-scheduler's extender client
+#: close a kept-alive connection themselves: client-go's transports take net/http's
+#: DefaultTransport IdleConnTimeout (k8s.io/apimachinery/pkg/util/net SetTransportDefaults).
+GO_CLIENT_IDLE_SECONDS = 90.0
+
+
+def test_archfit_keeps_an_idle_connection_open_longer_than_its_go_clients_do():
+    """The client closes an idle connection first, so no call pays a handshake or races a close."""
+    assert (True, 120.0) == (
+        Settings().server.keepalive_timeout_seconds > GO_CLIENT_IDLE_SECONDS,
+        Settings().server.keepalive_timeout_seconds,
+    )

@@ -20,6 +20,7 @@ from extender.mutation import (
     ShapeError,
     TaintRule,
     decide_mutation,
+    fits_of,
 )
 from extender.platforms import Platform, Resolved, Rule, Unknown, parse
 from tests.objects import pod
@@ -458,3 +459,23 @@ def test_a_null_term_is_read_as_the_empty_term_the_apiserver_makes_of_it() -> No
     patched, mutation = admit(obj, AMD_ONLY)
     assert [{}, {"matchExpressions": [ZONE_A, ARCH_IN_AMD]}] == required_terms(patched)
     assert "mutated" == mutation.outcome
+
+
+def test_pods_whose_images_share_platform_sets_share_one_match_and_a_new_rule_matches_anew() -> (
+    None
+):
+    """The platform match is cached by platform sets, never across matching rules."""
+    # s390x: a set no other test names, so the first strict match is a miss here.
+    v7_and_amd = frozenset({parse("linux/arm/v7"), parse("linux/amd64"), parse("linux/s390x")})
+    loose = rules(rule=Rule.LOOSE, aarch32=True)
+    first = decide_mutation(pod("acme/a:1"), ("acme/a:1",), {"acme/a:1": v7_and_amd}, loose)
+    before = fits_of.cache_info()
+    again = decide_mutation(pod("acme/b:2"), ("acme/b:2",), {"acme/b:2": v7_and_amd}, loose)
+    strict = decide_mutation(pod("acme/b:2"), ("acme/b:2",), {"acme/b:2": v7_and_amd}, rules())
+    after = fits_of.cache_info()
+    assert (1, 1) == (after.hits - before.hits, after.misses - before.misses)
+    assert (("linux/amd64", "linux/arm64"), ("linux/amd64", "linux/arm64"), ("linux/amd64",)) == (
+        tuple(map(str, first.runs_on)),
+        tuple(map(str, again.runs_on)),
+        tuple(map(str, strict.runs_on)),
+    )
