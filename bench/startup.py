@@ -1,4 +1,12 @@
-"""Time from exec to ready for `archfit serve` without an API server (goal 5 of issue 12).
+"""Time from exec to ready for `archfit serve` without an API server (goal 5 of issue 21).
+
+Runs archfit as the image installs it (Dockerfile), not from the checkout: a venv without
+pip holding requirements.lock's packages (built once per lock, under ~/.cache/archfit-bench),
+and a wheel built from the measured checkout, installed with pip into a directory of its own
+that goes on PYTHONPATH. Both run from the bytecode pip compiled at install, with
+PYTHONDONTWRITEBYTECODE=1 as in the image; so no editable-install finder, no test packages
+(uvloop is an extra the image lacks: server.eventLoop auto is asyncio's loop). `--checkout`
+runs the checkout's files with this venv instead, as before (quicker, less like the image).
 
 Starts `python -m extender serve` with kubernetes.mode off and the in-memory defaults,
 `--runs` times, and times each from just before exec to the first 200 from /readyz
@@ -6,19 +14,26 @@ Starts `python -m extender serve` with kubernetes.mode off and the in-memory def
 more start under `python -X importtime`, whether `kubernetes` was imported and what
 importing it cost.
 
-    .venv/bin/python -m bench.startup [--source DIR] [--runs 10] [--output json]
+    .venv/bin/python -m bench.startup [--source DIR] [--runs 10] [--checkout] [--output json]
+
+Measured on the bench machine (2 cores, shared), before and after deferring aiohttp's
+read of the CA store and the webhook's modules: see the table in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import json
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +42,78 @@ from bench import harness
 SETTINGS = {"kubernetes": {"mode": "off"}}
 POLL_SECONDS = 0.002
 TIMEOUT_SECONDS = 30.0
+IMAGE_VENVS = harness.PYCACHE.parent / "image-venv"
+"""Venvs of requirements.lock's packages, one per lock (named by its hash)."""
+#: What the Dockerfile's build stage copies before `pip install .`.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "extender")
+
+
+@dataclass(frozen=True)
+class Install:
+    """How to run archfit: which Python, with which environment on top of this one's."""
+
+    python: str = sys.executable
+    env: Mapping[str, str] = field(default_factory=dict)
+    where: str = ""
+    """Where `extender` is imported from, for the report."""
+
+
+def pip(*args: str) -> None:
+    """Run this venv's pip quietly; BenchError with its output if it fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise harness.BenchError(f"pip {' '.join(args[:2])} failed:\n{done.stderr[-2000:]}")
+
+
+def dependencies_venv(lock: Path) -> Path:
+    """A venv without pip holding `lock`'s packages (the image's first layer): its python.
+
+    Built once per lock content (about 30 s) into a temporary directory, then renamed into
+    place, so a half-built one is never used.
+    """
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    venv = IMAGE_VENVS / digest
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    IMAGE_VENVS.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=IMAGE_VENVS))
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(building)], check=True)
+    pip("--python", str(building / "bin" / "python"), "install", "--require-hashes",
+        "--no-deps", "-r", str(lock))  # fmt: skip
+    try:
+        building.rename(venv)
+    except OSError:  # another run built it meanwhile
+        shutil.rmtree(building, ignore_errors=True)
+    return python
+
+
+def image_install(checkout: Path, workdir: Path) -> Install:
+    """archfit from `checkout` as the image has it: a wheel of it installed with pip (bytecode
+    compiled), beside the lock's packages, run without writing bytecode."""
+    python = dependencies_venv(checkout / "requirements.lock")
+    # A copy: building writes build/ and *.egg-info beside the sources.
+    sources = workdir / "wheel-source"
+    sources.mkdir(parents=True)
+    for name in WHEEL_SOURCES:
+        copy = shutil.copytree if (checkout / name).is_dir() else shutil.copy2
+        copy(checkout / name, sources / name)
+    pip("wheel", "--no-deps", "-w", str(workdir), str(sources))
+    (wheel,) = workdir.glob("archfit-*.whl")
+    site = workdir / "site"
+    pip("--python", str(python), "install", "--no-deps", "--target", str(site), str(wheel))
+    env = {
+        "PYTHONPATH": str(site),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": "",  # empty is unset: the bytecode beside the files is read
+    }
+    return Install(str(python), env, f"{site} (a wheel of {checkout}; {python})")
 
 
 def ready(port: int) -> bool:
@@ -42,11 +129,23 @@ def ready(port: int) -> bool:
 
 
 def one_start(
-    workdir: Path, source: Path | None, run: int, flags: tuple[str, ...] = ()
+    workdir: Path,
+    source: Path | None,
+    run: int,
+    flags: tuple[str, ...] = (),
+    install: Install | None = None,
 ) -> tuple[float, int, Path]:
     """Start archfit once; (seconds to ready, RSS bytes when ready, its log)."""
+    install = install or Install()
     server = harness.ArchfitServer(
-        workdir, SETTINGS, source=source, core=None, name=f"start-{run}", python_flags=flags
+        workdir,
+        SETTINGS,
+        source=source,
+        core=None,
+        name=f"start-{run}",
+        env=install.env,
+        python_flags=flags,
+        python=install.python,
     )
     started = time.perf_counter()
     server.process.start()
@@ -82,19 +181,26 @@ def run(
     source: Path | None = None,
     runs: int = 10,
     workdir: Path | None = None,
+    checkout: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Rows: `startup` with one summary row."""
+    """Rows: `startup` with one summary row (`installed`: where `extender` came from)."""
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = workdir or Path(tmp)
-        one_start(root, source, -1)  # bytecode compiled and files in the page cache
+        if checkout:
+            install, source_dir = Install(where=harness.imported_from(source)), source
+        else:
+            progress("installing a wheel of the checkout, as the image does")
+            install = image_install((source or harness.ROOT).resolve(), root / "install")
+            source_dir = None
+        one_start(root, source_dir, -1, install=install)  # files in the page cache
         times, sizes = [], []
         for index in range(runs):
-            seconds, rss, _ = one_start(root, source, index)
+            seconds, rss, _ = one_start(root, source_dir, index, install=install)
             times.append(seconds)
             sizes.append(rss)
             progress(f"start {index}: {seconds * 1000:.0f} ms")
-        _, _, log = one_start(root, source, runs, ("-X", "importtime"))
+        _, _, log = one_start(root, source_dir, runs, ("-X", "importtime"), install)
         kubernetes_ms = kubernetes_import(log)
     row = {
         "runs": runs,
@@ -103,6 +209,7 @@ def run(
         "rss_mb": statistics.median(sizes) / (1024 * 1024),
         "kubernetes_imported": kubernetes_ms is not None,
         "kubernetes_import_ms": kubernetes_ms,
+        "installed": install.where,
     }
     return {"startup": [row]}
 
@@ -122,14 +229,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help="checkout whose extender/ to run")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="5 runs")
+    parser.add_argument(
+        "--checkout",
+        action="store_true",
+        help="run the checkout's files with this venv, not an image-like install of them",
+    )
     parser.add_argument("--output", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)
     runs = 5 if args.quick else args.runs
-    result = run(source=args.source, runs=runs, progress=lambda s: print(s, file=sys.stderr))
+    result = run(
+        source=args.source,
+        runs=runs,
+        checkout=args.checkout,
+        progress=lambda s: print(s, file=sys.stderr),
+    )
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
-    print(f"archfit from {harness.imported_from(args.source)}, kubernetes.mode off")
+    print(f"archfit from {result['startup'][0]['installed']}, kubernetes.mode off")
     harness.print_table(result["startup"], COLUMNS)
     return 0
 
