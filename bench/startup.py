@@ -14,7 +14,8 @@ Starts `python -m extender serve` with kubernetes.mode off and the in-memory def
 more start under `python -X importtime`, whether `kubernetes` was imported and what
 importing it cost.
 
-    .venv/bin/python -m bench.startup [--source DIR] [--runs 10] [--checkout] [--output json]
+    .venv/bin/python -m bench.startup [--source DIR] [--before DIR] [--runs 10] [--checkout]
+        [--output json]
 
 Measured on the bench machine (2 cores, shared), before and after deferring aiohttp's
 read of the CA store and the webhook's modules: see the table in docs/benchmarks.md.
@@ -176,45 +177,67 @@ def kubernetes_import(log: Path) -> float | None:
     return None
 
 
+def prepare(
+    checkout: bool, source: Path | None, workdir: Path, progress: Callable[[str], None]
+) -> tuple[Install, Path | None]:
+    """How to run `source`: an image-like install of it (the default), or, with `checkout`,
+    its files with this venv (then the `source` to put on PYTHONPATH)."""
+    if checkout:
+        return Install(where=harness.imported_from(source)), source
+    progress(f"installing a wheel of {source or harness.ROOT}, as the image does")
+    return image_install((source or harness.ROOT).resolve(), workdir), None
+
+
 def run(
     *,
     source: Path | None = None,
     runs: int = 10,
     workdir: Path | None = None,
     checkout: bool = False,
+    before: Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Rows: `startup` with one summary row (`installed`: where `extender` came from)."""
+    """Rows: `startup`, one per checkout: `source` first, then `before` if given. Their starts
+    alternate, so both meet the same machine (a shared one's load moves within a minute)."""
+    checkouts = {"measured": source, **({"before": before} if before is not None else {})}
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = workdir or Path(tmp)
-        if checkout:
-            install, source_dir = Install(where=harness.imported_from(source)), source
-        else:
-            progress("installing a wheel of the checkout, as the image does")
-            install = image_install((source or harness.ROOT).resolve(), root / "install")
-            source_dir = None
-        one_start(root, source_dir, -1, install=install)  # files in the page cache
-        times, sizes = [], []
+        prepared = {
+            label: prepare(checkout, directory, root / f"install-{label}", progress)
+            for label, directory in checkouts.items()
+        }
+        for install, on_path in prepared.values():  # files in the page cache
+            one_start(root, on_path, -1, install=install)
+        times: dict[str, list[float]] = {label: [] for label in prepared}
+        sizes: dict[str, list[int]] = {label: [] for label in prepared}
         for index in range(runs):
-            seconds, rss, _ = one_start(root, source_dir, index, install=install)
-            times.append(seconds)
-            sizes.append(rss)
-            progress(f"start {index}: {seconds * 1000:.0f} ms")
-        _, _, log = one_start(root, source_dir, runs, ("-X", "importtime"), install)
-        kubernetes_ms = kubernetes_import(log)
-    row = {
-        "runs": runs,
-        "median_ms": statistics.median(times) * 1000,
-        "max_ms": max(times) * 1000,
-        "rss_mb": statistics.median(sizes) / (1024 * 1024),
-        "kubernetes_imported": kubernetes_ms is not None,
-        "kubernetes_import_ms": kubernetes_ms,
-        "installed": install.where,
-    }
-    return {"startup": [row]}
+            for label, (install, on_path) in prepared.items():
+                seconds, rss, _ = one_start(root, on_path, index, install=install)
+                times[label].append(seconds)
+                sizes[label].append(rss)
+                progress(f"{label} start {index}: {seconds * 1000:.0f} ms")
+        rows = []
+        for label, (install, on_path) in prepared.items():
+            flags = ("-X", "importtime")
+            _, _, log = one_start(root, on_path, runs, flags, install)
+            kubernetes_ms = kubernetes_import(log)
+            rows.append(
+                {
+                    "archfit": label,
+                    "runs": runs,
+                    "median_ms": statistics.median(times[label]) * 1000,
+                    "max_ms": max(times[label]) * 1000,
+                    "rss_mb": statistics.median(sizes[label]) / (1024 * 1024),
+                    "kubernetes_imported": kubernetes_ms is not None,
+                    "kubernetes_import_ms": kubernetes_ms,
+                    "installed": install.where,
+                }
+            )
+    return {"startup": rows}
 
 
 COLUMNS = (
+    "archfit",
     "runs",
     "median_ms",
     "max_ms",
@@ -230,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="5 runs")
     parser.add_argument(
+        "--before", type=Path, help="also measure this checkout, its starts alternating"
+    )
+    parser.add_argument(
         "--checkout",
         action="store_true",
         help="run the checkout's files with this venv, not an image-like install of them",
@@ -241,12 +267,15 @@ def main(argv: list[str] | None = None) -> int:
         source=args.source,
         runs=runs,
         checkout=args.checkout,
+        before=args.before,
         progress=lambda s: print(s, file=sys.stderr),
     )
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
-    print(f"archfit from {result['startup'][0]['installed']}, kubernetes.mode off")
+    for row in result["startup"]:
+        print(f"{row['archfit']}: archfit from {row['installed']}")
+    print("kubernetes.mode off")
     harness.print_table(result["startup"], COLUMNS)
     return 0
 
