@@ -14,8 +14,8 @@ Starts `python -m extender serve` with kubernetes.mode off and the in-memory def
 on a shared machine) and the worst, RSS when ready, and, from one more start under
 `python -X importtime`, whether `kubernetes` was imported and what importing it cost.
 
-    .venv/bin/python -m bench.startup [--source DIR] [--before DIR] [--runs 10] [--checkout]
-        [--output json]
+    .venv/bin/python -m bench.startup [--source DIR] [--before DIR] [--runs 10]
+        [--python PATH] [--checkout] [--output json]
 
 Measured on the bench machine (2 cores, shared), before and after deferring aiohttp's
 read of the CA store and the webhook's modules: see the table in docs/benchmarks.md.
@@ -71,20 +71,24 @@ def pip(*args: str) -> None:
         raise harness.BenchError(f"pip {' '.join(args[:2])} failed:\n{done.stderr[-2000:]}")
 
 
-def dependencies_venv(lock: Path) -> Path:
-    """A venv without pip holding `lock`'s packages (the image's first layer): its python.
+BASE_PYTHON = str(getattr(sys, "_base_executable", sys.executable))
+"""The interpreter this venv was made from: the default for the image-like venv."""
 
-    Built once per lock content (about 30 s) into a temporary directory, then renamed into
-    place, so a half-built one is never used.
+
+def dependencies_venv(lock: Path, base: str = BASE_PYTHON) -> Path:
+    """A venv of `base` without pip holding `lock`'s packages (the image's first layer): its
+    python.
+
+    Built once per lock content and interpreter (about 30 s) into a temporary directory, then
+    renamed into place, so a half-built one is never used.
     """
-    digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(lock.read_bytes() + base.encode()).hexdigest()[:16]
     venv = IMAGE_VENVS / digest
     python = venv / "bin" / "python"
     if python.exists():
         return python
     IMAGE_VENVS.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=IMAGE_VENVS))
-    base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(building)], check=True)
     pip("--python", str(building / "bin" / "python"), "install", "--require-hashes",
         "--no-deps", "-r", str(lock))  # fmt: skip
@@ -95,10 +99,10 @@ def dependencies_venv(lock: Path) -> Path:
     return python
 
 
-def image_install(checkout: Path, workdir: Path) -> Install:
+def image_install(checkout: Path, workdir: Path, base: str = BASE_PYTHON) -> Install:
     """archfit from `checkout` as the image has it: a wheel of it installed with pip (bytecode
-    compiled), beside the lock's packages, run without writing bytecode."""
-    python = dependencies_venv(checkout / "requirements.lock")
+    compiled), beside the lock's packages in a venv of `base`, run without writing bytecode."""
+    python = dependencies_venv(checkout / "requirements.lock", base)
     # A copy: building writes build/ and *.egg-info beside the sources.
     sources = workdir / "wheel-source"
     sources.mkdir(parents=True)
@@ -114,7 +118,7 @@ def image_install(checkout: Path, workdir: Path) -> Install:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPYCACHEPREFIX": "",  # empty is unset: the bytecode beside the files is read
     }
-    return Install(str(python), env, f"{site} (a wheel of {checkout}; {python})")
+    return Install(str(python), env, f"{site} (a wheel of {checkout}; a venv of {base})")
 
 
 def ready(port: int) -> bool:
@@ -178,14 +182,18 @@ def kubernetes_import(log: Path) -> float | None:
 
 
 def prepare(
-    checkout: bool, source: Path | None, workdir: Path, progress: Callable[[str], None]
+    checkout: bool,
+    source: Path | None,
+    workdir: Path,
+    progress: Callable[[str], None],
+    base: str = BASE_PYTHON,
 ) -> tuple[Install, Path | None]:
-    """How to run `source`: an image-like install of it (the default), or, with `checkout`,
-    its files with this venv (then the `source` to put on PYTHONPATH)."""
+    """How to run `source`: an image-like install of it in a venv of `base` (the default), or,
+    with `checkout`, its files with this venv (then the `source` to put on PYTHONPATH)."""
     if checkout:
         return Install(where=harness.imported_from(source)), source
     progress(f"installing a wheel of {source or harness.ROOT}, as the image does")
-    return image_install((source or harness.ROOT).resolve(), workdir), None
+    return image_install((source or harness.ROOT).resolve(), workdir, base), None
 
 
 def run(
@@ -195,6 +203,7 @@ def run(
     workdir: Path | None = None,
     checkout: bool = False,
     before: Path | None = None,
+    python: str = BASE_PYTHON,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Rows: `startup`, one per checkout: `source` first, then `before` if given. Their starts
@@ -203,7 +212,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = workdir or Path(tmp)
         prepared = {
-            label: prepare(checkout, directory, root / f"install-{label}", progress)
+            label: prepare(checkout, directory, root / f"install-{label}", progress, python)
             for label, directory in checkouts.items()
         }
         for install, on_path in prepared.values():  # files in the page cache
@@ -258,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         "--before", type=Path, help="also measure this checkout, its starts alternating"
     )
     parser.add_argument(
+        "--python",
+        default=BASE_PYTHON,
+        help="the interpreter of the image-like venv (default: this venv's base, "
+        f"{BASE_PYTHON}); the image's is a PGO and LTO build",
+    )
+    parser.add_argument(
         "--checkout",
         action="store_true",
         help="run the checkout's files with this venv, not an image-like install of them",
@@ -270,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=runs,
         checkout=args.checkout,
         before=args.before,
+        python=args.python,
         progress=lambda s: print(s, file=sys.stderr),
     )
     if args.output == "json":
