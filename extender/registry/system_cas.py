@@ -3,8 +3,8 @@
 Importing aiohttp (and `aiohttp.web` does) builds the client's two default SSL contexts, and
 each reads the system CA bundle: about 50 ms, a sixth of `serve`'s start, for contexts that
 only HTTPS registry requests use. `import_aiohttp` imports it with those two reads deferred;
-`load` does them in a thread. The server starts `load` once it listens, and every registry
-request awaits `loaded` first (registry/transport.py), so no request goes out before.
+`read_deferred` does them, in a thread. The server starts that once it listens, and every
+registry request awaits `loaded` first (registry/transport.py), so no request goes out before.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _reading = threading.Lock()
 
 
 def import_aiohttp() -> None:
-    """Import aiohttp with its default contexts' reads of the CA store left to `load`.
+    """Import aiohttp with its default contexts' reads of the CA store left to `read_deferred`.
 
     A no-op when aiohttp is imported already (its contexts then hold the CAs). The reads are
     the ones aiohttp asks for, in its order, only later: what a context trusts is unchanged.
@@ -51,7 +51,7 @@ def pending() -> int:
     return len(_deferred)
 
 
-def load() -> None:
+def read_deferred() -> None:
     """Read the CA store into every deferred context. It blocks (file reads, the GIL
     released): from the event loop, await `loaded` instead."""
     with _reading:
@@ -64,4 +64,4 @@ async def loaded() -> None:
     """Return once aiohttp's default contexts hold the system CAs: at once unless the read
     is still to do, which then runs in a thread."""
     if _deferred:
-        await asyncio.to_thread(load)
+        await asyncio.to_thread(read_deferred)
