@@ -271,6 +271,7 @@ class ArchfitServer:
         name: str = "archfit",
         env: Mapping[str, str] | None = None,
         python_flags: Sequence[str] = (),
+        python: str = sys.executable,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -282,7 +283,7 @@ class ArchfitServer:
         pin = ["taskset", "-c", str(core)] if core is not None else []
         # -P: `-m` would put the working directory before PYTHONPATH, and with it this
         # checkout's extender before the one under measurement.
-        argv = [*pin, sys.executable, "-P", *python_flags, "-m", "extender", "serve"]
+        argv = [*pin, python, "-P", *python_flags, "-m", "extender", "serve"]
         argv += ["--config", str(self.config_path)]
         self.process = Process(name, argv, workdir, source_env(source, env))
         self._ps: psutil.Process | None = None

@@ -142,6 +142,9 @@ def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float)
 
 def _serve(settings: config.Settings, source: Path | None) -> int:
     _import_structlog_without_rich()
+    from extender.registry.system_cas import import_aiohttp
+
+    import_aiohttp()  # before anything else imports it: the CA store is read once ready
     from extender.app import create_app
     from extender.errors import ListenError, SetupError
     from extender.server import serve

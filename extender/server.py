@@ -37,10 +37,10 @@ from extender.listener import ClientNoise, ConnectionGuard, GuardedSite, handler
 from extender.logs import configure
 from extender.metrics import Metrics
 from extender.once import OncePerCause
+from extender.registry import system_cas
 from extender.resolution import PlatformResolver
 from extender.services import NodeSource, Services, open_services
 from extender.tls import CertificateRefused, ReloadingCertificate
-from extender.webhook import MUTATION, WEBHOOK_GUARD, create_webhook_app, release_held
 
 log = structlog.get_logger("archfit")
 
@@ -115,8 +115,11 @@ async def _run_until_signalled(app: web.Application) -> None:
         context = certificate.context if certificate else None
         site = GuardedSite(runner, server.host, server.port, app[GUARD], context)
         await _listen(site, f"{server.host}:{server.port}")
+        # Ready: now read the CA store that cli's import of aiohttp left (registry.system_cas).
+        reading = asyncio.create_task(system_cas.loaded())
         await stop.wait()
         log.info("archfit_stopping", signal=received[0], grace_s=server.shutdown_grace_seconds)
+        await reading  # done long since, unless the stop came as soon as it was ready
     finally:
         await runner.cleanup()
     log.info("archfit_stopped")
@@ -212,6 +215,9 @@ async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]
 async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
     """The admission webhook's TLS listener, its self-managed certificate if asked, and the
     releaser of held pods."""
+    # Imported here: a serve without the webhook (the default) never loads its modules.
+    from extender.webhook import MUTATION, WEBHOOK_GUARD, create_webhook_app, release_held
+
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     hook = settings.webhook
     async with contextlib.AsyncExitStack() as stack:

@@ -21,6 +21,7 @@ import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from extender.metrics import Metrics
+from extender.registry import system_cas
 from extender.registry.deadline import request_seconds_left
 from extender.registry.errors import (
     AddressForbidden,
@@ -159,6 +160,7 @@ class Transport:
         try:
             # The wait for a fair share counts against the same limit as the request.
             async with asyncio.timeout(limit), self._fair.slot(host):
+                await system_cas.loaded()  # `serve` reads them after it is ready
                 proxy = self.proxies.for_url(url) if self.proxies else None
                 if proxy is not None:
                     await self._check_proxied_target(url)

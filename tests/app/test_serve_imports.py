@@ -2,8 +2,10 @@
 
 The client costs ~20 MB of RSS and ~0.4 s of start-up; a serve that never talks to an API
 server must not pay for it. Nor does it draw tables (rich) or make certificates
-(cryptography, for the webhook's self-managed ones). The check runs in a fresh interpreter,
-because this test process has long since imported everything.
+(cryptography, for the webhook's self-managed ones), load the webhook's modules with the
+webhook off, or read the system CA store before it is ready (about 50 ms, for registry
+lookups only). The check runs in a fresh interpreter, because this test process has long
+since imported everything.
 """
 
 from __future__ import annotations
@@ -36,8 +38,49 @@ print(json.dumps({{"status": status, "modules": sorted(sys.modules)}}))
 """
 
 
-def serve_and_list_modules(tmp_path, kubernetes: str) -> tuple[int, list[str]]:
-    """Run `archfit serve` to ready and back; its exit status and every module it loaded."""
+# Notes, for each read of the system CA store (SSLContext.set_default_verify_paths, which
+# ssl.create_default_context calls too), whether archfit listened then; serves until ready
+# and two reads are done (or 10 s more), then SIGTERMs itself and prints the notes.
+SERVE_AND_NOTE_CA_READS = """
+import json, os, signal, socket, ssl, sys, threading, time, urllib.request
+from extender.cli import main
+
+reads = []
+read = ssl.SSLContext.set_default_verify_paths
+
+def noted(context):
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+        reads.append("listening")
+    except OSError:
+        reads.append("not listening")
+    read(context)
+
+ssl.SSLContext.set_default_verify_paths = noted
+
+def stop_once_ready_and_read():
+    for _ in range(1500):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.02)
+    for _ in range(500):
+        if len(reads) >= 2:
+            break
+        time.sleep(0.02)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=stop_once_ready_and_read, daemon=True).start()
+status = main(["serve", "--config", sys.argv[1]])
+print(json.dumps({{"status": status, "reads": reads}}))
+"""
+
+
+def serve_and_report(tmp_path, kubernetes: str, script: str) -> dict[str, object]:
+    """Run `script` (which serves to ready and back) on a config with `kubernetes`; the JSON
+    object it prints last."""
     port = free_port()
     path = tmp_path / "archfit.yaml"
     path.write_text(
@@ -45,16 +88,24 @@ def serve_and_list_modules(tmp_path, kubernetes: str) -> tuple[int, list[str]]:
         "logging: {format: json}\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", SERVE_THEN_LIST_MODULES.format(port=port), str(path)],
+        [sys.executable, "-c", script.format(port=port), str(path)],
         capture_output=True,
         timeout=60,
         check=False,
     )
-    last = orjson.loads(done.stdout.splitlines()[-1])
-    return last["status"], last["modules"]
+    report: dict[str, object] = orjson.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+def serve_and_list_modules(tmp_path, kubernetes: str) -> tuple[int, list[str]]:
+    """Run `archfit serve` to ready and back; its exit status and every module it loaded."""
+    last = serve_and_report(tmp_path, kubernetes, SERVE_THEN_LIST_MODULES)
+    return last["status"], last["modules"]  # type: ignore[return-value]
 
 
 NOT_FOR_SERVING = ("kubernetes", "rich", "cryptography")
+#: The admission webhook's own modules, which webhook.enabled: false (the default) never runs.
+WEBHOOK_MODULES = ("extender.webhook", "extender.admission", "extender.workload_admission")
 
 
 def test_serve_with_kubernetes_off_never_imports_the_kubernetes_client(tmp_path):
@@ -62,6 +113,19 @@ def test_serve_with_kubernetes_off_never_imports_the_kubernetes_client(tmp_path)
     status, modules = serve_and_list_modules(tmp_path, "{mode: 'off'}")
     assert 0 == status
     assert [] == [m for m in modules if m.split(".")[0] in NOT_FOR_SERVING]
+
+
+def test_serve_without_the_webhook_never_imports_the_webhooks_modules(tmp_path):
+    """webhook.enabled is false by default: the admission handler's modules stay unloaded."""
+    status, modules = serve_and_list_modules(tmp_path, "{mode: 'off'}")
+    assert 0 == status
+    assert [] == [m for m in modules if m in WEBHOOK_MODULES]
+
+
+def test_serve_reads_the_system_ca_store_only_once_it_listens(tmp_path):
+    """aiohttp's import builds two client contexts; serve reads their CAs once it is ready."""
+    report = serve_and_report(tmp_path, "{mode: 'off'}", SERVE_AND_NOTE_CA_READS)
+    assert {"status": 0, "reads": ["listening", "listening"]} == report
 
 
 def test_the_check_sees_the_client_when_kubernetes_is_on(tmp_path):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -141,3 +145,53 @@ async def test_a_plain_http_registry_reached_over_tls_names_the_setting_to_use(
         f'registry.hosts."{faults.host}".plainHttp: true'
     )
     assert expected == str(refused.value)
+
+
+# `serve`'s import of aiohttp (cli._serve), then a first lookup with no server to read the
+# CA store after it is ready: the request itself must read it. Prints what it saw.
+FIRST_LOOKUP_AFTER_A_DEFERRED_IMPORT = """
+import asyncio, json, sys
+from extender.registry import system_cas
+system_cas.import_aiohttp()
+from extender.pods import PullSecretsRef
+from extender.registry.resolver import build_resolver
+from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
+
+async def first_lookup(host):
+    settings = RegistrySettings(
+        hosts={host: HostSettings(plain_http=False)},
+        allowed_networks=("127.0.0.1/32",),
+        request_timeout_seconds=5.0,
+    )
+    resolver = await build_resolver(settings, CacheSettings(), None, None)
+    deferred = system_cas.pending()
+    try:
+        platforms = await resolver.platforms(f"{host}/tls/app:1", PullSecretsRef("team-a", ()))
+    finally:
+        await resolver.aclose()
+    print(json.dumps({"deferred": deferred, "platforms": sorted(map(str, platforms))}))
+
+asyncio.run(first_lookup(sys.argv[1]))
+"""
+
+
+async def test_the_first_lookup_after_serves_deferred_import_trusts_the_system_cas(
+    tls_faults: RunningFaults, serving_cert: ServingCert
+) -> None:
+    """serve imports aiohttp without its CA store; the first HTTPS request reads it first."""
+    tls_faults.registry.image("tls/app", "1", "linux/arm64")
+    # OpenSSL's system store is SSL_CERT_FILE when set: here, the test CA alone.
+    env = {**os.environ, "SSL_CERT_FILE": str(serving_cert.ca_bundle)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        FIRST_LOOKUP_AFTER_A_DEFERRED_IMPORT,
+        tls_faults.host,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(child.communicate(), 60)
+    assert 0 == child.returncode, err.decode()[-2000:]
+    # Two contexts (aiohttp's verified and unverified defaults) were left to read.
+    assert {"deferred": 2, "platforms": ["linux/arm64"]} == orjson.loads(out.splitlines()[-1])
