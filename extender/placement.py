@@ -174,6 +174,7 @@ class Candidates:
         table: Sequence[NodeFacts] | Mapping[int, NodeFacts],
         *,
         known: bool = True,
+        distinct: dict[int, NodeFacts] | None = None,
     ) -> None:
         self.names = names
         self.keys = keys
@@ -181,7 +182,7 @@ class Candidates:
         self.known = known
         """Whether every name has facts (no name in UNKNOWN_GROUP)."""
         self._table = table
-        self._distinct: dict[int, NodeFacts] | None = None
+        self._distinct = distinct
 
     @property
     def distinct(self) -> dict[int, NodeFacts]:
@@ -197,9 +198,8 @@ class Candidates:
         if len(names) != len(facts):
             raise ValueError(f"{len(names)} names but {len(facts)} facts")
         keys = list(map(id, facts))
-        candidates = cls(names, keys, {})
-        candidates._distinct = dict(zip(keys, facts, strict=True))  # in the names' order
-        return candidates
+        distinct = dict(zip(keys, facts, strict=True))  # in the names' order
+        return cls(names, keys, distinct, distinct=distinct)
 
     @classmethod
     def among(cls, names: Sequence[str], groups: NodeGroups) -> Candidates:

@@ -17,33 +17,43 @@ import orjson
 
 from tests.support.process import free_port
 
-# Serves until /readyz answers 200, then SIGTERMs itself and prints what it had loaded.
-SERVE_THEN_LIST_MODULES = """
+# Both scripts below start with this: a wait until /readyz answers 200 (30 s at most).
+WAIT_UNTIL_READY = """
 import json, os, signal, sys, threading, time, urllib.request
 from extender.cli import main
 
-def stop_once_ready():
+def wait_until_ready():
     for _ in range(1500):
         try:
             with urllib.request.urlopen("http://127.0.0.1:{port}/readyz", timeout=1) as answer:
                 if answer.status == 200:
-                    break
+                    return
         except OSError:
             time.sleep(0.02)
+"""
+
+# Serves until /readyz answers 200, then SIGTERMs itself and prints what it had loaded.
+SERVE_THEN_LIST_MODULES = (
+    WAIT_UNTIL_READY
+    + """
+def stop_once_ready():
+    wait_until_ready()
     os.kill(os.getpid(), signal.SIGTERM)
 
 threading.Thread(target=stop_once_ready, daemon=True).start()
 status = main(["serve", "--config", sys.argv[1]])
 print(json.dumps({{"status": status, "modules": sorted(sys.modules)}}))
 """
+)
 
 
 # Notes, for each read of the system CA store (SSLContext.set_default_verify_paths, which
 # ssl.create_default_context calls too), whether archfit listened then; serves until ready
 # and two reads are done (or 10 s more), then SIGTERMs itself and prints the notes.
-SERVE_AND_NOTE_CA_READS = """
-import json, os, signal, socket, ssl, sys, threading, time, urllib.request
-from extender.cli import main
+SERVE_AND_NOTE_CA_READS = (
+    WAIT_UNTIL_READY
+    + """
+import socket, ssl
 
 reads = []
 read = ssl.SSLContext.set_default_verify_paths
@@ -59,13 +69,7 @@ def noted(context):
 ssl.SSLContext.set_default_verify_paths = noted
 
 def stop_once_ready_and_read():
-    for _ in range(1500):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:{port}/readyz", timeout=1) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.02)
+    wait_until_ready()
     for _ in range(500):
         if len(reads) >= 2:
             break
@@ -76,6 +80,7 @@ threading.Thread(target=stop_once_ready_and_read, daemon=True).start()
 status = main(["serve", "--config", sys.argv[1]])
 print(json.dumps({{"status": status, "reads": reads}}))
 """
+)
 
 
 def serve_and_report(tmp_path, kubernetes: str, script: str) -> dict[str, object]:
