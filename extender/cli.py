@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "evidence":
         from extender.evidence import evidence_command
 
-        return asyncio.run(evidence_command(settings, args.action, args.digest, sys.stdout))
+        return asyncio.run(
+            evidence_command(
+                settings, args.action, args.digest, args.platform, args.output, sys.stdout
+            )
+        )
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -348,12 +352,26 @@ def _parser() -> argparse.ArgumentParser:
     evidence = commands.add_parser(
         "evidence",
         parents=[common],
-        help="list or clear learned evidence (digest D does not run on platform P)",
+        help="list, confirm or clear learned evidence (digest D does not run on platform P)",
         description="The evidence the mismatch watcher learned, shared through Redis "
-        "(cache.url): see docs/operations.md.",
+        "(cache.url), with where each entry came from and whom it applies to: one workload, "
+        "or every namespace once corroborated. `confirm` makes a digest's workload entries "
+        'count in every namespace. See docs/operations.md, "Learned evidence".',
     )
-    evidence.add_argument("action", choices=("list", "clear"))
-    evidence.add_argument("--digest", default="", help="clear: only this digest's entries")
+    evidence.add_argument("action", choices=("list", "confirm", "clear"))
+    evidence.add_argument(
+        "--digest", default="", help="confirm (required), clear: only this digest's entries"
+    )
+    evidence.add_argument(
+        "--platform", default="", help="confirm: only this platform's entries (os/arch)"
+    )
+    evidence.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="list: a table (default) or JSON",
+    )
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")

@@ -351,6 +351,11 @@ class WatcherSettings:
     """How long learned evidence ("digest D does not run on platform P") counts."""
     evidence_sync_seconds: float = 5.0
     """How often each replica reads the shared evidence again from Redis (`cache.url`)."""
+    evidence_namespaces: int = 3
+    """In how many namespaces a digest must fail alike (a start error of the image's own
+    entrypoint, on the same platform) before that evidence counts for every namespace;
+    until then it counts for the failing workload only (docs/operations.md, "Learned
+    evidence")."""
     log_bytes: int = 16384
     """How much of a crash-looping container's previous log is read (limitBytes), once per
     restart."""
@@ -374,6 +379,8 @@ class WatcherSettings:
             raise ValueError("evidenceTtlSeconds: must be at least 60")
         if not 0.1 <= self.evidence_sync_seconds <= 3600:
             raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
+        if not 2 <= self.evidence_namespaces <= 1000:
+            raise ValueError("evidenceNamespaces: must be in 2..1000")
         if not 256 <= self.log_bytes <= 1048576:
             raise ValueError("logBytes: must be in 256..1048576")
         if min(self.logs_per_second, self.events_per_second, self.evictions_per_minute) <= 0:

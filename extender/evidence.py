@@ -1,12 +1,13 @@
 """Learned evidence, "digest D does not run on platform P", kept in the cache's tiers, and the
 resolver that believes it over the index (docs/operations.md, "Learned evidence").
 
-The mismatch watcher learns it from a container that failed with exec format error. Every
-replica keeps all of it in memory (a handful of entries: a lookup is a dict read) and, with
-a Redis URL (`cache.url`), shares it through one Redis hash, read again every
-`watcher.evidenceSyncSeconds`; so a restart or a second replica keeps what was learned, and
-`archfit evidence clear` reaches every replica. Each entry expires
-(`watcher.evidenceTtlSeconds`).
+The mismatch watcher learns it from a container that failed with exec format error, for
+that pod's own workload; it counts for every namespace only when something no tenant can
+forge corroborates it (EvidenceBook). Every replica keeps all of it in memory (a handful of
+entries: a lookup is a dict read) and, with a Redis URL (`cache.url`), shares it through one
+Redis hash, read again every `watcher.evidenceSyncSeconds`; so a restart or a second replica
+keeps what was learned, and `archfit evidence clear` reaches every replica. Each entry
+expires (`watcher.evidenceTtlSeconds`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 import datetime
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -24,16 +25,20 @@ import orjson
 import structlog
 
 from extender.mismatch import Evidence, without_failing
-from extender.platforms import Platform
+from extender.once import OncePerCause
+from extender.platforms import Platform, Resolved, any_accepts
 from extender.platforms import parse as parse_platform
 from extender.pods import PullSecretsRef
 from extender.registry.settings import CacheSettings
+from extender.runtimes import NodeFacts
+from extender.ttlmap import TTLMap
 
 if TYPE_CHECKING:
     from extender.config import Settings
     from extender.metrics import Metrics
     from extender.registry.redis_tier import RedisTier
     from extender.registry.resolver import ImageResolution
+    from extender.registry.verify import Verification
 
 log = structlog.get_logger("archfit.evidence")
 
@@ -41,20 +46,31 @@ _NONE: frozenset[Platform] = frozenset()
 
 
 class EvidenceBook:
-    """Evidence in memory, and in the Redis hash `<cache.namespace>:evidence` if configured."""
+    """Evidence in memory, and in the Redis hash `<cache.namespace>:evidence` if configured.
+
+    A workload entry counts for its own workload only; it becomes cluster-wide when
+    corroborated: its index's config says another architecture (the watcher checks), the
+    same digest failed the same way, with a provenance no pod chose, in
+    `corroborating_namespaces` namespaces, or an operator confirms it (`confirm`).
+    """
 
     def __init__(
         self,
         cache: CacheSettings,
         metrics: Metrics | None = None,
         *,
+        corroborating_namespaces: int = 3,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._wall = wall
         self._metrics = metrics
+        self._corroborating = corroborating_namespaces
         self._hash = f"{cache.namespace}:evidence"
         self._entries: dict[str, Evidence] = {}
-        self._by_digest: dict[str, dict[Platform, Evidence]] = {}
+        self._cluster: dict[str, dict[Platform, Evidence]] = {}
+        """digest → platform → its cluster-wide entry."""
+        self._workloads: dict[tuple[str, str], dict[str, dict[Platform, Evidence]]] = {}
+        """(namespace, workload) → digest → platform → its workload entry."""
         self._unsaved: set[str] = set()
         """Keys learned here that Redis has not taken yet: written again at the next sync."""
         self._redis: RedisTier | None = None
@@ -69,27 +85,65 @@ class EvidenceBook:
         return self._redis is not None
 
     def failing(self, digest: str) -> frozenset[Platform]:
-        """The platforms `digest` is known not to run on now (a dict read: hot path)."""
-        found = self._by_digest.get(digest)
+        """The platforms `digest` is known, cluster-wide, not to run on now (a dict read: hot
+        path)."""
+        found = self._cluster.get(digest)
         if not found:
             return _NONE
-        now = self._wall()
-        return frozenset(p for p, e in found.items() if e.expires > now)
+        return self._unexpired(found)
+
+    def failing_for(self, namespace: str, workload: str) -> dict[str, frozenset[Platform]] | None:
+        """digest → the platforms it is known not to run on for this workload alone; None
+        when nothing is known for it (a dict read: hot path)."""
+        found = self._workloads.get((namespace, workload))
+        if not found:
+            return None
+        return {digest: self._unexpired(platforms) for digest, platforms in found.items()}
+
+    def covering(self, evidence: Evidence) -> Evidence:
+        """The widest entry held that says what `evidence` says: the cluster-wide one of its
+        digest and platform, else `evidence`'s own."""
+        wide = self._cluster.get(evidence.digest, {}).get(evidence.platform)
+        return wide if wide is not None and wide.expires > self._wall() else evidence
 
     def entries(self) -> list[Evidence]:
         """Every unexpired entry, oldest first."""
         now = self._wall()
         return sorted((e for e in self._entries.values() if e.expires > now), key=_learned)
 
-    async def learn(self, evidence: Evidence) -> bool:
-        """Keep `evidence`; False when it was known already (unexpired)."""
-        known = self._entries.get(evidence.key)
-        if known is not None and known.expires > self._wall():
-            return False
-        self._keep(evidence)
-        self._unsaved.add(evidence.key)
+    async def learn(self, evidence: Evidence) -> Evidence | None:
+        """Keep `evidence`, and a cluster-wide entry when it is corroborated or its namespace
+        is the last of enough that saw the same; returns the widest entry it added, or None
+        when everything it says was known already (unexpired)."""
+        added = self._add(evidence)
+        if evidence.scope == "workload" and not evidence.provenance:
+            alike = self._alike_namespaces(evidence)
+            if len(alike) >= self._corroborating:
+                named = ", ".join(sorted(alike)[:3]) + (", …" if len(alike) > 3 else "")
+                widened = dataclasses.replace(
+                    evidence,
+                    corroboration=f"failed alike in {len(alike)} namespaces: {named}",
+                )
+                added = self._add(widened) or added
+        if added is not None:
+            await self._save()
+        return added
+
+    async def confirm(self, digest: str, platform: Platform | None = None) -> int:
+        """An operator's word: the workload entries of `digest` (on `platform`, or every one)
+        count cluster-wide; returns how many cluster-wide entries were added."""
+        await self.sync()
+        now = self._wall()
+        confirmed = 0
+        for entry in list(self._entries.values()):
+            if entry.digest != digest or entry.expires <= now or entry.scope == "cluster":
+                continue
+            if platform is not None and entry.platform != platform:
+                continue
+            widened = dataclasses.replace(entry, corroboration="confirmed by an operator")
+            confirmed += self._add(widened) is not None
         await self._save()
-        return True
+        return confirmed
 
     async def sync(self) -> bool:
         """Read the shared hash again (and write what it lacks); False when Redis failed."""
@@ -136,6 +190,32 @@ class EvidenceBook:
         if self._redis is not None:
             await self._redis.aclose()
 
+    def _add(self, evidence: Evidence) -> Evidence | None:
+        known = self._entries.get(evidence.key)
+        if known is not None and known.expires > self._wall():
+            return None
+        self._replace({**self._entries, evidence.key: evidence})
+        self._unsaved.add(evidence.key)
+        return evidence
+
+    def _alike_namespaces(self, evidence: Evidence) -> set[str]:
+        """The namespaces with a workload entry of the same digest, platform and reason, from
+        a finding no pod chose."""
+        now = self._wall()
+        return {
+            e.namespace
+            for e in self._entries.values()
+            if e.scope == "workload"
+            and not e.provenance
+            and e.expires > now
+            and (e.digest, e.platform, e.reason)
+            == (evidence.digest, evidence.platform, evidence.reason)
+        }
+
+    def _unexpired(self, found: dict[Platform, Evidence]) -> frozenset[Platform]:
+        now = self._wall()
+        return frozenset(p for p, e in found.items() if e.expires > now)
+
     async def _save(self) -> None:
         if self._redis is None or not self._unsaved:
             return
@@ -148,14 +228,17 @@ class EvidenceBook:
         if written is not None:
             self._unsaved.difference_update(pending)
 
-    def _keep(self, evidence: Evidence) -> None:
-        self._replace({**self._entries, evidence.key: evidence})
-
     def _replace(self, entries: dict[str, Evidence]) -> None:
-        by_digest: dict[str, dict[Platform, Evidence]] = {}
+        cluster: dict[str, dict[Platform, Evidence]] = {}
+        workloads: dict[tuple[str, str], dict[str, dict[Platform, Evidence]]] = {}
         for evidence in entries.values():
-            by_digest.setdefault(evidence.digest, {})[evidence.platform] = evidence
-        self._entries, self._by_digest = entries, by_digest  # swaps: readers see old or new
+            if evidence.scope == "cluster":
+                cluster.setdefault(evidence.digest, {})[evidence.platform] = evidence
+            else:
+                scope = workloads.setdefault((evidence.namespace, evidence.workload), {})
+                scope.setdefault(evidence.digest, {})[evidence.platform] = evidence
+        # swaps: readers see old or new
+        self._entries, self._cluster, self._workloads = entries, cluster, workloads
         if self._metrics is not None:
             self._metrics.evidence_entries.set(len(entries))
 
@@ -164,33 +247,42 @@ def _learned(evidence: Evidence) -> float:
     return evidence.learned
 
 
+_FIELDS = {
+    "d": "digest",
+    "i": "image",
+    "l": "learned",
+    "e": "expires",
+    "n": "namespace",
+    "w": "workload",
+    "o": "pod",
+    "s": "said",
+    "v": "provenance",
+    "c": "corroboration",
+}
+"""Short field name in the shared hash → Evidence attribute (besides "p" and "r")."""
+
+
 def _encode(evidence: Evidence) -> str:
-    return orjson.dumps(
-        {
-            "d": evidence.digest,
-            "p": str(evidence.platform),
-            "i": evidence.image,
-            "r": evidence.reason,
-            "l": evidence.learned,
-            "e": evidence.expires,
-        }
-    ).decode()
+    document: dict[str, object] = {k: getattr(evidence, a) for k, a in _FIELDS.items()}
+    document |= {"p": str(evidence.platform), "r": evidence.reason, "version": 2}
+    return orjson.dumps(document).decode()
 
 
 def _decode(raw: object) -> Evidence | None:
-    """An entry from its text, or None (another version's, or damaged: dropped)."""
+    """An entry from its text, or None (damaged, or written before evidence had a scope:
+    such an entry came from a finding nothing corroborated, so it is dropped)."""
     try:
         document = orjson.loads(raw if isinstance(raw, bytes | str) else b"")
         reason = str(document["r"])
-        if reason not in ("pull", "start", "run"):
+        if reason not in ("pull", "start", "run") or document.get("version") != 2:
             return None
+        texts = {a: str(document[k]) for k, a in _FIELDS.items() if k not in ("l", "e")}
         return Evidence(
-            str(document["d"]),
-            parse_platform(str(document["p"])),
-            str(document["i"]),
-            reason,  # type: ignore[arg-type]  # checked above
-            float(document["l"]),
-            float(document["e"]),
+            platform=parse_platform(str(document["p"])),
+            reason=reason,  # type: ignore[arg-type]  # checked above
+            learned=float(document["l"]),
+            expires=float(document["e"]),
+            **texts,
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -198,10 +290,14 @@ def _decode(raw: object) -> Evidence | None:
 
 @asynccontextmanager
 async def evidence_book(
-    cache: CacheSettings, sync_seconds: float, metrics: Metrics | None = None
+    cache: CacheSettings,
+    sync_seconds: float,
+    metrics: Metrics | None = None,
+    *,
+    corroborating_namespaces: int = 3,
 ) -> AsyncIterator[EvidenceBook]:
     """A book kept in step with Redis in the background while the context is open."""
-    book = EvidenceBook(cache, metrics)
+    book = EvidenceBook(cache, metrics, corroborating_namespaces=corroborating_namespaces)
     syncing = asyncio.create_task(book.run(sync_seconds), name="archfit-evidence-sync")
     try:
         yield book
@@ -216,34 +312,153 @@ class DigestResolver(Protocol):
 
     async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution: ...
 
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]: ...
+
     async def aclose(self) -> None: ...
+
+
+Runnable = Callable[[Sequence[frozenset[Platform]]], bool]
+"""Whether some node known now runs a pod whose images run on these platforms (True when no
+node is known: nothing to judge by)."""
+
+_DIGEST_SECONDS = 3600.0
+"""How long the digest an image resolved to is remembered for workload evidence: refreshed at
+every lookup, so it follows a moved tag within the cache's tag TTL."""
 
 
 class LearnedResolver:
     """A PlatformResolver that believes learned evidence over the index: a platform the
-    digest was seen failing on is not among its platforms, whatever the index claims."""
+    digest was seen failing on is not among its platforms, whatever the index claims.
 
-    def __init__(self, inner: DigestResolver, book: EvidenceBook) -> None:
+    Cluster-wide evidence narrows every lookup; workload evidence narrows only the answers
+    of that workload's pods (`narrow`, which Resolution calls with the pod's workload).
+    Evidence is never worse than knowing nothing: what would leave an image no platform,
+    or a pod no node that runs it, is ignored, logged and counted.
+    """
+
+    def __init__(
+        self,
+        inner: DigestResolver,
+        book: EvidenceBook,
+        *,
+        runnable: Runnable | None = None,
+        metrics: Metrics | None = None,
+        max_entries: int = 10_000,
+    ) -> None:
         self._inner = inner
         self.book = book
+        self._runnable = runnable
+        self._metrics = metrics
+        self._digests: TTLMap[tuple[str, PullSecretsRef | None], str] = TTLMap(max_entries)
+        """(image, pull) → the digest it resolved to last: what workload evidence is keyed by."""
+        self._once = OncePerCause()
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
         return (await self.resolve(image, pull)).platforms
 
     async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
         found = await self._inner.resolve(image, pull)
+        self._digests.put((image, pull), found.digest, _DIGEST_SECONDS)
         failing = self.book.failing(found.digest)
         if not failing:
             return found
         narrowed = without_failing(found.platforms, failing)
+        if not self._believable(found.digest, (narrowed,), failing):
+            return found
         return dataclasses.replace(found, platforms=narrowed)
+
+    def narrow(
+        self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
+    ) -> Mapping[str, Resolved]:
+        """`resolved` with the evidence of this workload alone believed too (no I/O)."""
+        failing_for = self.book.failing_for(namespace, workload)
+        if not failing_for:
+            return resolved
+        narrowed = dict(resolved)
+        failing_here: set[Platform] = set()
+        digests: list[str] = []
+        for image, found in resolved.items():
+            digest = self._digests.get((image, pull))
+            failing = failing_for.get(digest, _NONE) if digest is not None else _NONE
+            if failing and digest is not None and isinstance(found, frozenset):
+                narrowed[image] = without_failing(found, failing)
+                failing_here |= failing
+                digests.append(digest)
+        if not failing_here:
+            return resolved
+        sets = [found for found in narrowed.values() if isinstance(found, frozenset)]
+        if not self._believable(", ".join(digests), sets, frozenset(failing_here)):
+            return resolved
+        return narrowed
+
+    def _believable(
+        self, digest: str, narrowed: Sequence[frozenset[Platform]], failing: frozenset[Platform]
+    ) -> bool:
+        """False (logged once a minute, counted) when believing the evidence would leave an
+        image no platform, or the pod no node that runs it."""
+        if all(narrowed):
+            if self._runnable is None or self._runnable(narrowed):
+                return True
+            why = "no_node"
+        else:
+            why = "no_platform"
+        if self._metrics is not None:
+            self._metrics.evidence_ignored.labels(why).inc()
+        if self._once.admit(f"{why} {digest}") is not None:
+            log.warning(
+                "evidence_ignored",
+                digest=digest,
+                failing=sorted(map(str, failing)),
+                why=(
+                    "it would leave an image no platform"
+                    if why == "no_platform"
+                    else "it would leave the pod no node that runs it"
+                ),
+            )
+        return False
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]:
+        """The index's entries against their configs, as the registry has them (evidence
+        does not enter: this is what corroborates it)."""
+        return await self._inner.verify(image, pull)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # tags(), aclose(): the wrapped resolver's
 
 
-async def evidence_command(settings: Settings, action: str, digest: str, out: TextIO) -> int:
-    """`archfit evidence list|clear [--digest D]`: 0, or 2 when no Redis holds any."""
+def runs_on_some_node(known: Callable[[], Iterable[NodeFacts]]) -> Runnable:
+    """A Runnable over the nodes `known()` gives now (each node's platform and runtime rule)."""
+
+    def runnable(images: Sequence[frozenset[Platform]]) -> bool:
+        nodes = set(known())
+        if not nodes:
+            return True
+        return any(
+            all(any_accepts(platform, found, rule=rule, aarch32=aarch32) for found in images)
+            for platform, rule, aarch32 in nodes
+            if platform is not None
+        )
+
+    return runnable
+
+
+async def evidence_command(
+    settings: Settings, action: str, digest: str, platform: str, output: str, out: TextIO
+) -> int:
+    """`archfit evidence list|confirm|clear`: 0, 1 when Redis fails, 2 when no Redis holds
+    any or the arguments are wrong."""
+    try:
+        only = parse_platform(platform) if platform else None
+    except ValueError as error:
+        print(f"archfit: --platform: {error}", file=sys.stderr)
+        return 2
+    if action == "confirm" and not digest:
+        print("archfit: evidence confirm needs --digest", file=sys.stderr)
+        return 2
     book = EvidenceBook(settings.cache)
     try:
         if not book.shared:
@@ -259,13 +474,58 @@ async def evidence_command(settings: Settings, action: str, digest: str, out: Te
         if action == "clear":
             print(f"cleared {await book.clear(digest)} entries", file=out)
             return 0
-        for entry in book.entries():
-            expires = datetime.datetime.fromtimestamp(entry.expires, datetime.UTC)
-            print(
-                f"{entry.digest}  {entry.platform}  {entry.reason}  {entry.image}  "
-                f"expires {expires:%Y-%m-%dT%H:%M:%SZ}",
-                file=out,
-            )
+        if action == "confirm":
+            confirmed = await book.confirm(digest, only)
+            print(f"confirmed {confirmed} entries: they now count in every namespace", file=out)
+            return 0 if confirmed else 1
+        _print_entries(book.entries(), output, out)
         return 0
     finally:
         await book.aclose()
+
+
+def _print_entries(entries: list[Evidence], output: str, out: TextIO) -> None:
+    if output == "json":
+        rows = [
+            {
+                "digest": e.digest,
+                "platform": str(e.platform),
+                "scope": e.scope,
+                "image": e.image,
+                "reason": e.reason,
+                "namespace": e.namespace,
+                "workload": e.workload,
+                "pod": e.pod,
+                "finding": e.said,
+                "provenance": e.provenance,
+                "corroboration": e.corroboration,
+                "learned": _utc(e.learned),
+                "expires": _utc(e.expires),
+            }
+            for e in entries
+        ]
+        out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    from rich.table import Table
+
+    from extender.tables import print_table
+
+    table = Table(box=None, title=f"{len(entries)} learned evidence entries")
+    for column in ("DIGEST", "PLATFORM", "SCOPE", "FROM", "REASON", "WHY", "EXPIRES"):
+        table.add_column(column, overflow="fold" if column != "DIGEST" else "ignore")
+    for e in entries:
+        why = e.corroboration or f"uncorroborated{': ' + e.provenance if e.provenance else ''}"
+        table.add_row(
+            e.digest,
+            str(e.platform),
+            e.scope,
+            f"{e.namespace}/{e.workload} (pod {e.pod})",
+            e.reason,
+            why,
+            _utc(e.expires),
+        )
+    print_table(table, out)
+
+
+def _utc(seconds: float) -> str:
+    return f"{datetime.datetime.fromtimestamp(seconds, datetime.UTC):%Y-%m-%dT%H:%M:%SZ}"

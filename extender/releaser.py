@@ -179,6 +179,7 @@ class Releaser:
                 pod_facts.pull,
                 max(left, _LAST_LOOK_SECONDS),
                 fresh_failures=fresh,
+                workload=pod_facts.workload,
             )
             if not any(isinstance(r, Unknown) for r in held.resolved.values()):
                 await self._release(uid, held.resolved, at_cap=False)

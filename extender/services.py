@@ -12,7 +12,7 @@ import structlog
 
 from extender.config import Settings
 from extender.errors import ResolverSetupError
-from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
+from extender.evidence import EvidenceBook, LearnedResolver, evidence_book, runs_on_some_node
 from extender.metrics import Metrics
 from extender.platforms import Platform
 from extender.pods import PodFacts
@@ -106,6 +106,7 @@ async def open_services(
             stack.push_async_callback(index.stop)
             nodes = index
         book = None
+        learned = None
         steering = None
         if settings.webhook.enabled and settings.webhook.steering and api is not None:
             from extender.kube.steering import FleetSteering
@@ -121,9 +122,26 @@ async def open_services(
             except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
                 raise ResolverSetupError(str(error)) from error
             book = await stack.enter_async_context(
-                evidence_book(settings.cache, settings.watcher.evidence_sync_seconds, metrics)
+                evidence_book(
+                    settings.cache,
+                    settings.watcher.evidence_sync_seconds,
+                    metrics,
+                    corroborating_namespaces=settings.watcher.evidence_namespaces,
+                )
             )
-            resolver = LearnedResolver(registry, book)
+            known_nodes = nodes
+            runnable = (
+                runs_on_some_node(lambda: known_nodes.snapshot().values())
+                if known_nodes is not None
+                else None
+            )
+            resolver = learned = LearnedResolver(
+                registry,
+                book,
+                runnable=runnable,
+                metrics=metrics,
+                max_entries=settings.cache.max_entries,
+            )
         if settings.webhook.enabled and api is not None:
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(
@@ -135,7 +153,7 @@ async def open_services(
             metrics.cache_lookup("answer", "hit", count)
 
         resolution = Resolution(
-            resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits
+            resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits, evidence=learned
         )
         stack.push_async_callback(resolution.aclose)
         # Why NodeNames requests would fail with "no node index": said once, at start.

@@ -25,17 +25,30 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config import Settings, WatcherSettings
-from extender.evidence import EvidenceBook
+from extender.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.mismatch import ContainerState, Evidence, Finding, advice, classify, from_log
+from extender.mismatch import (
+    ContainerState,
+    Evidence,
+    Finding,
+    advice,
+    classify,
+    from_log,
+    provenance,
+)
 from extender.mismatch import wants_log as needs_log
-from extender.platforms import any_accepts
+from extender.platforms import Platform, any_accepts
+from extender.pods import PullSecretsRef
+from extender.registry.reference import parse as parse_reference
 from extender.releaser import RateLimit
 from extender.resolution import Resolution
 from extender.services import NodeSource, Services
+from extender.text import cut
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on
     from extender.kube.pod_watch import WatchedPod
+    from extender.registry.resolver import ImageResolution
+    from extender.registry.verify import Verification
 
 log = structlog.get_logger("archfit.watcher")
 
@@ -60,6 +73,14 @@ class Calls(Protocol):
     async def evict(self, pod: WatchedPod) -> str: ...
 
 
+class IndexChecks(Protocol):
+    """Checks an index's entries against their image configs (LearnedResolver.verify)."""
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]: ...
+
+
 class Watcher:
     """Fed by `on_pod`; its tasks write Events, read logs, learn and evict."""
 
@@ -71,6 +92,7 @@ class Watcher:
         resolution: Resolution,
         nodes: NodeSource | None,
         book: EvidenceBook | None,
+        indexes: IndexChecks | None = None,
         *,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
@@ -81,6 +103,7 @@ class Watcher:
         self._resolution = resolution
         self._nodes = nodes
         self._book = book
+        self._indexes = indexes
         self._wall = wall
         self._clock = clock
         self._reported: dict[str, set[tuple[str, str]]] = {}
@@ -154,7 +177,7 @@ class Watcher:
         try:
             tail = await self._calls.previous_log(pod, state.name, self._settings.log_bytes)
         except Exception as error:  # a log that cannot be read tells nothing
-            log.info("previous_log_unread", pod=pod.metadata.name, error=str(error)[:200])
+            log.info("previous_log_unread", pod=pod.metadata.name, error=cut(str(error), 200))
             return
         finding = from_log(state, tail)
         if finding is not None:
@@ -169,7 +192,6 @@ class Watcher:
         platform = facts[0] if facts is not None else None
         self.findings += 1
         self._metrics.mismatch_findings.labels(finding.reason).inc()
-        message = advice(finding, platform)
         log.warning(
             "platform_mismatch",
             pod=meta.name,
@@ -184,17 +206,20 @@ class Watcher:
         )
         learned = None
         if finding.reason != "pull" and finding.digest and platform and self._book is not None:
-            now = self._wall()
-            learned = Evidence(
-                finding.digest,
-                platform,
-                finding.image,
-                finding.reason,
-                now,
-                now + self._settings.evidence_ttl_seconds,
-            )
-            if await self._book.learn(learned):
-                log.info("evidence_learned", digest=finding.digest, platform=str(platform))
+            evidence = await self._evidence(pod, finding, platform)
+            added = await self._book.learn(evidence)
+            if added is not None:
+                log.info(
+                    "evidence_learned",
+                    digest=finding.digest,
+                    platform=str(platform),
+                    scope=added.scope,
+                    workload=added.workload,
+                    provenance=added.provenance or None,
+                    corroboration=added.corroboration or None,
+                )
+            learned = added or self._book.covering(evidence)
+        message = advice(finding, platform, learned)
         await self._event(meta.namespace, ("v1", "Pod", meta.name), FINDING_REASON, message)
         owner = pod.controller()
         if owner is not None:
@@ -203,6 +228,48 @@ class Watcher:
         if learned is not None and self._settings.remediate:
             self._checked.pop(pod.uid, None)
             self._maybe_remediate(pod)
+
+    async def _evidence(self, pod: WatchedPod, finding: Finding, platform: Platform) -> Evidence:
+        """What the finding teaches, scoped to the pod's own workload unless its index's
+        config corroborates it (docs/operations.md, "Learned evidence")."""
+        meta = pod.metadata
+        now = self._wall()
+        return Evidence(
+            finding.digest,
+            platform,
+            finding.image,
+            finding.reason,
+            now,
+            now + self._settings.evidence_ttl_seconds,
+            namespace=meta.namespace,
+            workload=pod.workload().name,
+            pod=meta.name,
+            said=finding.message,
+            provenance=provenance(finding.reason, pod.launch(finding.container)),
+            corroboration=await self._config_disagrees(pod, finding, platform),
+        )
+
+    async def _config_disagrees(self, pod: WatchedPod, finding: Finding, platform: Platform) -> str:
+        """How the index's own entry for `platform` is a build for another platform, per its
+        image config ("" when it agrees, is a single manifest, or cannot be read): a fact
+        of the registry, which no pod's owner controls (`archfit inspect --verify`)."""
+        if self._indexes is None:
+            return ""
+        try:
+            pinned = f"{parse_reference(finding.image).name}@{finding.digest}"
+            _, verification = await asyncio.wait_for(
+                self._indexes.verify(pinned, pod.pull()), _RESOLVE_SECONDS
+            )
+        except Exception as error:  # unverified: the evidence stays with its workload
+            log.info("index_unverified", image=finding.image, error=cut(str(error), 200))
+            return ""
+        for check in verification.checks:
+            claimed, believed = check.claimed, check.believed
+            if (claimed.os, claimed.architecture) != (platform.os, platform.architecture):
+                continue
+            if (believed.os, believed.architecture) != (platform.os, platform.architecture):
+                return f"the index's {platform} entry is a {believed} image, per its config"
+        return ""
 
     # --- remediation ------------------------------------------------------------------
 
@@ -224,7 +291,9 @@ class Watcher:
         platform, rule, aarch32 = facts if facts is not None else (None, None, False)
         if platform is None or rule is None:
             return
-        resolved = await self._resolution.resolve(pod.images(), pod.pull(), _RESOLVE_SECONDS)
+        resolved = await self._resolution.resolve(
+            pod.images(), pod.pull(), _RESOLVE_SECONDS, workload=pod.workload()
+        )
         lacking = [
             image
             for image, found in resolved.items()
@@ -312,8 +381,15 @@ async def leading(settings: Settings, metrics: Metrics, services: Services) -> A
 
     async def work() -> None:
         watch = PodWatch(api, watching.page_size)
+        learned = services.resolution.resolver
         watcher = Watcher(
-            watching, metrics, PodCalls(api), services.resolution, services.nodes, services.evidence
+            watching,
+            metrics,
+            PodCalls(api),
+            services.resolution,
+            services.nodes,
+            services.evidence,
+            learned if isinstance(learned, LearnedResolver) else None,
         )
         watch.start(watcher.on_pod)
         try:
