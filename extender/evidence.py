@@ -73,6 +73,9 @@ class EvidenceBook:
         """(namespace, workload) → digest → platform → its workload entry."""
         self._unsaved: set[str] = set()
         """Keys learned here that Redis has not taken yet: written again at the next sync."""
+        self.on_change: Callable[[], None] | None = None
+        """Told when what the book believes changes (Resolution forgets its recent answers,
+        so what was learned counts from the next request on)."""
         self._redis: RedisTier | None = None
         if cache.is_redis:
             from extender.registry.redis_tier import RedisTier
@@ -237,8 +240,11 @@ class EvidenceBook:
             else:
                 scope = workloads.setdefault((evidence.namespace, evidence.workload), {})
                 scope.setdefault(evidence.digest, {})[evidence.platform] = evidence
+        changed = entries != self._entries
         # swaps: readers see old or new
         self._entries, self._cluster, self._workloads = entries, cluster, workloads
+        if changed and self.on_change is not None:
+            self.on_change()
         if self._metrics is not None:
             self._metrics.evidence_entries.set(len(entries))
 

@@ -162,6 +162,10 @@ class Resolution:
             for image, found in narrowed.items()
         }
 
+    def forget_recent(self) -> None:
+        """Ask the resolver again for every image (what it believes has changed)."""
+        self._recent.clear()
+
     def _forget(self, task: asyncio.Task[frozenset[Platform]]) -> None:
         self._background.discard(task)
         if not task.cancelled():

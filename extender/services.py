@@ -156,6 +156,8 @@ async def open_services(
             resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits, evidence=learned
         )
         stack.push_async_callback(resolution.aclose)
+        if book is not None:
+            book.on_change = resolution.forget_recent
         # Why NodeNames requests would fail with "no node index": said once, at start.
         node_index_off = None
         if nodes is None:
