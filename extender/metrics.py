@@ -228,6 +228,12 @@ class Metrics:
             "Learned evidence entries (digest D does not run on platform P) this replica holds.",
             registry=r,
         )
+        self.watcher_log_queue = Gauge(
+            "archfit_watcher_log_queue",
+            "Crash-looping containers whose previous log waits for a watcher.logsPerSecond slot"
+            " (one entry per container, its latest restart).",
+            registry=r,
+        )
         self.evidence_ignored = Counter(
             "archfit_evidence_ignored_total",
             "Times learned evidence was not believed because it would leave an image no"

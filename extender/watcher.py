@@ -57,6 +57,9 @@ EVICTED_REASON = "ArchfitEvicted"
 _RECHECK_SECONDS = 30.0
 """A not-Ready pod's images are compared with its node again at most this often."""
 _RESOLVE_SECONDS = 5.0
+MAX_QUEUED_LOGS = 10_000
+"""Previous-log reads waiting at most: past it the oldest goes (its container is queued again
+at its next restart)."""
 
 
 class Calls(Protocol):
@@ -111,7 +114,11 @@ class Watcher:
         self._broken: set[str] = set()
         """uids with a container failing on its platform now."""
         self._logs_read: dict[str, dict[str, int]] = {}
-        """uid → container → the restart whose previous log was read last."""
+        """uid → container → the restart whose previous log was queued last."""
+        self._log_queue: dict[tuple[str, str], tuple[WatchedPod, ContainerState]] = {}
+        """(uid, container) → the pod and its latest restart, whose previous log waits to be
+        read; oldest first."""
+        self._log_reader: asyncio.Task[None] | None = None
         self._checked: dict[str, float] = {}
         """uid → when its images were last compared with its node (remediation)."""
         self._evicted: set[str] = set()
@@ -154,7 +161,7 @@ class Watcher:
                 read = self._logs_read.setdefault(uid, {})
                 if read.get(state.name) != state.restart_count:
                     read[state.name] = state.restart_count
-                    self._spawn(self._read_log(pod, state))
+                    self._queue_log(pod, state)
             if (state.name, "run") in self._reported.get(uid, ()):
                 broken = broken or needs_log(state)
         if broken:
@@ -172,8 +179,33 @@ class Watcher:
         reported.add((finding.container, finding.reason))
         self._spawn(self._report(pod, finding))
 
+    def _queue_log(self, pod: WatchedPod, state: ContainerState) -> None:
+        """Queue a read of the previous log: one entry per (pod, container), holding its
+        latest restart in the place its first one took, so a thousand crash-looping
+        containers are each read in turn, not once per restart behind each other."""
+        queue = self._log_queue
+        queue[(pod.uid, state.name)] = (pod, state)  # an update keeps its place
+        while len(queue) > MAX_QUEUED_LOGS:
+            del queue[next(iter(queue))]
+        self._metrics.watcher_log_queue.set(len(queue))
+        if self._log_reader is None:
+            self._log_reader = self._spawn(self._read_queued_logs())
+
+    async def _read_queued_logs(self) -> None:
+        """Take the queue's oldest entry each time a `logsPerSecond` slot comes."""
+        try:
+            while self._log_queue:
+                await self._logs.wait()
+                if not self._log_queue:
+                    break
+                key = next(iter(self._log_queue))
+                pod, state = self._log_queue.pop(key)
+                self._metrics.watcher_log_queue.set(len(self._log_queue))
+                self._spawn(self._read_log(pod, state))
+        finally:
+            self._log_reader = None
+
     async def _read_log(self, pod: WatchedPod, state: ContainerState) -> None:
-        await self._logs.wait()
         try:
             tail = await self._calls.previous_log(pod, state.name, self._settings.log_bytes)
         except Exception as error:  # a log that cannot be read tells nothing
@@ -336,17 +368,20 @@ class Watcher:
     def _forget(self, uid: str) -> None:
         self._reported.pop(uid, None)
         self._broken.discard(uid)
-        self._logs_read.pop(uid, None)
+        for container in self._logs_read.pop(uid, {}):
+            self._log_queue.pop((uid, container), None)
+        self._metrics.watcher_log_queue.set(len(self._log_queue))
         self._checked.pop(uid, None)
         self._evicted.discard(uid)
 
     def _gauge(self) -> None:
         self._metrics.mismatch_pods.set(len(self._broken))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -362,7 +397,9 @@ class Watcher:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._log_queue.clear()
         self._metrics.mismatch_pods.set(0)
+        self._metrics.watcher_log_queue.set(0)
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ import orjson
 
 from extender.config import WatcherSettings
 from extender.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
-from extender.kube.pod_watch import WatchedPod, decode_pod
+from extender.kube.pod_watch import decode_pod
 from extender.metrics import Metrics
 from extender.platforms import Platform, Rule, normalize
 from extender.pods import PullSecretsRef, WorkloadId
@@ -31,6 +31,7 @@ from extender.resolution import RECENT_SECONDS, Resolution
 from extender.runtimes import NodeFacts
 from extender.watcher import Watcher
 from tests.support.clock import FakeClock
+from tests.support.fakes import RecordingPodCalls
 
 SEED = 20261126
 PODS = 2_000
@@ -101,31 +102,12 @@ class _Nodes:
         return True
 
 
-class _Kubelet:
-    """The API calls the watcher makes: logs as the tenant's containers printed them."""
-
-    def __init__(self) -> None:
-        self.logs: dict[tuple[str, str], str] = {}
-        self.evicted: list[WatchedPod] = []
-
-    async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
-        return self.logs.get((pod.uid, container), "")
-
-    async def controller(self, namespace: str, kind: str, name: str) -> tuple[str, str, str]:
-        return "apps/v1", kind, name
-
-    async def event(
-        self, namespace: str, regarding: tuple[str, str, str], reason: str, message: str
-    ) -> None:
-        return None
-
-    async def evict(self, pod: WatchedPod) -> str:
-        self.evicted.append(pod)
-        return "evicted"
-
-
 def _pod(
-    rng: random.Random, index: int, namespace: str, target: Platform | None, kubelet: _Kubelet
+    rng: random.Random,
+    index: int,
+    namespace: str,
+    target: Platform | None,
+    kubelet: RecordingPodCalls,
 ) -> Any:
     """A pod as kubelet reports it; `target`: the tenant's, aiming at that platform's nodes."""
     tenant = target is not None
@@ -190,7 +172,7 @@ async def test_no_tenant_takes_a_platform_from_another_namespaces_pods() -> None
     rng = random.Random(SEED)
     tenant = rng.choice(NAMESPACES)
     target = rng.choice([AMD64, ARM64])
-    kubelet = _Kubelet()
+    kubelet = RecordingPodCalls()
     book = EvidenceBook(CacheSettings())
     learned = LearnedResolver(_Registry(), book, runnable=runs_on_some_node(lambda: NODES.values()))
     clock = FakeClock()
