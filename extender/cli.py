@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -64,13 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "release":
         return _release(settings, args)
     if command == "evidence":
-        from extender.evidence import evidence_command
-
-        return asyncio.run(
-            evidence_command(
-                settings, args.action, args.digest, args.platform, args.output, sys.stdout
-            )
-        )
+        return _evidence(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -259,6 +254,34 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
     return 0
+
+
+def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
+    shares it through (the operator's kubeconfig)."""
+    from extender.evidence import evidence_command
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.services import evidence_config_map
+
+    api = None
+    if not settings.cache.is_redis:
+        try:
+            api = build_api_client(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    with api if api is not None else contextlib.nullcontext():
+        return asyncio.run(
+            evidence_command(
+                settings,
+                args.action,
+                args.digest,
+                args.platform,
+                args.output,
+                sys.stdout,
+                evidence_config_map(settings, api),
+            )
+        )
 
 
 _VERIFY_HELP = (

@@ -351,6 +351,9 @@ class WatcherSettings:
     """How long learned evidence ("digest D does not run on platform P") counts."""
     evidence_sync_seconds: float = 5.0
     """How often each replica reads the shared evidence again from Redis (`cache.url`)."""
+    evidence_config_map: str = "archfit-evidence"
+    """Without Redis (`cache.url`), the ConfigMap in archfit's namespace through which the
+    watcher's replica shares learned evidence with every replica and `archfit evidence`."""
     evidence_namespaces: int = 3
     """In how many namespaces a digest must fail alike (a start error of the image's own
     entrypoint, on the same platform) before that evidence counts for every namespace;
@@ -379,6 +382,8 @@ class WatcherSettings:
             raise ValueError("evidenceTtlSeconds: must be at least 60")
         if not 0.1 <= self.evidence_sync_seconds <= 3600:
             raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
+        if not self.evidence_config_map:
+            raise ValueError("evidenceConfigMap: must not be empty")
         if not 2 <= self.evidence_namespaces <= 1000:
             raise ValueError("evidenceNamespaces: must be in 2..1000")
         if not 256 <= self.log_bytes <= 1048576:

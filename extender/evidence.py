@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import hashlib
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -36,13 +37,67 @@ from extender.ttlmap import TTLMap
 if TYPE_CHECKING:
     from extender.config import Settings
     from extender.metrics import Metrics
-    from extender.registry.redis_tier import RedisTier
     from extender.registry.resolver import ImageResolution
     from extender.registry.verify import Verification
 
 log = structlog.get_logger("archfit.evidence")
 
 _NONE: frozenset[Platform] = frozenset()
+MAX_ENTRIES = 500
+"""Entries kept at most, the most recently learned: far more than a cluster's failing images,
+and at about 1.5 KiB an entry at the most, within a ConfigMap's 1 MiB."""
+
+
+class SharedEvidence(Protocol):
+    """Where the replicas and the CLI share evidence: entries by key, as encoded text."""
+
+    async def read(self) -> dict[str, str] | None:
+        """Every entry; None when the store did not answer."""
+        ...
+
+    async def write(self, entries: dict[str, str]) -> bool:
+        """Add or replace these entries; False when the store did not take them."""
+        ...
+
+    async def delete(self, keys: list[str]) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class RedisEvidence:
+    """Evidence in the Redis hash `<cache.namespace>:evidence` (with `cache.url`)."""
+
+    def __init__(self, cache: CacheSettings, metrics: Metrics | None = None) -> None:
+        from extender.registry.redis_tier import RedisTier
+
+        self._hash = f"{cache.namespace}:evidence"
+        self._redis = RedisTier(cache, time.monotonic, metrics)
+
+    async def read(self) -> dict[str, str] | None:
+        found = await self._redis.command("hgetall", self._hash)
+        if not isinstance(found, dict):
+            return None
+        return {_text(key): _text(value) for key, value in found.items()}
+
+    async def write(self, entries: dict[str, str]) -> bool:
+        return await self._redis.command("hset", self._hash, mapping=entries) is not None
+
+    async def delete(self, keys: list[str]) -> None:
+        if keys:
+            await self._redis.command("hdel", self._hash, *keys)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+def _field(key: str) -> str:
+    """An entry's name in the shared store: its key's hash, a valid Redis field and
+    ConfigMap key alike (a key holds `:`, `/` and `|`)."""
+    return "e-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class EvidenceBook:
@@ -60,12 +115,12 @@ class EvidenceBook:
         metrics: Metrics | None = None,
         *,
         corroborating_namespaces: int = 3,
+        store: SharedEvidence | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._wall = wall
         self._metrics = metrics
         self._corroborating = corroborating_namespaces
-        self._hash = f"{cache.namespace}:evidence"
         self._entries: dict[str, Evidence] = {}
         self._cluster: dict[str, dict[Platform, Evidence]] = {}
         """digest → platform → its cluster-wide entry."""
@@ -76,16 +131,15 @@ class EvidenceBook:
         self.on_change: Callable[[], None] | None = None
         """Told when what the book believes changes (Resolution forgets its recent answers,
         so what was learned counts from the next request on)."""
-        self._redis: RedisTier | None = None
-        if cache.is_redis:
-            from extender.registry.redis_tier import RedisTier
-
-            self._redis = RedisTier(cache, time.monotonic, metrics)
+        self._store = store
+        if store is None and cache.is_redis:
+            self._store = RedisEvidence(cache, metrics)
 
     @property
     def shared(self) -> bool:
-        """Whether the evidence lives in Redis (so the CLI and other replicas see it)."""
-        return self._redis is not None
+        """Whether the evidence is shared (Redis or a ConfigMap), so the CLI and every replica
+        see it."""
+        return self._store is not None
 
     def failing(self, digest: str) -> frozenset[Platform]:
         """The platforms `digest` is known, cluster-wide, not to run on now (a dict read: hot
@@ -150,15 +204,15 @@ class EvidenceBook:
 
     async def sync(self) -> bool:
         """Read the shared hash again (and write what it lacks); False when Redis failed."""
-        if self._redis is None:
+        if self._store is None:
             return True
         await self._save()
-        found = await self._redis.command("hgetall", self._hash)
-        if not isinstance(found, dict):
+        found = await self._store.read()
+        if found is None:
             return False
         now = self._wall()
         entries: dict[str, Evidence] = {}
-        expired: list[bytes] = []
+        expired: list[str] = []
         for field, value in found.items():
             evidence = _decode(value)
             if evidence is None or evidence.expires <= now:
@@ -168,9 +222,12 @@ class EvidenceBook:
         for key in self._unsaved:
             if key in self._entries:
                 entries[key] = self._entries[key]
+        for evidence in _beyond_bound(entries):
+            del entries[evidence.key]
+            expired.append(_field(evidence.key))
         self._replace(entries)
         if expired:
-            await self._redis.command("hdel", self._hash, *expired)
+            await self._store.delete(expired)
         return True
 
     async def clear(self, digest: str = "") -> int:
@@ -179,8 +236,8 @@ class EvidenceBook:
         gone = [e for e in self._entries.values() if not digest or e.digest == digest]
         self._replace({k: e for k, e in self._entries.items() if e not in gone})
         self._unsaved.difference_update(e.key for e in gone)
-        if gone and self._redis is not None:
-            await self._redis.command("hdel", self._hash, *(e.key for e in gone))
+        if gone and self._store is not None:
+            await self._store.delete([_field(e.key) for e in gone])
         return len(gone)
 
     async def run(self, every_seconds: float) -> None:
@@ -190,14 +247,17 @@ class EvidenceBook:
             await asyncio.sleep(every_seconds)
 
     async def aclose(self) -> None:
-        if self._redis is not None:
-            await self._redis.aclose()
+        if self._store is not None:
+            await self._store.aclose()
 
     def _add(self, evidence: Evidence) -> Evidence | None:
         known = self._entries.get(evidence.key)
         if known is not None and known.expires > self._wall():
             return None
-        self._replace({**self._entries, evidence.key: evidence})
+        entries = {**self._entries, evidence.key: evidence}
+        for oldest in _beyond_bound(entries):
+            del entries[oldest.key]
+        self._replace(entries)
         self._unsaved.add(evidence.key)
         return evidence
 
@@ -220,15 +280,14 @@ class EvidenceBook:
         return frozenset(p for p, e in found.items() if e.expires > now)
 
     async def _save(self) -> None:
-        if self._redis is None or not self._unsaved:
+        if self._store is None or not self._unsaved:
             return
         pending = {k: self._entries[k] for k in self._unsaved if k in self._entries}
-        mapping = {k: _encode(e) for k, e in pending.items()}
+        mapping = {_field(k): _encode(e) for k, e in pending.items()}
         if not mapping:
             self._unsaved.clear()
             return
-        written = await self._redis.command("hset", self._hash, mapping=mapping)
-        if written is not None:
+        if await self._store.write(mapping):
             self._unsaved.difference_update(pending)
 
     def _replace(self, entries: dict[str, Evidence]) -> None:
@@ -251,6 +310,13 @@ class EvidenceBook:
 
 def _learned(evidence: Evidence) -> float:
     return evidence.learned
+
+
+def _beyond_bound(entries: dict[str, Evidence]) -> list[Evidence]:
+    """The entries past MAX_ENTRIES, least recently learned first."""
+    if len(entries) <= MAX_ENTRIES:
+        return []
+    return sorted(entries.values(), key=_learned)[: len(entries) - MAX_ENTRIES]
 
 
 _FIELDS = {
@@ -301,9 +367,13 @@ async def evidence_book(
     metrics: Metrics | None = None,
     *,
     corroborating_namespaces: int = 3,
+    store: SharedEvidence | None = None,
 ) -> AsyncIterator[EvidenceBook]:
-    """A book kept in step with Redis in the background while the context is open."""
-    book = EvidenceBook(cache, metrics, corroborating_namespaces=corroborating_namespaces)
+    """A book kept in step with Redis, else `store`, in the background while the context is
+    open."""
+    book = EvidenceBook(
+        cache, metrics, corroborating_namespaces=corroborating_namespaces, store=store
+    )
     syncing = asyncio.create_task(book.run(sync_seconds), name="archfit-evidence-sync")
     try:
         yield book
@@ -453,10 +523,16 @@ def runs_on_some_node(known: Callable[[], Iterable[NodeFacts]]) -> Runnable:
 
 
 async def evidence_command(
-    settings: Settings, action: str, digest: str, platform: str, output: str, out: TextIO
+    settings: Settings,
+    action: str,
+    digest: str,
+    platform: str,
+    output: str,
+    out: TextIO,
+    store: SharedEvidence | None = None,
 ) -> int:
-    """`archfit evidence list|confirm|clear`: 0, 1 when Redis fails, 2 when no Redis holds
-    any or the arguments are wrong."""
+    """`archfit evidence list|confirm|clear`, on Redis (`cache.url`), else on `store` (the
+    ConfigMap): 0, 1 when the store fails, 2 when there is none or the arguments are wrong."""
     try:
         only = parse_platform(platform) if platform else None
     except ValueError as error:
@@ -465,17 +541,18 @@ async def evidence_command(
     if action == "confirm" and not digest:
         print("archfit: evidence confirm needs --digest", file=sys.stderr)
         return 2
-    book = EvidenceBook(settings.cache)
+    book = EvidenceBook(settings.cache, store=store)
     try:
         if not book.shared:
             print(
-                "archfit: evidence lives in the memory of the serving replica: set cache.url "
-                "(Redis) to list or clear it here (a restart of archfit also clears it)",
+                "archfit: no shared evidence to read: set cache.url (Redis), or give this "
+                "command the cluster (kubernetes.mode, --kubeconfig) to read the ConfigMap "
+                f"{settings.watcher.evidence_config_map!r} in archfit's namespace",
                 file=sys.stderr,
             )
             return 2
         if not await book.sync():
-            print("archfit: Redis did not answer (cache.url)", file=sys.stderr)
+            print("archfit: the evidence store did not answer (see the log line)", file=sys.stderr)
             return 1
         if action == "clear":
             print(f"cleared {await book.clear(digest)} entries", file=out)

@@ -12,7 +12,13 @@ import structlog
 
 from extender.config import Settings
 from extender.errors import ResolverSetupError
-from extender.evidence import EvidenceBook, LearnedResolver, evidence_book, runs_on_some_node
+from extender.evidence import (
+    EvidenceBook,
+    LearnedResolver,
+    SharedEvidence,
+    evidence_book,
+    runs_on_some_node,
+)
 from extender.metrics import Metrics
 from extender.platforms import Platform
 from extender.pods import PodFacts
@@ -127,6 +133,7 @@ async def open_services(
                     settings.watcher.evidence_sync_seconds,
                     metrics,
                     corroborating_namespaces=settings.watcher.evidence_namespaces,
+                    store=None if settings.cache.is_redis else evidence_config_map(settings, api),
                 )
             )
             known_nodes = nodes
@@ -175,6 +182,18 @@ async def open_services(
         yield Services(
             resolution=resolution, nodes=nodes, kube=api, evidence=book, steering=steering
         )
+
+
+def evidence_config_map(settings: Settings, api: Any) -> SharedEvidence | None:
+    """The ConfigMap that shares evidence without Redis, with API access; else None (the
+    evidence stays in this replica's memory)."""
+    if api is None:
+        return None
+    from extender.kube.client import current_namespace
+    from extender.kube.evidence_store import ConfigMapEvidence
+
+    namespace = current_namespace(settings.kubernetes)
+    return ConfigMapEvidence(api, namespace, settings.watcher.evidence_config_map)
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:

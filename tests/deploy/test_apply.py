@@ -197,8 +197,11 @@ def _token(apiserver: ApiServer, namespace: str, account: str) -> str:
     return str(apiserver.request("POST", path, request).body["status"]["token"])
 
 
-def _kubeconfig(path: Path, control_plane: ControlPlane, token: str) -> Path:
-    """A kubeconfig that authenticates with a ServiceAccount token, as a pod would."""
+def _kubeconfig(
+    path: Path, control_plane: ControlPlane, token: str, namespace: str = render.NAMESPACE
+) -> Path:
+    """A kubeconfig that authenticates with a ServiceAccount token, in the ServiceAccount's
+    namespace, as a pod would (in-cluster, the pod's own namespace is the current one)."""
     assert control_plane.certs is not None
     cluster_entry = {
         "server": control_plane.server,
@@ -211,7 +214,12 @@ def _kubeconfig(path: Path, control_plane: ControlPlane, token: str) -> Path:
                 "kind": "Config",
                 "clusters": [{"name": "e2e", "cluster": cluster_entry}],
                 "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "sa"}}],
+                "contexts": [
+                    {
+                        "name": "e2e",
+                        "context": {"cluster": "e2e", "user": "sa", "namespace": namespace},
+                    }
+                ],
                 "current-context": "e2e",
             }
         )

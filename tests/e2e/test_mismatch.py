@@ -566,3 +566,33 @@ def test_a_genuine_start_error_of_a_file_the_pod_wrote_teaches_its_own_workload_
 
     wait_for(lambda: gone("victim-5d9c-x3"), "the amd64-only pod on arm64 to be evicted")
     assert False is gone("victim-5d9c-x2")
+
+
+def test_without_redis_every_replica_and_the_cli_share_evidence_through_a_configmap(
+    plane: Plane, space: str
+) -> None:
+    """No cache.url: what the watcher's replica learns reaches a replica that does not watch,
+    and `archfit evidence list` reads it with the operator's kubeconfig."""
+    alone = {
+        "cache": {"url": ""},
+        "watcher": {"leaseName": "archfit-watcher-cm", "evidenceConfigMap": "evidence-cm"},
+    }
+    leader = Archfit(plane.workdir / "cm-leader", merge(plane.settings, alone), name="cm-leader")
+    replica_settings = merge(plane.settings, merge(alone, {"watcher": {"enabled": False}}))
+    replica = Archfit(plane.workdir / "cm-replica", replica_settings, name="cm-replica")
+    leader.start()
+    replica.start()
+    try:
+        replica_set = _deployment(plane, space, "cm", plane.lying)
+        pod = _pod(plane, space, "cm-5d9c-x1", plane.lying, owner=replica_set)
+        image_id = f"{plane.lying.rsplit(':', 1)[0]}@{plane.lying_digest}"
+        plane.kubelet.write(space, pod.metadata.name, [start_failing("c0", plane.lying, image_id)])
+        learned = wait_for(
+            lambda: _metric(replica, "archfit_evidence_entries"), "the replica to read it"
+        )
+        listed = _evidence_json(replica.config_path)
+        assert learned >= 1
+        assert (plane.lying_digest, "cluster") in {(e["digest"], e["scope"]) for e in listed}
+    finally:
+        replica.stop()
+        leader.stop()
