@@ -241,6 +241,15 @@ def _evidence_list(config_path: Path) -> str:
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
 
 
+def _gone(plane: Plane, namespace: str, name: str) -> bool:
+    """Whether the pod is deleted or being deleted (an eviction)."""
+    try:
+        pod = plane.core.read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        return error.status == 404
+    return pod.metadata.deletion_timestamp is not None
+
+
 def _evidence_json(config_path: Path) -> list[dict[str, str]]:
     """What `archfit evidence list -o json` prints with that archfit's config (Redis)."""
     command = [*archfit_command(), "evidence", "list", "-o", "json", "--config", str(config_path)]
@@ -401,14 +410,7 @@ def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
         plane.kubelet.write(space, name, [waiting])
     plane.kubelet.write(space, "ready", [running("c0", amd64, amd64_id)], ready=True)
 
-    def gone(name: str) -> bool:
-        try:
-            pod = plane.core.read_namespaced_pod(name, space)
-        except ApiException as error:
-            return error.status == 404
-        return pod.metadata.deletion_timestamp is not None
-
-    wait_for(lambda: gone("broken"), "the not-Ready pod to be evicted")
+    wait_for(lambda: _gone(plane, space, "broken"), "the not-Ready pod to be evicted")
     wait_for(
         lambda: (
             _metric(plane.hook.archfit, "archfit_mismatch_evictions_total", '{outcome="refused"}')
@@ -416,7 +418,8 @@ def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
         ),
         "the PodDisruptionBudget to refuse the eviction",
     )
-    assert (False, False, False) == (gone("guarded"), gone("ready"), gone("bare"))
+    kept = [_gone(plane, space, name) for name in ("guarded", "ready", "bare")]
+    assert [False, False, False] == kept
 
 
 def test_a_restart_and_a_second_replica_keep_the_learned_evidence_through_redis(
@@ -557,15 +560,8 @@ def test_a_genuine_start_error_of_a_file_the_pod_wrote_teaches_its_own_workload_
     plane.kubelet.write(other, "victim-5d9c-x2", [crash_looping("c0", multi, image_id, 1)])
     plane.kubelet.write(other, "victim-5d9c-x3", [crash_looping("c0", amd64, amd64_id, 1)])
 
-    def gone(name: str) -> bool:
-        try:
-            pod = plane.core.read_namespaced_pod(name, other)
-        except ApiException as error:
-            return error.status == 404
-        return pod.metadata.deletion_timestamp is not None
-
-    wait_for(lambda: gone("victim-5d9c-x3"), "the amd64-only pod on arm64 to be evicted")
-    assert False is gone("victim-5d9c-x2")
+    wait_for(lambda: _gone(plane, other, "victim-5d9c-x3"), "the amd64-only pod to be evicted")
+    assert False is _gone(plane, other, "victim-5d9c-x2")
 
 
 def test_without_redis_every_replica_and_the_cli_share_evidence_through_a_configmap(
