@@ -231,10 +231,9 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
             on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
             on_refused=metrics.client_problems.labels("certificate_refused").inc,
         )
-        if not certificate.reload():
-            # Start anyway: the files may appear later (a Secret volume being synced),
-            # and the watcher below picks them up. /readyz says so meanwhile.
-            log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
+        # Start anyway if it cannot serve: the files may appear later (a Secret volume being
+        # synced) and the watcher below picks them up. The listening line and /readyz say why.
+        certificate.reload()
         webhook = create_webhook_app(settings, metrics, services)
         runner = web.AppRunner(webhook, access_log=None, **handler_options(settings.server))
         await runner.setup()
@@ -245,12 +244,14 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
         )
         await _listen(site, f"webhook.host/port {hook.host}:{hook.port}")
         mutation = webhook[MUTATION]
-        log.info(
+        # Every handshake fails until a certificate is in use: at warning, with the fix.
+        (log.info if certificate.problem is None else log.warning)(
             "webhook_listening",
             host=hook.host,
             port=hook.port,
             path=hook.path,
             unknown_images="gate" if mutation.hold is not None else "admit",
+            certificate=certificate.problem or f"in use until {certificate.not_after}",
         )
         if mutation.hold is not None:
             releaser = release_held(settings, metrics, services, mutation.rules)
