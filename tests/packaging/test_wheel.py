@@ -24,10 +24,9 @@ class Built(NamedTuple):
     """The wheel's .dist-info/licenses/LICENSE, or "" if it has none."""
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """One wheel build (a minute or more: pip makes an isolated build environment)."""
-    tmp_path = tmp_path_factory.mktemp("wheel")
+def build_wheel(tmp_path: Path) -> tuple[Path, str]:
+    """The wheel, built in `tmp_path` as users build it, and pip's verbose output (a minute
+    or more: pip makes an isolated build environment)."""
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path / "src"
     source.mkdir()
@@ -43,12 +42,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     )
     assert 0 == done.returncode, done.stderr[-2000:]
     (wheel,) = tmp_path.glob("archfit-*.whl")
+    return wheel, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """One wheel build."""
+    wheel, output = build_wheel(tmp_path_factory.mktemp("wheel"))
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         licences = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         return Built(
-            output=done.stdout + done.stderr,
+            output=output,
             metadata=archive.read(metadata).decode().splitlines(),
             licence=archive.read(licences[0]).decode() if licences else "",
         )
