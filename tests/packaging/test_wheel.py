@@ -3,6 +3,7 @@ licence text inside."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -77,3 +78,21 @@ def test_the_wheel_names_where_the_project_lives(built: Built) -> None:
     """[project.urls] reaches the metadata, which PyPI and pip show."""
     urls = [line for line in built.metadata if line.startswith("Project-URL: ")]
     assert "Project-URL: Source, https://github.com/archfit/archfit" in urls
+
+
+def test_the_wheel_says_who_it_is_for_and_how_to_find_it(built: Built) -> None:
+    """An index lists and searches by classifiers and keywords, and names the authors."""
+    fields = {line.split(": ", 1)[0] for line in built.metadata if ": " in line}
+    classifiers = [line for line in built.metadata if line.startswith("Classifier: ")]
+    assert (True, True) == (
+        {"Author", "Keywords"} <= fields,
+        "Classifier: Programming Language :: Python :: 3.11" in classifiers,
+    )
+
+
+def test_the_long_description_links_only_to_absolute_addresses(built: Built) -> None:
+    """A package index shows the README without the repository: a relative link or image
+    (`docs/webhook.md`, `#quick-start`) leads nowhere there."""
+    description = "\n".join(built.metadata[built.metadata.index("") + 1 :])
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert [] == [target for target in targets if not target.startswith("https://")]
