@@ -16,7 +16,17 @@ from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not archfit's: that is where the flag was looked for
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the operator knows; no traceback
+        print("archfit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         settings = config.load(args.config, os.environ)
     except config.ConfigError as error:
@@ -24,14 +34,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for warning in config.ignored_env(os.environ):
         print(f"archfit: warning: {warning}", file=sys.stderr)
-    if args.command == "scheduler-config":  # reads only policy.resolveDeadlineSeconds
-        return _scheduler_config(args, settings.policy.resolve_deadline_seconds)
+    if args.command == "scheduler-config":  # reads only server.prefix and the deadline
+        return _scheduler_config(args, settings)
     problems = extras.missing(settings)
     if problems:
         for problem in problems:
             print(f"archfit: bad config: {problem}", file=sys.stderr)
         return 2
     command: str = args.command
+    if command in ("serve", "release"):
+        from extender.kube.client import KubeConfigError
+
+        try:
+            settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
+        except KubeConfigError as error:
+            print(f"archfit {command}: {error}", file=sys.stderr)
+            return 2
     if command == "serve":
         return _serve(settings, config.source(args.config))
     if command in ("inspect", "audit"):
@@ -117,7 +135,7 @@ def _without_passwords(value: Any) -> Any:
     return value
 
 
-def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float) -> int:
+def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> int:
     from extender.scheduler_config import Registration, render
 
     try:
@@ -133,9 +151,12 @@ def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float)
     except ValueError as error:
         print(f"archfit scheduler-config: {error}", file=sys.stderr)
         return 2
-    warning = registration.timeout_warning(resolve_deadline_seconds)
-    if warning:
-        print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
+    for warning in (
+        registration.prefix_warning(settings.server.prefix),
+        registration.timeout_warning(settings.policy.resolve_deadline_seconds),
+    ):
+        if warning:
+            print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
     print(render(registration), end="")
     return 0
 
@@ -178,23 +199,16 @@ def _import_structlog_without_rich() -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
-    import dataclasses
-
     from extender.audit.report import Pricing
     from extender.audit.run import AuditOptions, run_audit
-    from extender.kube.client import current_namespace
+    from extender.kube.client import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
-    if args.kubeconfig is not None or len(contexts) == 1:
-        # As kubectl's flags: they choose the kubeconfig (and with one --context, the
-        # cluster), whatever kubernetes.mode says.
-        kube = dataclasses.replace(
-            settings.kubernetes,
-            mode="kubeconfig",
-            kubeconfig=args.kubeconfig or settings.kubernetes.kubeconfig,
-            context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
-        )
-        settings = dataclasses.replace(settings, kubernetes=kube)
+    try:
+        settings = _connect(settings, args.kubeconfig, contexts)
+    except KubeConfigError as error:
+        print(f"archfit audit: {error}", file=sys.stderr)
+        return 2
     namespace = None if args.all_namespaces else args.namespace
     if namespace is None and not args.all_namespaces:
         namespace = current_namespace(settings.kubernetes)
@@ -210,6 +224,41 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _connect(
+    settings: config.Settings, kubeconfig: str | None, contexts: list[str]
+) -> config.Settings:
+    """The settings with kubectl's connection flags applied: --kubeconfig, and one
+    --context, choose the kubeconfig and the cluster, whatever kubernetes.mode says.
+
+    Raises KubeConfigError naming the flag: a file that does not exist, a context the
+    kubeconfig does not have (with the ones it has)."""
+    import dataclasses
+
+    from extender.kube.client import KubeConfigError, context_names
+
+    if kubeconfig is None and not contexts:
+        return settings
+    if kubeconfig is not None:
+        paths = [path for path in kubeconfig.split(os.pathsep) if path]
+        if not any(Path(path).expanduser().is_file() for path in paths):
+            raise KubeConfigError(f"--kubeconfig {kubeconfig}: no such file")
+    kube = dataclasses.replace(
+        settings.kubernetes,
+        mode="kubeconfig",
+        kubeconfig=kubeconfig or settings.kubernetes.kubeconfig,
+        context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
+    )
+    if contexts:
+        known = context_names(kube)
+        for context in contexts:
+            if context not in known:
+                raise KubeConfigError(
+                    f"--context {context}: the kubeconfig has no such context (it has: "
+                    f"{', '.join(known) or 'none'})"
+                )
+    return dataclasses.replace(settings, kubernetes=kube)
 
 
 def _audit_clusters(
@@ -264,6 +313,13 @@ _VERIFY_HELP = (
 )
 
 
+_KUBECONFIG_HELP = (
+    "kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); "
+    "with it, the kubeconfig is read whatever kubernetes.mode says"
+)
+_CONTEXT_HELP = "kubeconfig context (default: kubernetes.context or current-context)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archfit",
@@ -278,8 +334,13 @@ def _parser() -> argparse.ArgumentParser:
         help="YAML settings file (default: config/archfit.yaml if present); "
         "ARCHFIT_* env vars override it",
     )
+    # What every command that talks to a cluster takes, as kubectl names it (audit's
+    # --context may be repeated: its own).
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+    cluster.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
+    commands.add_parser("serve", parents=[common, cluster], help="run the extender HTTP service")
     inspect = commands.add_parser(
         "inspect", parents=[common], help="print the digest and platforms of images"
     )
@@ -335,7 +396,7 @@ def _parser() -> argparse.ArgumentParser:
     _audit_parser(commands, common)
     release = commands.add_parser(
         "release",
-        parents=[common],
+        parents=[common, cluster],
         help="remove archfit's scheduling gate from held pods (when uninstalling)",
         description="Remove archfit's scheduling gate (archfit.io/platforms-unknown) from "
         "every pod it holds, without constraints, and write an Event on each. For "
@@ -359,6 +420,8 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    for command in commands.choices.values():
+        command.set_defaults(command_parser=command)  # for errors in the command's usage
     return parser
 
 
@@ -383,18 +446,14 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
-    audit.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)",
-    )
+    audit.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
     clusters = audit.add_mutually_exclusive_group()
     clusters.add_argument(
         "--context",
         action="append",
         metavar="CONTEXT",
-        help="kubeconfig context (default: kubernetes.context or current-context); repeat it "
-        "to audit several clusters in one run, with one lookup per distinct image",
+        help=f"{_CONTEXT_HELP}; repeat it to audit several clusters in one run, with one "
+        "lookup per distinct image",
     )
     clusters.add_argument(
         "--all-contexts",

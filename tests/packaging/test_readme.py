@@ -24,7 +24,8 @@ SERVE = ".venv/bin/archfit serve > archfit.log 2>&1 & echo $! > archfit.pid"
 
 
 def _quick_start() -> str:
-    return README[README.index("## Quick start") : README.index("## Register it")]
+    start = README.index("## Quick start")
+    return README[start : README.index("\n## ", start)]
 
 
 def _blocks(text: str, language: str) -> list[str]:
@@ -107,3 +108,18 @@ def test_the_readme_and_the_operations_guide_say_nodes_rejected_is_split_by_rule
     operations = (ROOT / "docs" / "operations.md").read_text()
     texts = [" ".join(README.split()), " ".join(operations.split())]
     assert [True, True] == ["per reason, node platform and matching rule" in t for t in texts]
+
+
+def test_the_readme_says_how_to_install_the_cli_before_it_writes_bare_archfit_commands() -> None:
+    """`archfit audit` on an operator's machine needs an `archfit` on PATH: pipx."""
+    commands = [
+        line.strip()
+        for block in _blocks(README, "sh")
+        for line in block.splitlines()
+        if line.strip().startswith("archfit ")
+    ]
+    first_bare = README.index(commands[0])
+    assert (True, True) == (
+        "pipx install" in README[:first_bare],
+        "`--kubeconfig PATH` and `--context NAME`" in README[:first_bare],
+    )
