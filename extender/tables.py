@@ -64,19 +64,31 @@ def fit(
     """The layout of columns whose widest lines are `natural` on `width` columns, or None
     when even the narrowest table would not fit (then rows are printed as blocks).
 
-    Headers wrap at spaces and text columns wrap down to their shortest width first (a
-    column of one-line cells keeps its `firm` width: its widest cell and header word); then
-    columns are left out in their order; only then are one-line columns cut. Width is taken
-    from the widest column first, so the column with the most text gives the most."""
+    `firm` is what each column needs for nothing in it to be cut: its widest word for a text
+    column, its widest cell for the others (headers wrap at their spaces). Width is given up
+    in this order: text wraps down to its shortest width, but never below its widest word;
+    then columns are left out, in their order; then text columns cut their long words; then
+    one-line columns are cut to their shortest. Each time the widest column gives first."""
     firm = natural if firm is None else firm
     shown = list(range(len(columns)))
     droppable = sorted((c.leave_out, i) for i, c in enumerate(columns) if c.leave_out)
-    while True:
-        widths = _shrink(columns, natural, firm, shown, width, cut=False)
-        if widths is not None:
-            break
+
+    def floors(cut_text: bool, cut_names: bool) -> list[int]:
+        found = []
+        for i in shown:
+            column, lowest = columns[i], natural[i]
+            if column.shortest is not None:
+                lowest = min(natural[i], column.shortest)
+            if column.wrap:
+                found.append(lowest if cut_text else max(lowest, firm[i]))
+            else:
+                found.append(lowest if cut_names and column.shortest is not None else firm[i])
+        return found
+
+    while (widths := _shrink([natural[i] for i in shown], floors(False, False), width)) is None:
         if not droppable:
-            widths = _shrink(columns, natural, firm, shown, width, cut=True)
+            widths = _shrink([natural[i] for i in shown], floors(True, False), width)
+            widths = widths or _shrink([natural[i] for i in shown], floors(True, True), width)
             if widths is None:
                 return None
             break
@@ -85,21 +97,10 @@ def fit(
     return Fit(tuple(shown), tuple(widths), left_out)
 
 
-def _shrink(
-    columns: Sequence[Column],
-    natural: Sequence[int],
-    firm: Sequence[int],
-    shown: list[int],
-    width: int,
-    cut: bool,
-) -> list[int] | None:
-    widths = [natural[i] for i in shown]
-    floors = [
-        firm[i] if (shortest := columns[i].shortest) is None or not (columns[i].wrap or cut)
-        else min(natural[i], shortest)
-        for i in shown
-    ]  # fmt: skip
-    excess = sum(widths) + GAP * (len(shown) - 1) - width
+def _shrink(widths: list[int], floors: Sequence[int], width: int) -> list[int] | None:
+    """`widths` narrowed, the widest first, to fit `width` with GAPs, none below its floor;
+    None if they cannot."""
+    excess = sum(widths) + GAP * (len(widths) - 1) - width
     while excess > 0:
         giving = [k for k in range(len(widths)) if widths[k] > floors[k]]
         if not giving:
@@ -113,15 +114,17 @@ def _shrink(
 def _widths(
     columns: Sequence[Column], rows: Iterable[Sequence[Text]]
 ) -> tuple[list[int], list[int]]:
-    """Each column's width with nothing wrapped (its widest line, the header's too), and the
-    width of its widest cell line and header word: what it needs for nothing to be cut."""
+    """Each column's width with nothing wrapped (its widest line, the header's too), and what
+    it needs for nothing to be cut (`fit`'s firm): the widest word of a text column, the
+    widest cell line of the others, and no less than the header's widest word."""
     natural = [_cells(c.header) for c in columns]
     firm = [max(map(_cells, c.header.split())) for c in columns]
     for row in rows:
         for index, cell in enumerate(row):
-            widest = max(map(_cells, cell.plain.split("\n")))
-            natural[index] = max(natural[index], widest)
-            firm[index] = max(firm[index], widest)
+            lines = cell.plain.split("\n")
+            natural[index] = max(natural[index], *map(_cells, lines))
+            pieces = " ".join(lines).split() if columns[index].wrap else lines
+            firm[index] = max(firm[index], *map(_cells, pieces or [""]))
     return natural, firm
 
 

@@ -182,17 +182,20 @@ def test_inspect_shows_the_image_and_every_platform(monkeypatch, width):
 
 
 @pytest.mark.parametrize(
-    ("width", "expected"),
+    ("width", "longest_word", "expected"),
     [
-        (60, ((0, 1, 2), (20, 6, 30))),  # everything fits
-        (50, ((0, 1, 2), (20, 6, 20))),  # the text wraps down to its shortest
-        (40, ((0, 2), (20, 18))),  # then the column that matters least goes
-        (30, ((0, 2), (10, 18))),  # then the name is cut
-        (20, None),  # and then no table fits
+        (60, 8, ((0, 1, 2), (20, 6, 30))),  # everything fits
+        (50, 8, ((0, 1, 2), (20, 6, 20))),  # the text wraps down to its shortest
+        (50, 25, ((0, 2), (20, 28))),  # but not below its longest word: a column goes first
+        (40, 8, ((0, 2), (20, 18))),  # the column that matters least goes
+        (30, 8, ((0, 2), (10, 18))),  # then the name is cut
+        (20, 8, None),  # and then no table fits
     ],
 )
-def test_a_table_gives_up_width_in_order_text_then_columns_then_names(width, expected):
+def test_a_table_gives_up_width_in_order_text_then_columns_then_names(
+    width, longest_word, expected
+):
     """Wrap, leave out, cut: the order in which a narrow terminal takes width."""
     columns = [Column("NAME", shortest=10), Column("NUMBER", leave_out=1), Column("WHY", 18, True)]
-    layout = fit(columns, [20, 6, 30], width)
+    layout = fit(columns, [20, 6, 30], width, firm=[20, 6, longest_word])
     assert expected == (None if layout is None else (layout.shown, layout.widths))
