@@ -51,7 +51,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"archfit {command}: {error}", file=sys.stderr)
             return 2
     if command == "serve":
-        return _serve(settings, config.source(args.config))
+        settings, withheld = _local_controllers(settings, args.controllers)
+        return _serve(settings, config.source(args.config), withheld)
     if command in ("inspect", "audit"):
         from extender.logs import configure
 
@@ -161,7 +162,28 @@ def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> in
     return 0
 
 
-def _serve(settings: config.Settings, source: Path | None) -> int:
+def _local_controllers(settings: config.Settings, asked: bool) -> tuple[config.Settings, str]:
+    """Outside a cluster (a kubeconfig: a laptop), the settings without the controllers that
+    write to the cluster unless `asked` (--controllers), and what was withheld, for the
+    start-up line. Someone trying archfit against a real cluster must not become its
+    watcher (a Lease, Events, evictions with watcher.remediate) by accident. The webhook's
+    writers run only when webhook.enabled asks for them anyway."""
+    import dataclasses
+
+    from extender.kube.client import resolved_mode
+
+    if asked or not settings.watcher.enabled:
+        return settings, ""
+    if resolved_mode(settings.kubernetes) != "kubeconfig":
+        return settings, ""  # in a pod: its own cluster; off: it writes nowhere
+    watcher = dataclasses.replace(settings.watcher, enabled=False)
+    return dataclasses.replace(settings, watcher=watcher), (
+        "watcher: outside a cluster (a kubeconfig), it would take the watcher's Lease and write "
+        "Events; `archfit serve --controllers` runs it"
+    )
+
+
+def _serve(settings: config.Settings, source: Path | None, withheld: str = "") -> int:
     _import_structlog_without_rich()
     from extender.registry.system_cas import import_aiohttp
 
@@ -171,7 +193,7 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     from extender.server import serve
 
     try:
-        serve(settings, source, create_app)
+        serve(settings, source, create_app, withheld=withheld)
     except SetupError as error:  # the settings cannot work: the message names the setting
         print(f"archfit: {error.summary}: {error}", file=sys.stderr)
         return 2
@@ -340,7 +362,16 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
     cluster.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", parents=[common, cluster], help="run the extender HTTP service")
+    serve = commands.add_parser(
+        "serve", parents=[common, cluster], help="run the extender HTTP service"
+    )
+    serve.add_argument(
+        "--controllers",
+        action="store_true",
+        help="from a kubeconfig (outside a cluster), also run the controllers that write to "
+        "it: the mismatch watcher (its Lease, Events; evictions with watcher.remediate). In a "
+        "pod they run anyway",
+    )
     inspect = commands.add_parser(
         "inspect", parents=[common], help="print the digest and platforms of images"
     )
