@@ -22,6 +22,15 @@ from extender.scheduler_config import Registration
 from tests.support.process import free_port
 
 
+def archfit(*args: str) -> tuple[int, str, str]:
+    """`archfit ARGS` in its own process: audit and inspect configure logging process-wide,
+    to the stderr they had, which must not outlive the command in this one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "extender", *args], capture_output=True, text=True, timeout=120
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
 def _kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "prod",
@@ -34,11 +43,10 @@ def _kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
 
 
 @pytest.mark.parametrize("command", [["release", "--all"], ["audit", "-n", "shop"], ["serve"]])
-def test_every_cluster_command_takes_kubeconfig_and_names_a_missing_one(command, capsys):
+def test_every_cluster_command_takes_kubeconfig_and_names_a_missing_one(command):
     """`release`, `audit` and `serve` take --kubeconfig; a missing file is named as the flag's,
     not as kubernetes.kubeconfig's."""
-    status = main([*command, "--kubeconfig", "/nonexistent/kubeconfig"])
-    err = capsys.readouterr().err
+    status, _, err = archfit(*command, "--kubeconfig", "/nonexistent/kubeconfig")
     assert (2, f"archfit {command[0]}: --kubeconfig /nonexistent/kubeconfig: no such file\n") == (
         status,
         err,
@@ -46,15 +54,15 @@ def test_every_cluster_command_takes_kubeconfig_and_names_a_missing_one(command,
 
 
 @pytest.mark.parametrize("command", [["release", "--all"], ["audit", "-n", "shop"], ["serve"]])
-def test_a_context_the_kubeconfig_lacks_is_named_with_those_it_has(command, tmp_path, capsys):
+def test_a_context_the_kubeconfig_lacks_is_named_with_those_it_has(command, tmp_path):
     """Not "kubernetes.mode=kubeconfig (kubernetes.mode is kubeconfig): Invalid kube-config"."""
     config = _kubeconfig(tmp_path / "config")
-    status = main([*command, "--kubeconfig", str(config), "--context", "prdo"])
+    status, _, err = archfit(*command, "--kubeconfig", str(config), "--context", "prdo")
     expected = (
         f"archfit {command[0]}: --context prdo: the kubeconfig has no such context "
         "(it has: prod, staging)\n"
     )
-    assert (2, expected) == (status, capsys.readouterr().err)
+    assert (2, expected) == (status, err)
 
 
 def test_an_unknown_flag_shows_the_commands_usage_not_archfits(capsys):
@@ -106,10 +114,10 @@ def test_a_yaml_error_names_the_config_file(tmp_path, capsys):
     assert (2, True, False) == (status, f'in "{config}", line 3' in err, "<unicode string>" in err)
 
 
-def test_an_invalid_reference_is_not_called_uppercase_when_lowercase_would_not_help(capsys):
+def test_an_invalid_reference_is_not_called_uppercase_when_lowercase_would_not_help():
     """'Bad Ref!!' has a space and `!`: lowercasing it fixes nothing."""
-    status = main(["inspect", "-o", "json", "Bad Ref!!", "acme/API:1"])
-    messages = [line.strip() for line in capsys.readouterr().out.splitlines() if "message" in line]
+    status, out, _ = archfit("inspect", "-o", "json", "Bad Ref!!", "acme/API:1")
+    messages = [line.strip() for line in out.splitlines() if "message" in line]
     assert (1, [
         "\"message\": \"invalid image reference 'Bad Ref!!': not a valid name[:tag][@digest]\"",
         "\"message\": \"invalid image reference 'acme/API:1': repository must be lowercase\"",
@@ -139,11 +147,10 @@ def not_kubernetes() -> Iterator[str]:
     server.server_close()
 
 
-def test_a_version_answer_that_is_not_kubernetes_is_one_line(not_kubernetes, tmp_path, capsys):
+def test_a_version_answer_that_is_not_kubernetes_is_one_line(not_kubernetes, tmp_path):
     """No 60-line validation error from the client's model: what answered, and the question."""
     config = _kubeconfig(tmp_path / "config", not_kubernetes)
-    status = main(["audit", "-n", "shop", "--kubeconfig", str(config)])
-    err = capsys.readouterr().err
+    status, _, err = archfit("audit", "-n", "shop", "--kubeconfig", str(config))
     assert (2, 1, True) == (
         status,
         len(err.strip().splitlines()),
