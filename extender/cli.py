@@ -42,6 +42,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"archfit: bad config: {problem}", file=sys.stderr)
         return 2
     command: str = args.command
+    if command == "serve":
+        # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
+        borrowed = _borrowed_kubeconfig(settings, args)
     if command in ("serve", "release"):
         from extender.kube.client import KubeConfigError
 
@@ -51,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"archfit {command}: {error}", file=sys.stderr)
             return 2
     if command == "serve":
-        settings, withheld = _local_controllers(settings, args.controllers)
+        settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
         return _serve(settings, config.source(args.config), withheld)
     if command in ("inspect", "audit"):
         from extender.logs import configure
@@ -162,24 +165,34 @@ def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> in
     return 0
 
 
-def _local_controllers(settings: config.Settings, asked: bool) -> tuple[config.Settings, str]:
-    """Outside a cluster (a kubeconfig: a laptop), the settings without the controllers that
-    write to the cluster unless `asked` (--controllers), and what was withheld, for the
-    start-up line. Someone trying archfit against a real cluster must not become its
-    watcher (a Lease, Events, evictions with watcher.remediate) by accident. The webhook's
-    writers run only when webhook.enabled asks for them anyway."""
-    import dataclasses
-
+def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) -> bool:
+    """Whether `serve` reaches a cluster through a kubeconfig the settings did not name: one
+    found on the machine ($KUBECONFIG, ~/.kube/config, under kubernetes.mode auto) or given
+    with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
+    name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
+    outside the cluster, such as one beside a kubeadm control plane."""
     from extender.kube.client import resolved_mode
 
-    if asked or not settings.watcher.enabled:
+    if args.kubeconfig is not None or args.context is not None:
+        return True
+    kube = settings.kubernetes
+    return kube.mode == "auto" and not kube.kubeconfig and resolved_mode(kube) == "kubeconfig"
+
+
+def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[config.Settings, str]:
+    """The settings without the controllers that write to the cluster when `withhold` (a
+    borrowed kubeconfig without --controllers), and what was withheld, for the start-up
+    line. Someone trying archfit against a real cluster must not become its watcher (a
+    Lease, Events, evictions with watcher.remediate) by accident. The webhook's writers run
+    only when webhook.enabled asks for them anyway."""
+    import dataclasses
+
+    if not withhold or not settings.watcher.enabled:
         return settings, ""
-    if resolved_mode(settings.kubernetes) != "kubeconfig":
-        return settings, ""  # in a pod: its own cluster; off: it writes nowhere
     watcher = dataclasses.replace(settings.watcher, enabled=False)
     return dataclasses.replace(settings, watcher=watcher), (
-        "watcher: outside a cluster (a kubeconfig), it would take the watcher's Lease and write "
-        "Events; `archfit serve --controllers` runs it"
+        "watcher: from a kubeconfig the settings do not name, it would take the watcher's "
+        "Lease and write Events; `archfit serve --controllers` runs it"
     )
 
 
@@ -368,9 +381,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--controllers",
         action="store_true",
-        help="from a kubeconfig (outside a cluster), also run the controllers that write to "
-        "it: the mismatch watcher (its Lease, Events; evictions with watcher.remediate). In a "
-        "pod they run anyway",
+        help="from a kubeconfig the settings do not name ($KUBECONFIG, ~/.kube/config, "
+        "--kubeconfig), also run the controllers that write to the cluster: the mismatch "
+        "watcher (its Lease, Events; evictions with watcher.remediate). In a pod, or with "
+        "kubernetes.kubeconfig set, they run as the settings say",
     )
     inspect = commands.add_parser(
         "inspect", parents=[common], help="print the digest and platforms of images"
