@@ -192,8 +192,9 @@ def _blocks(
     console = Console(width=room)
     for row in rows:
         name = row[0].copy()
-        name.no_wrap, name.overflow = True, "ellipsis"
-        yield Text("\n").join([name, *_fields(columns, row, label_width, room, console)])
+        name.no_wrap, name.overflow = True, "ellipsis"  # one line, even if it must be cut
+        yield name
+        yield Text("\n").join(_fields(columns, row, label_width, room, console))
 
 
 def _fields(
