@@ -216,9 +216,11 @@ def _fields(
             yield Text(prefix).append_text(line)
 
 
-def print_table(layout: Layout, out: TextIO) -> None:
-    """Print what `layout` gives for `out`: styled and fitted to the terminal's width, or
-    as plain lines as long as they need to be."""
+def print_table(what: RenderableType | Layout, out: TextIO) -> None:
+    """Print `what` to `out`, styled on a terminal, else as plain lines as long as they need
+    to be. A Layout is asked for the terminal's width (`fitted`); a renderable is printed
+    as it is."""
+    layout: Layout = what if callable(what) else (lambda width: [what])
     if out.isatty():
         console = Console(file=out, highlight=False)
         for part in layout(console.width):
