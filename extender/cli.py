@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     if command == "serve":
         # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
         borrowed = _borrowed_kubeconfig(settings, args)
-    if command in ("serve", "release"):
+    if command in CLUSTER_COMMANDS:
         from extender.kube.client import KubeConfigError
 
         try:
@@ -348,6 +348,9 @@ _VERIFY_HELP = (
 )
 
 
+CLUSTER_COMMANDS = ("serve", "release", "evidence")
+"""The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
+--context (evidence reads the watcher's ConfigMap when there is no Redis)."""
 _KUBECONFIG_HELP = (
     "kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); "
     "with it, the kubeconfig is read whatever kubernetes.mode says"
@@ -369,15 +372,8 @@ def _parser() -> argparse.ArgumentParser:
         help="YAML settings file (default: config/archfit.yaml if present); "
         "ARCHFIT_* env vars override it",
     )
-    # What every command that talks to a cluster takes, as kubectl names it (audit's
-    # --context may be repeated: its own).
-    cluster = argparse.ArgumentParser(add_help=False)
-    cluster.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
-    cluster.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser(
-        "serve", parents=[common, cluster], help="run the extender HTTP service"
-    )
+    serve = commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
     serve.add_argument(
         "--controllers",
         action="store_true",
@@ -441,7 +437,7 @@ def _parser() -> argparse.ArgumentParser:
     _audit_parser(commands, common)
     release = commands.add_parser(
         "release",
-        parents=[common, cluster],
+        parents=[common],
         help="remove archfit's scheduling gate from held pods (when uninstalling)",
         description="Remove archfit's scheduling gate (archfit.io/platforms-unknown) from "
         "every pod it holds, without constraints, and write an Event on each. For "
@@ -465,8 +461,13 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
-    for command in commands.choices.values():
+    for name, command in commands.choices.items():
         command.set_defaults(command_parser=command)  # for errors in the command's usage
+        if name in CLUSTER_COMMANDS:
+            # What every command that talks to a cluster takes, as kubectl names it (audit's
+            # --context may be repeated: its own).
+            command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+            command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     return parser
 
 

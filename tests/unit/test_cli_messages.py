@@ -42,7 +42,10 @@ def _kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [["release", "--all"], ["audit", "-n", "shop"], ["serve"]])
+CLUSTER_COMMANDS = [["release", "--all"], ["audit", "-n", "shop"], ["serve"], ["evidence", "list"]]
+
+
+@pytest.mark.parametrize("command", CLUSTER_COMMANDS)
 def test_every_cluster_command_takes_kubeconfig_and_names_a_missing_one(command):
     """`release`, `audit` and `serve` take --kubeconfig; a missing file is named as the flag's,
     not as kubernetes.kubeconfig's."""
@@ -53,7 +56,7 @@ def test_every_cluster_command_takes_kubeconfig_and_names_a_missing_one(command)
     )
 
 
-@pytest.mark.parametrize("command", [["release", "--all"], ["audit", "-n", "shop"], ["serve"]])
+@pytest.mark.parametrize("command", CLUSTER_COMMANDS)
 def test_a_context_the_kubeconfig_lacks_is_named_with_those_it_has(command, tmp_path):
     """Not "kubernetes.mode=kubeconfig (kubernetes.mode is kubeconfig): Invalid kube-config"."""
     config = _kubeconfig(tmp_path / "config")
