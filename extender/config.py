@@ -441,7 +441,9 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
         except OSError as error:
             raise ConfigError(f"cannot read config file {chosen}: {error.strerror}") from error
         except yaml.YAMLError as error:
-            raise ConfigError(f"config file {chosen} is not valid YAML: {error}") from error
+            # PyYAML names a string it was given "<unicode string>": name the file.
+            where = str(error).replace('"<unicode string>"', f'"{chosen}"')
+            raise ConfigError(f"config file {chosen} is not valid YAML: {where}") from error
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {chosen} must hold a mapping at the top")
         data = loaded or {}

@@ -160,7 +160,7 @@ def _allowed(
                 "verb": verb,
                 "group": group,
                 "resource": resource,
-                "name": name if verb in ("get", "update", "patch") else "",
+                "name": name if verb in ("get", "update", "patch", "list", "watch") else "",
             },
         },
     }
@@ -483,6 +483,8 @@ def test_the_webhooks_rbac_reaches_its_own_secret_and_configuration_and_nothing_
         (render.NAMESPACE, "create", "secrets", "", ""): True,
         ("", "get", hooks, "archfit", admission): True,
         ("", "patch", hooks, "archfit", admission): True,
+        ("", "watch", hooks, "archfit", admission): True,
+        ("", "watch", hooks, "", admission): False,
         (render.NAMESPACE, "update", "secrets", "other", ""): False,
         ("team-a", "create", "secrets", "", ""): False,
         ("", "patch", hooks, "someone-elses", admission): False,
