@@ -363,7 +363,7 @@ def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
                 args.platform,
                 args.output,
                 sys.stdout,
-                evidence_config_map(settings, api),
+                evidence_config_map(settings, api, args.namespace),
             )
         )
 
@@ -479,9 +479,16 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="list, confirm or clear learned evidence (digest D does not run on platform P)",
         description="The evidence the mismatch watcher learned, shared through Redis "
-        "(cache.url), with where each entry came from and whom it applies to: one workload, "
-        "or every namespace once corroborated. `confirm` makes a digest's workload entries "
-        'count in every namespace. See docs/operations.md, "Learned evidence".',
+        "(cache.url) or else the ConfigMap watcher.evidenceConfigMap in archfit's namespace, "
+        "with where each entry came from and whom it applies to: one workload, or every "
+        "namespace once corroborated. `confirm` makes a digest's workload entries count in "
+        'every namespace. See docs/operations.md, "Learned evidence".',
+    )
+    evidence.add_argument(
+        "-n",
+        "--namespace",
+        default="",
+        help="archfit's namespace, where the ConfigMap is (default: the context's)",
     )
     evidence.add_argument("action", choices=("list", "confirm", "clear"))
     evidence.add_argument(

@@ -184,15 +184,16 @@ async def open_services(
         )
 
 
-def evidence_config_map(settings: Settings, api: Any) -> SharedEvidence | None:
+def evidence_config_map(settings: Settings, api: Any, namespace: str = "") -> SharedEvidence | None:
     """The ConfigMap that shares evidence without Redis, with API access; else None (the
-    evidence stays in this replica's memory)."""
+    evidence stays in this replica's memory). In archfit's namespace (the pod's own, or the
+    kubeconfig context's) unless `namespace` names it."""
     if api is None:
         return None
     from extender.kube.client import current_namespace
     from extender.kube.evidence_store import ConfigMapEvidence
 
-    namespace = current_namespace(settings.kubernetes)
+    namespace = namespace or current_namespace(settings.kubernetes)
     return ConfigMapEvidence(api, namespace, settings.watcher.evidence_config_map)
 
 
