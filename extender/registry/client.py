@@ -1,4 +1,5 @@
-"""The OCI distribution client: HEAD a tag for its digest, GET manifests and blobs by digest.
+"""The OCI distribution client: a tag's digest (HEAD) or manifest (GET), manifests and blobs
+by digest.
 
 Each call tries the registry's endpoints in order (mirrors, then the registry), and on
 each endpoint every matching credential in order, then anonymous access, as kubelet does.
@@ -74,12 +75,28 @@ class RegistryClient:
             got = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
             if got.status != 200:
                 raise _status_error(got, endpoint, ref, f":{ref.tag}")
-            header = got.headers.get("Docker-Content-Digest", "")
-            if header:
-                _check_digest(header, endpoint)
-                verify(got.body, header)
-                return header
-            return digest_of(got.body)
+            return _body_digest(got, endpoint)
+
+        return await self._each(ref, creds, attempt, resolve=True)
+
+    async def tag_manifest(
+        self, ref: Reference, creds: Sequence[Credential]
+    ) -> tuple[str, bytes, str]:
+        """A tag's digest, manifest body and media type in one GET (a Docker Hub pull).
+
+        For a tag with nothing cached to revalidate: the body is needed anyway, and HEAD
+        first would cost a round trip more. The body is verified against the digest the
+        registry names (`Docker-Content-Digest`); without one, its sha256 is the digest.
+        """
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> tuple[str, bytes, str]:
+            url = endpoint.url(ref.path, "manifests", ref.tag)
+            cap = self._settings.max_manifest_bytes
+            response = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
+            if response.status != 200:
+                raise _status_error(response, endpoint, ref, f":{ref.tag}")
+            digest = _body_digest(response, endpoint)
+            return digest, response.body, media_type_of(response.headers.get("Content-Type", ""))
 
         return await self._each(ref, creds, attempt, resolve=True)
 
@@ -266,6 +283,17 @@ def _key(endpoint: Endpoint, ref: Reference, cred: Credential) -> tuple[str, str
 
 def _with_auth(headers: dict[str, str], authorization: str | None) -> dict[str, str]:
     return headers if authorization is None else {**headers, "Authorization": authorization}
+
+
+def _body_digest(response: Response, endpoint: Endpoint) -> str:
+    """The digest of a manifest fetched by tag: the one the registry names, checked against
+    the body, else the body's sha256."""
+    header = response.headers.get("Docker-Content-Digest", "")
+    if not header:
+        return digest_of(response.body)
+    _check_digest(header, endpoint)
+    verify(response.body, header)
+    return header
 
 
 def _check_digest(digest: str, endpoint: Endpoint) -> None:
