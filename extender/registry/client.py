@@ -222,9 +222,20 @@ class RegistryClient:
         """One request with auth: remembered challenge first, one retry after a 401."""
         headers = {"Accept": ACCEPT} if kind == "manifest" else {}
         sent = await self._auth.header(endpoint, ref.path, cred)
+        borrowed = False
+        if sent is None:
+            # A repository new to us on a host we know: its host's challenge saves the 401.
+            sent = await self._auth.borrowed_header(endpoint, ref.path, cred)
+            borrowed = sent is not None
         response = await self._transport.send(
             method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent), tls=endpoint.tls
         )
+        if borrowed and response.status == 403:
+            # Refused outright: ask as if nothing had been borrowed, so its own 401 decides.
+            sent, borrowed = None, False
+            response = await self._transport.send(
+                method, url, kind=kind, cap=cap, headers=headers, tls=endpoint.tls
+            )
         refreshed = False
         # At most two retries: one to answer a first challenge, one to replace a token the
         # registry calls invalid_token (expired or revoked).
@@ -233,13 +244,26 @@ class RegistryClient:
                 break
             if response.url.origin() != url.origin():
                 raise _redirected_challenge(endpoint, ref, response)
+            # A refused borrowed header counts as none sent: the repository's own challenge
+            # then decides, exactly as if nothing had been borrowed.
             retry = await self._auth.answer(
-                endpoint, ref.path, cred, response, sent, refresh=not refreshed
+                endpoint,
+                ref.path,
+                cred,
+                response,
+                None if borrowed else sent,
+                refresh=not refreshed,
             )
+            if borrowed and retry == sent:
+                # Its own challenge gives the header just refused: as if that had been its own.
+                borrowed = False
+                retry = await self._auth.answer(
+                    endpoint, ref.path, cred, response, sent, refresh=not refreshed
+                )
             if retry is None:
                 break
-            refreshed = refreshed or sent is not None
-            sent = retry
+            refreshed = refreshed or (sent is not None and not borrowed)
+            sent, borrowed = retry, False
             response = await self._transport.send(
                 method,
                 url,
