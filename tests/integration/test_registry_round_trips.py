@@ -17,6 +17,7 @@ from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
 from tests.support.pull_secrets import pull_secret
 from tests.support.registry import RegistryProcess
+from tests.support.relay import StallingRelay
 from tests.support.tokens import TokenServer
 
 pytestmark = pytest.mark.integration
@@ -102,3 +103,19 @@ def _seen(registry: RegistryProcess, mark: int) -> Seen:
         (r.method, "blobs" if "/blobs/" in r.path else "manifests", r.status)
         for r in registry.requests_since(mark)
     ]
+
+
+async def test_a_hosts_lookups_share_one_connection(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """Keep-alive: three cold lookups on one host, five requests, one TCP connection."""
+    upstream_host, upstream_port = public_registry.registry.host.rsplit(":", 1)
+    relay = await StallingRelay(upstream_host, int(upstream_port)).start()
+    try:
+        host = f"127.0.0.1:{relay.port}"
+        resolver = await make_resolver(local_settings(host))
+        for repo in ("multi", "single", "listed"):
+            await resolver.platforms(f"{host}/archfit/{repo}:1.0", pod())
+        assert 1 == relay.connections
+    finally:
+        await relay.close()
