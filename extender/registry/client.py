@@ -79,6 +79,15 @@ class RegistryClient:
 
         return await self._each(ref, creds, attempt, resolve=True)
 
+    def content_from_tag_hosts(self, ref: Reference) -> bool:
+        """Whether the hosts that answer the reference's tags also serve its content first.
+
+        Not so behind a pull-only mirror: then a digest's GET goes to the mirror (a pull-through
+        cache, say), and a GET of the tag would spend the pull at the registry instead.
+        """
+        resolving = self._hosts.endpoints(ref, resolve=True)
+        return resolving == self._hosts.endpoints(ref, resolve=False)
+
     async def tag_manifest(
         self, ref: Reference, creds: Sequence[Credential]
     ) -> tuple[str, bytes, str]:

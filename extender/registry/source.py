@@ -63,7 +63,11 @@ class RegistrySource:
         """Nothing is remembered here."""
 
     async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
-        """One GET of the tag (not HEAD, then GET by digest), then a single manifest's config."""
+        """One GET of the tag (not HEAD, then GET by digest), then a single manifest's config;
+        but HEAD, then GET by digest, where a pull-only mirror serves content."""
+        if not self._client.content_from_tag_hosts(ref):
+            digest = await self.digest(ref, creds)
+            return digest, await self.facts(ref, digest, creds)
         digest, body, content_type = await self._client.tag_manifest(ref, creds.items)
         return digest, await self._facts_of(ref, parse_manifest(body, content_type), creds)
 
