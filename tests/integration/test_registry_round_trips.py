@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from extender.registry.settings import CacheSettings
 from tests.integration.conftest import ResolverFactory, Secrets, local_settings, pod
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
@@ -119,3 +120,20 @@ async def test_a_hosts_lookups_share_one_connection(
         assert 1 == relay.connections
     finally:
         await relay.close()
+
+
+async def test_without_stale_answers_a_tag_past_its_ttl_is_still_revalidated_with_a_head(
+    public_registry: PublishedRegistry, make_resolver: ResolverFactory
+) -> None:
+    """staleIfErrorSeconds 0 keeps no answer for a failing registry, but the tag's last digest
+    still says a HEAD will do, not a GET (a Docker Hub pull)."""
+    registry = public_registry.registry
+    clock = FakeClock()
+    cache = CacheSettings(stale_if_error_seconds=0)
+    resolver = await make_resolver(local_settings(registry.host), cache, clock=clock)
+    image = public_registry.catalog.manifest_list.reference
+    await resolver.platforms(image, pod())
+    clock.advance(cache.tag_ttl_seconds + 1)
+    mark = registry.mark()
+    await resolver.platforms(image, pod())
+    assert REVALIDATED == _seen(registry, mark)
