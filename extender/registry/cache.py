@@ -51,6 +51,9 @@ digest, its last good digest and its failure share one key string there."""
 _TAG_SHARE = 0.8
 """Of the time a request has left, the share a tag's fetch may take when the tag's last good
 digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
+_FETCHED_ENTRIES = 1024
+_FETCHED_SECONDS = 60.0
+"""How long the mark of facts a tag's GET brought waits for the lookup that asks for them."""
 _REVALIDATE_SECONDS = 86_400
 """With `staleIfErrorSeconds: 0`, how long past its TTL a tag's last digest is still kept,
 answering nothing: a tag with one is revalidated with a HEAD, not fetched anew with a GET."""
@@ -180,6 +183,9 @@ class CachedSource:
         self._metrics = metrics
         self._shared: Interner[ImageFacts] = Interner()
         """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
+        self._fetched: TTLMap[str, bool] = TTLMap(_FETCHED_ENTRIES)
+        """Digest keys whose facts a never-seen tag's GET just brought: the lookup that asks
+        for them next found them, but counts as the miss it was (the registry was asked)."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
         key = self._tag_key(ref, creds)
@@ -198,12 +204,13 @@ class CachedSource:
                 await self._store.set(
                     "digest", digest_key, self._shared(facts), _encode_facts, facts_ttl
                 )
+                self._fetched.put(digest_key, True, _FETCHED_SECONDS)
             await self._store.set("known", key, digest, str, self._known_ttl)
             return digest
 
         ttl = self._settings.tag_ttl_seconds
         until = lambda load: self._until_deadline(ref, key, load)  # noqa: E731
-        return await self._cached("tag", key, ttl, fetch, str, str, until)
+        return await self._cached("tag", key, ttl, fetch, str, str, wait=until)
 
     async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
         """The tag's digest, then its facts, each from the cache where it has them."""
@@ -236,7 +243,9 @@ class CachedSource:
             return self._shared(_decode_facts(text))
 
         ttl = self._settings.digest_ttl_seconds
-        return await self._cached("digest", key, ttl, fetch, _encode_facts, decode)
+        fetched = self._fetched.get(key) is not None
+        self._fetched.pop(key)
+        return await self._cached("digest", key, ttl, fetch, _encode_facts, decode, fetched)
 
     async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
         """Drop what the tag was said to point at (its digest's body failed verification)."""
@@ -265,13 +274,14 @@ class CachedSource:
         fetch: Callable[[], Awaitable[T]],
         encode: Callable[[T], str],
         decode: Callable[[str], T],
+        fetched: bool = False,
         wait: Callable[[Awaitable[T]], Awaitable[T]] | None = None,
     ) -> T:
         """The value from the store, else a remembered failure raised, else a shared fetch,
-        awaited through `wait` if given."""
+        awaited through `wait` if given. A value `fetched` for this lookup counts as a miss."""
         hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
-            self._count(kind, "hit")
+            self._count(kind, "miss" if fetched else "hit")
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
         if not skip_remembered_failures.get():
