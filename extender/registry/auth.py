@@ -5,7 +5,8 @@ flight per key. Each repository's last challenge is remembered for a while to sk
 401 round trip; per repository, so one repository's bad challenge cannot break the others
 on its host, and for a while, so a bad one is not kept until restart. A repository with no
 challenge of its own borrows its host's last one that worked (a token came from its realm,
-or a Basic credential went with it), so a new repository skips the 401 too; a borrowed
+or a Basic credential went with it) for an hour, so a new repository skips the 401 too, and
+so does one whose own challenge has expired; a borrowed
 challenge that fails in any way is forgotten for that request, which then asks the
 repository's own.
 """
@@ -38,6 +39,10 @@ _MAX_TOKENS = 4096
 _MAX_CHALLENGES = 4096
 CHALLENGE_TTL_SECONDS = 300.0
 """How long a remembered challenge is used before a fresh 401 is asked for."""
+WORKING_CHALLENGE_TTL_SECONDS = 3600.0
+"""How long a host's working challenge is lent to its repositories. Longer than their own:
+a borrowed challenge that stops working costs only a fallback to the repository's own 401,
+whose answer then replaces it."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _USABLE_TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
@@ -174,7 +179,7 @@ class Authenticator:
             self._tokens.pop(self._token_key(challenge, repo, cred))
         header = await self._header_for(challenge, endpoint, repo, cred)
         if header is not None:
-            self._working.put(endpoint.host, kept, CHALLENGE_TTL_SECONDS)
+            self._working.put(endpoint.host, kept, WORKING_CHALLENGE_TTL_SECONDS)
         return header
 
     def _remember(self, key: tuple[str, str], challenge: Challenge) -> Challenge:

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from extender.registry.client import RegistryClient
+from extender.registry.hosts import HostTable
+from extender.registry.reference import parse
 from extender.registry.settings import CacheSettings
+from extender.registry.transport import Transport
 from tests.integration.conftest import ResolverFactory, Secrets, local_settings, pod
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry
@@ -137,3 +141,26 @@ async def test_without_stale_answers_a_tag_past_its_ttl_is_still_revalidated_wit
     mark = registry.mark()
     await resolver.platforms(image, pod())
     assert REVALIDATED == _seen(registry, mark)
+
+
+async def test_a_tag_revalidated_after_its_repositorys_challenge_expired_skips_the_401(
+    token_registry: PublishedRegistry, token_server: TokenServer
+) -> None:
+    """Five minutes on, the repository's own challenge is gone but its host's working one is
+    lent for an hour: a new token (the old one expired too) and one HEAD, no 401."""
+    registry = token_registry.registry
+    settings = local_settings(registry.host)
+    clock = FakeClock()
+    transport = Transport(settings)
+    client = RegistryClient(transport, HostTable(settings), clock)
+    ref = parse(f"{registry.host}/public/multi:1.0")
+    try:
+        await client.resolve_tag(ref, ())
+        clock.advance(301)
+        mark, tokens = registry.mark(), len(token_server.requests)
+        await client.resolve_tag(ref, ())
+        later = (_seen(registry, mark), len(token_server.requests) - tokens)
+    finally:
+        await client.aclose()
+        await transport.aclose()
+    assert (REVALIDATED, 1) == later
