@@ -6,9 +6,8 @@ flight per key. Each repository's last challenge is remembered for a while to sk
 on its host, and for a while, so a bad one is not kept until restart. A repository with no
 challenge of its own borrows its host's last one that worked (a token came from its realm,
 or a Basic credential went with it) for an hour, so a new repository skips the 401 too, and
-so does one whose own challenge has expired; a borrowed
-challenge that fails in any way is forgotten for that request, which then asks the
-repository's own.
+so does one whose own challenge has expired; a borrowed challenge that fails in any way is
+forgotten for that request, which then asks the repository's own.
 """
 
 from __future__ import annotations
