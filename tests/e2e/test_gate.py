@@ -383,7 +383,8 @@ def test_a_rollout_of_200_pods_of_a_cold_image_costs_one_lookup_and_releases_fas
         f"rollout: {len(names)} pods, {_held_count(gating)} held, {proxy.relayed()} manifest "
         f"requests, last release {latest:.1f}s after the answer"
     )
-    # One lookup of a single-arch tag: HEAD the tag, GET the manifest by digest.
+    # One lookup of a single-arch tag: a GET of the tag (HEAD, then GET by digest, if it were
+    # revalidated).
     assert proxy.relayed("manifest") <= 2
     assert latest <= 10.0
     for name in names:
