@@ -18,7 +18,7 @@ import asyncio
 import datetime
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -36,7 +36,10 @@ from extender.steering import SteeringSource
 log = structlog.get_logger("archfit.releaser")
 
 _MAX_BACKOFF_SECONDS = 4.0
-"""A held pod looks again at least this often, so it goes within seconds of an answer."""
+"""A held pod looks again at least this often (or every `retrySeconds`, if longer), so it
+goes within seconds of the registry answering again. The registry itself is asked past the
+failure cache at most once per `retrySeconds` for each set of images, however many pods
+wait on it, so this cap costs the registry nothing more."""
 _GAUGE_SECONDS = 1.0
 _LAST_LOOK_SECONDS = 1.0
 """How long a pod already past the cap still waits for its lookups before the fallback."""
@@ -95,6 +98,7 @@ class Releaser:
         *,
         steering: SteeringSource | None = None,
         wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
@@ -105,12 +109,15 @@ class Releaser:
         """Namespace and workload preferences and the arm64 share, applied on release as
         on admission (docs/webhook.md)."""
         self._wall = wall_clock
+        self._sleep = sleep
+        """How a held pod's task waits between looks and between tries (a test's clock)."""
         self._held: dict[str, _Held] = {}
         self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
         """When each set of images was last asked of the registry past the failure cache:
         once per `retrySeconds`, however many pods share it (a rollout's hundreds of
         replicas must not hammer a failing registry)."""
         self._limit = RateLimit(settings.releases_per_second)
+        self._max_backoff = max(_MAX_BACKOFF_SECONDS, settings.retry_seconds)
         self._events: set[asyncio.Task[None]] = set()
         """Event writes under way, held so they are not garbage-collected mid-flight."""
 
@@ -199,8 +206,8 @@ class Releaser:
                 if await self._release(uid, key, held.resolved, at_cap=True):
                     return
                 continue
-            await asyncio.sleep(min(backoff, left))
-            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+            await self._sleep(min(backoff, left))
+            backoff = min(backoff * 2, self._max_backoff)
 
     async def _release(
         self,
@@ -257,8 +264,8 @@ class Releaser:
                 if present:
                     self._released(pod, resolved, mutation, released, at_cap, why)
                 return True
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+            await self._sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
             fresh = await self._read_again(uid, pod)
             if fresh is None:
                 return True

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
+import pytest
 
 from extender.config import WebhookGateSettings
 from extender.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
@@ -26,6 +27,7 @@ from extender.releaser import Releaser
 from extender.resolution import Resolution
 from extender.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
 from tests.objects import pod
+from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver
 from tests.support.waiting import settle, wait_for_async
 
@@ -377,3 +379,40 @@ async def test_a_deleted_pod_waiting_for_its_release_slot_stops_waiting():
     finally:
         for task in hold_tasks("uid-0", "uid-1"):
             task.cancel()
+
+
+# --- the back-off between looks (issue 28, item 4) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("retry", "waits"),
+    [
+        (1.0, [1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 3.0]),
+        (10.0, [10.0, 10.0, 10.0]),
+    ],
+)
+async def test_a_held_pod_looks_again_doubling_to_4_s_and_never_less_often_than_retry_seconds(
+    retry: float, waits: list[float]
+):
+    """The waits between looks at a silent registry until the 30 s cap, on a test's clock:
+    from retrySeconds, doubling up to 4 s; a retrySeconds above 4 s stays as it is."""
+    clock = FakeClock(now=CREATED)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    pods = ScriptedPods(held_pod("silent/x:1"), [])
+    subject = Releaser(
+        WebhookGateSettings(retry_seconds=retry, max_wait_seconds=30, fallback="admit"),
+        Metrics(),
+        resolution({}),
+        lambda: RULES,
+        pods,
+        wall_clock=clock,
+        sleep=sleep,
+    )
+    await run_until_released(subject, pods)
+    assert waits == slept
