@@ -238,7 +238,8 @@ class WebhookGateSettings:
     releases_per_second: float = 50.0
     """Pod updates the releaser sends per second at most (a cold rollout of many replicas)."""
     retry_seconds: float = 1.0
-    """First wait before a held pod's lookup is tried again; it doubles up to 10 s."""
+    """First wait before a held pod's lookup is tried again; it doubles up to 4 s (or stays
+    at this, if longer), so a pod goes within seconds of its registry's recovery."""
     lease_name: str = "archfit-releaser"
     """The coordination.k8s.io Lease (in archfit's namespace) that elects the one releaser."""
 

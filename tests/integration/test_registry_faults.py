@@ -39,13 +39,15 @@ async def test_a_slow_registry_times_out_within_the_request_limit(
     faults: RunningFaults, make_resolver: ResolverFactory
 ) -> None:
     """No answer within requestTimeoutSeconds raises Timeout, well before the answer comes."""
-    faults.registry.slow("/v2/slow/app/manifests/1", seconds=30)
+    slow = 30
+    faults.registry.slow("/v2/slow/app/manifests/1", seconds=slow)
     settings = local_settings(faults.host, request_timeout_seconds=0.5, connect_timeout_seconds=0.5)
     resolver = await make_resolver(settings)
     started = time.monotonic()
     with pytest.raises(Timeout):
         await resolver.platforms(f"{faults.host}/slow/app:1", POD)
-    assert time.monotonic() - started < 3
+    # Waiting for the answer takes the registry's 30 s: any answer sooner is the limit's.
+    assert time.monotonic() - started < slow / 2
 
 
 async def test_a_500_is_an_unexpected_status_with_its_body_cut_short(
