@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -119,12 +118,3 @@ def test_carried_images_go_behind_every_image_the_table_has_seen() -> None:
     table.record("mine:1", AMD, PULL)
     assert (True, False) == (table.carry("theirs:1", ARM), table.carry("mine:1", ARM))
     assert ["mine:1", "theirs:1"] == [image for image, _ in table.recent_first()]
-
-
-def test_the_helm_chart_ships_the_kustomize_components_crd_and_policy_byte_for_byte() -> None:
-    """One policy: the chart's copies (read with .Files.Get) are the component's files."""
-    root = Path(__file__).resolve().parents[2] / "deploy"
-    component = root / "kustomize" / "components" / "admission-policy"
-    chart = root / "helm" / "archfit" / "files" / "admission-policy"
-    for name in ("crd.yaml", "policy.yaml"):
-        assert (component / name).read_bytes() == (chart / name).read_bytes(), name
