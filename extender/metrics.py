@@ -234,6 +234,12 @@ class Metrics:
             registry=r,
         )
         # Read by the alert ArchfitPlatformMismatch (deploy/monitoring).
+        self.policy_enabled = Gauge(
+            "archfit_policy_publisher_enabled",
+            "1 when this replica contends to publish the admission policy's parameter (the "
+            "setting is on and the cluster serves the policy API and archfit's CRD), else 0.",
+            registry=r,
+        )
         self.policy_images = Gauge(
             "archfit_policy_parameter_images",
             "Images in the admission policy's parameter at its last publish (admissionPolicy).",

@@ -253,6 +253,7 @@ async def _publish(
     if missing:
         log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
         return
+    metrics.policy_enabled.set(1)
     namespace = current_namespace(settings.kubernetes)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     policy = settings.admission_policy
