@@ -16,6 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
+from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import (
@@ -261,6 +263,75 @@ def test_a_malformed_or_missing_parameter_never_blocks_a_pod(
         plane.policy.install(failure_policy="Fail")
         plane.start_archfit()
         warm(plane, space, known)
+
+
+# --- with the real Karpenter -----------------------------------------------------------------
+
+
+@pytest.fixture
+def autoscaled_policy(autoscaled: AutoscaledCluster) -> Iterator[AdmissionPolicy]:
+    """The shipped policy on the autoscaled cluster; unbound afterwards (reset() does not)."""
+    policy = AdmissionPolicy(autoscaled.control_plane.admin_kubeconfig).install()
+    try:
+        yield policy
+    finally:
+        policy.unbind()
+        policy.delete_parameter()
+
+
+def test_with_archfit_killed_karpenter_launches_amd64_only_and_the_held_pod_waits_for_archfit(
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    autoscaled_policy: AdmissionPolicy,
+    images: Images,
+    tmp_path: Path,
+) -> None:
+    """Karpenter's heavier NodePool is arm64: with every archfit process killed, the pod of
+    a published amd64-only image still gets amd64 capacity, the pod of an image archfit never
+    saw is held (Karpenter acts only on pods kube-scheduler marked Unschedulable), and when
+    archfit starts again the releaser sends it to amd64 too."""
+    namespace = autoscaled_namespace
+    settings = merge(
+        autoscaled_settings,
+        {
+            "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
+            "webhook": {
+                "gate": {"retrySeconds": 0.5, "leaseName": f"releaser-{uuid.uuid4().hex[:8]}"}
+            },
+        },
+    )
+    hook = WebhookArchfit(autoscaled.control_plane.admin_kubeconfig, settings, tmp_path).start()
+    try:
+        hook.wait_called(namespace, images.multi.reference)
+        autoscaled.start_scheduler(None)  # the managed layout: no extender
+        known = images.amd64_only.reference
+        autoscaled.core.create_namespaced_pod(
+            namespace, cluster.pod_manifest("warm", [known]), dry_run="All"
+        )
+        autoscaled_policy.wait_published(known)
+        process = hook.archfit.process
+        os.killpg(process.pid, signal.SIGKILL)
+        process.stop()
+        assert refused(hook.webhook_port)
+
+        unseen = fresh_amd64_image(images)
+        cluster.create_pod(autoscaled.core, namespace, cluster.pod_manifest("unseen", [unseen]))
+        assert is_gated(autoscaled.core.read_namespaced_pod("unseen", namespace))
+        cluster.create_pod(autoscaled.core, namespace, cluster.pod_manifest("known", [known]))
+        assert [["amd64"]] == required_arch(autoscaled.core.read_namespaced_pod("known", namespace))
+        autoscaled.wait_scheduled(namespace, "known")
+        assert is_gated(autoscaled.core.read_namespaced_pod("unseen", namespace))
+        while_down = sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
+
+        hook.archfit.start()
+        node = autoscaled.wait_scheduled(namespace, "unseen")
+        arches = {launch.name: launch.arch for launch in autoscaled.launches()}
+        print(f"\nkarpenter, archfit down: {while_down}; after its return: {arches}")
+        assert [("amd64", "general")] == while_down
+        assert ("amd64", {"amd64"}) == (arches[node], set(arches.values()))
+    finally:
+        hook.stop()
 
 
 # --- equality: policy alone, webhook alone, both --------------------------------------------
