@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.e2e import cluster
@@ -36,7 +37,8 @@ from tests.e2e.policy import (
     required_arch,
 )
 from tests.e2e.scheduler import Scheduler
-from tests.e2e.topology import ARCH_OF, NODES
+from tests.e2e.stack import Stack
+from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
 from tests.e2e.webhook import PLATFORMS_ANNOTATION, WebhookArchfit
 from tests.support import affinity
 from tests.support.images import Pusher
@@ -263,6 +265,26 @@ def test_a_malformed_or_missing_parameter_never_blocks_a_pod(
         plane.policy.install(failure_policy="Fail")
         plane.start_archfit()
         warm(plane, space, known)
+
+
+def test_on_a_cluster_without_archfits_crd_serve_says_so_once_and_runs_as_before(
+    stack: Stack, core: client.CoreV1Api, namespace: str, images: Images
+) -> None:
+    """admissionPolicy.enabled where the policy cannot run (here: no ImagePlatforms CRD):
+    one `admission_policy_unavailable` line, and the extender filters as ever."""
+    stack.ensure({"admissionPolicy": {"enabled": True}})
+    assert stack.archfit is not None
+    pods = replicas("amd", [images.amd64_only.reference])
+    assert ["amd64"] * REPLICAS == schedule(core, namespace, pods)
+    lines = [
+        json.loads(line)
+        for line in stack.archfit.process.log_path.read_text().splitlines()
+        if line.startswith("{") and "admission_policy" in line
+    ]
+    assert [("admission_policy_unavailable", "warning")] == [
+        (line["event"], line["level"]) for line in lines
+    ]
+    assert "ImagePlatforms" in lines[0]["reason"]
 
 
 # --- with the real Karpenter -----------------------------------------------------------------
