@@ -42,6 +42,10 @@ class SyntheticRegistry:
         self.asked += 1
         return "sha256:" + hashlib.sha256(str(ref).encode()).hexdigest()
 
+    async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
+        digest = await self.digest(ref, creds)
+        return digest, await self.facts(ref, digest, creds)
+
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         self.asked += 1
         entries = [

@@ -273,15 +273,7 @@ def render(
         "",
         "## How to reproduce",
         "",
-        "```sh",
-        "python3 -m venv .venv && .venv/bin/pip install --require-hashes -r requirements-test.lock",
-        ".venv/bin/pip install --no-deps -e .",
-        "# Go >= 1.26 on PATH builds the control plane and the load generator once",
-        f".venv/bin/python -m bench {meta['arguments']}".rstrip(),
-        "# another checkout, measured by these scripts, then compared:",
-        ".venv/bin/python -m bench --source ../baseline --doc /tmp/base/benchmarks.md",
-        ".venv/bin/python -m bench --baseline /tmp/base/benchmarks/results.json",
-        "```",
+        *reproduce(meta, baseline),
         "",
         "Each benchmark also runs alone: `.venv/bin/python -m bench.request_cost --help` "
         "(and `memory`, `startup`, `scheduler_throughput`).",
@@ -324,6 +316,31 @@ def render(
     for problem in meta.get("problems", []):
         out += ["", f"> {problem}"]
     return "\n".join(out) + "\n"
+
+
+def reproduce(meta: Mapping[str, Any], baseline: Results | None) -> list[str]:
+    """The commands that make this document, in the clone, with no path of the machine
+    that ran them: the run's own paths (--doc, --baseline) are left out."""
+    quick = " --quick" if meta.get("quick") else ""
+    lines = [
+        "```sh",
+        "python3 -m venv .venv && .venv/bin/pip install --require-hashes -r requirements-test.lock",
+        ".venv/bin/pip install --no-deps -e .",
+        "# Go >= 1.26 on PATH builds the control plane and the load generator once",
+    ]
+    if baseline is None:
+        return [*lines, f".venv/bin/python -m bench{quick}", "```"]
+    before = baseline["meta"]["archfit"]
+    return [
+        *lines,
+        f"# the before column: these scripts measure archfit {before}, checked out beside",
+        f"git worktree add ../archfit-before {before} && mkdir -p ../bench-before",
+        f".venv/bin/python -m bench{quick} --source ../archfit-before"
+        " --doc ../bench-before/benchmarks.md",
+        "# this run, beside it",
+        f".venv/bin/python -m bench{quick} --baseline ../bench-before/benchmarks/results.json",
+        "```",
+    ]
 
 
 def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir: str) -> list[str]:

@@ -75,11 +75,17 @@ async def readyz(request: web.Request) -> web.Response:
     checks: dict[str, bool] = {"started": services is not None}
     if services is not None and services.nodes is not None:
         checks["nodeIndexSynced"] = services.nodes.synced
+    problem = None
     if request.app[SETTINGS].webhook.enabled:
         certificate = request.app.get(WEBHOOK_CERTIFICATE)
         checks["webhookCertificate"] = certificate is not None and certificate.ready
+        if certificate is not None and not certificate.ready:
+            problem = certificate.problem or f"expired at {certificate.not_after}"
     ready = all(checks.values())
     answer: dict[str, object] = {"ready": ready, "checks": checks}
+    if problem:
+        # Why every TLS handshake with the webhook fails, and the fix.
+        answer["webhookCertificateProblem"] = problem
     if request.app[SETTINGS].webhook.enabled:
         # Not a check (zero is no reason to stop traffic), but the one sign, seen from the
         # pod, that the API server reaches the webhook at all (deploy/README.md).

@@ -123,29 +123,75 @@ def needs_renewal(bundle: Bundle, hosts: Sequence[str], now: dt.datetime) -> str
     return None
 
 
-def serving_problem(cert_pem: bytes, names: Sequence[str], now: dt.datetime) -> str | None:
-    """Why a PEM chain's first certificate cannot serve TLS now (or None): not yet valid,
-    expired, a CA, no subject alternative names, or missing one of `names`."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a certificate cannot serve, and what the operator does about it."""
+
+    reason: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}; {self.fix}"
+
+
+_REISSUE = "issue it again with -addext subjectAltName=DNS:<the Service's name> (openssl)"
+
+
+def serving_problem(cert_pem: bytes, names: Sequence[str], now: dt.datetime) -> Refusal | None:
+    """Why a PEM chain's first certificate cannot serve TLS now (or None), by the rules of
+    kube-apiserver's client (Go crypto/tls): not yet valid, expired, an extended key usage
+    without serverAuth, no subject alternative names, or not covering one of `names`.
+
+    A self-signed certificate with CA:TRUE (what `openssl req -x509` makes) is accepted:
+    Go trusts it as its own root when it is also the caBundle."""
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as error:
-        return f"unreadable: {error}"
+        return Refusal(f"unreadable: {error}", "give a PEM certificate as the file's first block")
     if now < cert.not_valid_before_utc:
-        return f"not valid before {cert.not_valid_before_utc.isoformat()}"
+        return Refusal(
+            f"not valid before {cert.not_valid_before_utc.isoformat()}",
+            "check this node's clock and that of the machine that made it",
+        )
     if now >= cert.not_valid_after_utc:
-        return f"expired at {cert.not_valid_after_utc.isoformat()}"
+        return Refusal(
+            f"expired at {cert.not_valid_after_utc.isoformat()}",
+            "issue a new one (openssl req -x509 ... -days N; cert-manager renews on its own)",
+        )
     try:
-        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
-            return "a CA certificate, not a serving one"
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound:
-        pass
+        pass  # no extended key usage: any use, for Go as for OpenSSL
+    else:
+        if not {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE} & set(
+            usages
+        ):
+            return Refusal(
+                "its extended key usage does not include serverAuth",
+                "issue it again with -addext extendedKeyUsage=serverAuth (openssl)",
+            )
     have = san_names(cert_pem)
     if not have:
-        return "no subject alternative names (clients check the name there)"
-    missing = [name for name in names if str(_san(name).value) not in have]
+        return Refusal("no subject alternative names (clients ignore the common name)", _REISSUE)
+    missing = [name for name in names if not covers(have, name)]
     if missing:
-        return f"does not name {', '.join(missing)}"
+        return Refusal(f"does not name {', '.join(missing)}", _REISSUE)
     return None
+
+
+def covers(have: frozenset[str], name: str) -> bool:
+    """Whether a certificate for the names `have` serves `name`, as Go matches them: an IP
+    address exactly, a DNS name case-insensitively, `*` only as a whole leftmost label."""
+    general = _san(name)
+    if isinstance(general, x509.IPAddress):
+        return str(general.value) in have
+    wanted = str(general.value).lower().rstrip(".")
+    if wanted in {h.lower().rstrip(".") for h in have}:
+        return True
+    first, _, rest = wanted.partition(".")
+    return bool(first and rest) and any(
+        h.lower().rstrip(".") == f"*.{rest}" for h in have if h.startswith("*.")
+    )
 
 
 def san_names(cert_pem: bytes) -> frozenset[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -16,7 +17,17 @@ from extender.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not archfit's: that is where the flag was looked for
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the operator knows; no traceback
+        print("archfit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         settings = config.load(args.config, os.environ)
     except config.ConfigError as error:
@@ -24,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for warning in config.ignored_env(os.environ):
         print(f"archfit: warning: {warning}", file=sys.stderr)
-    if args.command == "scheduler-config":  # reads only policy.resolveDeadlineSeconds
-        return _scheduler_config(args, settings.policy.resolve_deadline_seconds)
+    if args.command == "scheduler-config":  # reads only server.prefix and the deadline
+        return _scheduler_config(args, settings)
     problems = extras.missing(settings)
     if problems:
         for problem in problems:
@@ -33,7 +44,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command: str = args.command
     if command == "serve":
-        return _serve(settings, config.source(args.config))
+        # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
+        borrowed = _borrowed_kubeconfig(settings, args)
+    if command in CLUSTER_COMMANDS:
+        from extender.kube.client import KubeConfigError
+
+        try:
+            settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
+        except KubeConfigError as error:
+            print(f"archfit {command}: {error}", file=sys.stderr)
+            return 2
+    if command == "serve":
+        settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
+        return _serve(settings, config.source(args.config), withheld)
     if command in ("inspect", "audit"):
         from extender.logs import configure
 
@@ -64,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "release":
         return _release(settings, args)
     if command == "evidence":
-        from extender.evidence import evidence_command
-
-        return asyncio.run(evidence_command(settings, args.action, args.digest, sys.stdout))
+        return _evidence(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -117,7 +138,7 @@ def _without_passwords(value: Any) -> Any:
     return value
 
 
-def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float) -> int:
+def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> int:
     from extender.scheduler_config import Registration, render
 
     try:
@@ -133,14 +154,48 @@ def _scheduler_config(args: argparse.Namespace, resolve_deadline_seconds: float)
     except ValueError as error:
         print(f"archfit scheduler-config: {error}", file=sys.stderr)
         return 2
-    warning = registration.timeout_warning(resolve_deadline_seconds)
-    if warning:
-        print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
+    for warning in (
+        registration.prefix_warning(settings.server.prefix),
+        registration.timeout_warning(settings.policy.resolve_deadline_seconds),
+    ):
+        if warning:
+            print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
     print(render(registration), end="")
     return 0
 
 
-def _serve(settings: config.Settings, source: Path | None) -> int:
+def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) -> bool:
+    """Whether `serve` reaches a cluster through a kubeconfig the settings did not name: one
+    found on the machine ($KUBECONFIG, ~/.kube/config, under kubernetes.mode auto) or given
+    with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
+    name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
+    outside the cluster, such as one beside a kubeadm control plane."""
+    from extender.kube.client import resolved_mode
+
+    if args.kubeconfig is not None or args.context is not None:
+        return True
+    kube = settings.kubernetes
+    return kube.mode == "auto" and not kube.kubeconfig and resolved_mode(kube) == "kubeconfig"
+
+
+def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[config.Settings, str]:
+    """The settings without the controllers that write to the cluster when `withhold` (a
+    borrowed kubeconfig without --controllers), and what was withheld, for the start-up
+    line. Someone trying archfit against a real cluster must not become its watcher (a
+    Lease, Events, evictions with watcher.remediate) by accident. The webhook's writers run
+    only when webhook.enabled asks for them anyway."""
+    import dataclasses
+
+    if not withhold or not settings.watcher.enabled:
+        return settings, ""
+    watcher = dataclasses.replace(settings.watcher, enabled=False)
+    return dataclasses.replace(settings, watcher=watcher), (
+        "watcher: from a kubeconfig the settings do not name, it would take the watcher's "
+        "Lease and write Events; `archfit serve --controllers` runs it"
+    )
+
+
+def _serve(settings: config.Settings, source: Path | None, withheld: str = "") -> int:
     _import_structlog_without_rich()
     from extender.registry.system_cas import import_aiohttp
 
@@ -150,7 +205,7 @@ def _serve(settings: config.Settings, source: Path | None) -> int:
     from extender.server import serve
 
     try:
-        serve(settings, source, create_app)
+        serve(settings, source, create_app, withheld=withheld)
     except SetupError as error:  # the settings cannot work: the message names the setting
         print(f"archfit: {error.summary}: {error}", file=sys.stderr)
         return 2
@@ -178,23 +233,16 @@ def _import_structlog_without_rich() -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
-    import dataclasses
-
     from extender.audit.report import Pricing
     from extender.audit.run import AuditOptions, run_audit
-    from extender.kube.client import current_namespace
+    from extender.kube.client import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
-    if args.kubeconfig is not None or len(contexts) == 1:
-        # As kubectl's flags: they choose the kubeconfig (and with one --context, the
-        # cluster), whatever kubernetes.mode says.
-        kube = dataclasses.replace(
-            settings.kubernetes,
-            mode="kubeconfig",
-            kubeconfig=args.kubeconfig or settings.kubernetes.kubeconfig,
-            context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
-        )
-        settings = dataclasses.replace(settings, kubernetes=kube)
+    try:
+        settings = _connect(settings, args.kubeconfig, contexts)
+    except KubeConfigError as error:
+        print(f"archfit audit: {error}", file=sys.stderr)
+        return 2
     namespace = None if args.all_namespaces else args.namespace
     if namespace is None and not args.all_namespaces:
         namespace = current_namespace(settings.kubernetes)
@@ -210,6 +258,41 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _connect(
+    settings: config.Settings, kubeconfig: str | None, contexts: list[str]
+) -> config.Settings:
+    """The settings with kubectl's connection flags applied: --kubeconfig, and one
+    --context, choose the kubeconfig and the cluster, whatever kubernetes.mode says.
+
+    Raises KubeConfigError naming the flag: a file that does not exist, a context the
+    kubeconfig does not have (with the ones it has)."""
+    import dataclasses
+
+    from extender.kube.client import KubeConfigError, context_names
+
+    if kubeconfig is None and not contexts:
+        return settings
+    if kubeconfig is not None:
+        paths = [path for path in kubeconfig.split(os.pathsep) if path]
+        if not any(Path(path).expanduser().is_file() for path in paths):
+            raise KubeConfigError(f"--kubeconfig {kubeconfig}: no such file")
+    kube = dataclasses.replace(
+        settings.kubernetes,
+        mode="kubeconfig",
+        kubeconfig=kubeconfig or settings.kubernetes.kubeconfig,
+        context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
+    )
+    if contexts:
+        known = context_names(kube)
+        for context in contexts:
+            if context not in known:
+                raise KubeConfigError(
+                    f"--context {context}: the kubeconfig has no such context (it has: "
+                    f"{', '.join(known) or 'none'})"
+                )
+    return dataclasses.replace(settings, kubernetes=kube)
 
 
 def _audit_clusters(
@@ -257,11 +340,49 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
+    shares it through (the operator's kubeconfig)."""
+    from extender.evidence import evidence_command
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.services import evidence_config_map
+
+    api = None
+    if not settings.cache.is_redis:
+        try:
+            api = build_api_client(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    with api if api is not None else contextlib.nullcontext():
+        return asyncio.run(
+            evidence_command(
+                settings,
+                args.action,
+                args.digest,
+                args.platform,
+                args.output,
+                sys.stdout,
+                evidence_config_map(settings, api, args.namespace),
+            )
+        )
+
+
 _VERIFY_HELP = (
     "check each index entry's platform against its image config (a manifest and a config "
     "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
     "and believe the config (exit status 1 when an index disagrees)"
 )
+
+
+CLUSTER_COMMANDS = ("serve", "release", "evidence")
+"""The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
+--context (evidence reads the watcher's ConfigMap when there is no Redis)."""
+_KUBECONFIG_HELP = (
+    "kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); "
+    "with it, the kubeconfig is read whatever kubernetes.mode says"
+)
+_CONTEXT_HELP = "kubeconfig context (default: kubernetes.context or current-context)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -279,7 +400,15 @@ def _parser() -> argparse.ArgumentParser:
         "ARCHFIT_* env vars override it",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
+    serve = commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
+    serve.add_argument(
+        "--controllers",
+        action="store_true",
+        help="from a kubeconfig the settings do not name ($KUBECONFIG, ~/.kube/config, "
+        "--kubeconfig), also run the controllers that write to the cluster: the mismatch "
+        "watcher (its Lease, Events; evictions with watcher.remediate). In a pod, or with "
+        "kubernetes.kubeconfig set, they run as the settings say",
+    )
     inspect = commands.add_parser(
         "inspect", parents=[common], help="print the digest and platforms of images"
     )
@@ -348,17 +477,45 @@ def _parser() -> argparse.ArgumentParser:
     evidence = commands.add_parser(
         "evidence",
         parents=[common],
-        help="list or clear learned evidence (digest D does not run on platform P)",
+        help="list, confirm or clear learned evidence (digest D does not run on platform P)",
         description="The evidence the mismatch watcher learned, shared through Redis "
-        "(cache.url): see docs/operations.md.",
+        "(cache.url) or else the ConfigMap watcher.evidenceConfigMap in archfit's namespace, "
+        "with where each entry came from and whom it applies to: one workload, or every "
+        "namespace once corroborated. `confirm` makes a digest's workload entries count in "
+        'every namespace. See docs/operations.md, "Learned evidence".',
     )
-    evidence.add_argument("action", choices=("list", "clear"))
-    evidence.add_argument("--digest", default="", help="clear: only this digest's entries")
+    evidence.add_argument(
+        "-n",
+        "--namespace",
+        default="",
+        help="archfit's namespace, where the ConfigMap is (default: the context's)",
+    )
+    evidence.add_argument("action", choices=("list", "confirm", "clear"))
+    evidence.add_argument(
+        "--digest", default="", help="confirm (required), clear: only this digest's entries"
+    )
+    evidence.add_argument(
+        "--platform", default="", help="confirm: only this platform's entries (os/arch)"
+    )
+    evidence.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="list: a table (default) or JSON",
+    )
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    for name, command in commands.choices.items():
+        command.set_defaults(command_parser=command)  # for errors in the command's usage
+        if name in CLUSTER_COMMANDS:
+            # What every command that talks to a cluster takes, as kubectl names it (audit's
+            # --context may be repeated: its own).
+            command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+            command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     return parser
 
 
@@ -383,18 +540,14 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
-    audit.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)",
-    )
+    audit.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
     clusters = audit.add_mutually_exclusive_group()
     clusters.add_argument(
         "--context",
         action="append",
         metavar="CONTEXT",
-        help="kubeconfig context (default: kubernetes.context or current-context); repeat it "
-        "to audit several clusters in one run, with one lookup per distinct image",
+        help=f"{_CONTEXT_HELP}; repeat it to audit several clusters in one run, with one "
+        "lookup per distinct image",
     )
     clusters.add_argument(
         "--all-contexts",

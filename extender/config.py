@@ -238,7 +238,8 @@ class WebhookGateSettings:
     releases_per_second: float = 50.0
     """Pod updates the releaser sends per second at most (a cold rollout of many replicas)."""
     retry_seconds: float = 1.0
-    """First wait before a held pod's lookup is tried again; it doubles up to 10 s."""
+    """First wait before a held pod's lookup is tried again; it doubles up to 4 s (or stays
+    at this, if longer), so a pod goes within seconds of its registry's recovery."""
     lease_name: str = "archfit-releaser"
     """The coordination.k8s.io Lease (in archfit's namespace) that elects the one releaser."""
 
@@ -351,6 +352,14 @@ class WatcherSettings:
     """How long learned evidence ("digest D does not run on platform P") counts."""
     evidence_sync_seconds: float = 5.0
     """How often each replica reads the shared evidence again from Redis (`cache.url`)."""
+    evidence_config_map: str = "archfit-evidence"
+    """Without Redis (`cache.url`), the ConfigMap in archfit's namespace through which the
+    watcher's replica shares learned evidence with every replica and `archfit evidence`."""
+    evidence_namespaces: int = 3
+    """In how many namespaces a digest must fail alike (a start error of the image's own
+    entrypoint, on the same platform) before that evidence counts for every namespace;
+    until then it counts for the failing workload only (docs/operations.md, "Learned
+    evidence")."""
     log_bytes: int = 16384
     """How much of a crash-looping container's previous log is read (limitBytes), once per
     restart."""
@@ -374,6 +383,10 @@ class WatcherSettings:
             raise ValueError("evidenceTtlSeconds: must be at least 60")
         if not 0.1 <= self.evidence_sync_seconds <= 3600:
             raise ValueError("evidenceSyncSeconds: must be in 0.1..3600")
+        if not self.evidence_config_map:
+            raise ValueError("evidenceConfigMap: must not be empty")
+        if not 2 <= self.evidence_namespaces <= 1000:
+            raise ValueError("evidenceNamespaces: must be in 2..1000")
         if not 256 <= self.log_bytes <= 1048576:
             raise ValueError("logBytes: must be in 256..1048576")
         if min(self.logs_per_second, self.events_per_second, self.evictions_per_minute) <= 0:
@@ -470,7 +483,9 @@ def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> 
         except OSError as error:
             raise ConfigError(f"cannot read config file {chosen}: {error.strerror}") from error
         except yaml.YAMLError as error:
-            raise ConfigError(f"config file {chosen} is not valid YAML: {error}") from error
+            # PyYAML names a string it was given "<unicode string>": name the file.
+            where = str(error).replace('"<unicode string>"', f'"{chosen}"')
+            raise ConfigError(f"config file {chosen} is not valid YAML: {where}") from error
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {chosen} must hold a mapping at the top")
         data = loaded or {}

@@ -4,10 +4,11 @@ Pure: JSONPatch operations over the pod as the API serves it. A pod whose images
 all known within the webhook's deadline gets the gate (kube-scheduler, Karpenter and
 Cluster Autoscaler all leave a gated pod alone), a label that makes held pods cheap to
 list, and an annotation that says why. The releaser later writes the constraints and
-removes the gate in one update, guarded by the pod's resourceVersion. What such an update
-may change follows the apiserver's rules for gated pods (KEP-3838, `ValidatePodUpdate` in
-k8s.io/kubernetes pkg/apis/core/validation): required terms only gain expressions,
-preferred terms and tolerations may be added, and the scheduler name never changes.
+removes the gate in one update, guarded by the pod's uid and resourceVersion. What such an
+update may change follows the apiserver's rules for gated pods (KEP-3838,
+`ValidatePodUpdate` in k8s.io/kubernetes pkg/apis/core/validation): required terms only
+gain expressions, preferred terms and tolerations may be added, and the scheduler name
+never changes.
 See docs/webhook.md, "Held pods".
 """
 
@@ -93,9 +94,11 @@ def release_operations(
 ) -> list[dict[str, Any]]:
     """Write `constraints` (the mutation's operations) and remove the gate, in one patch.
 
-    The first operation pins the pod's resourceVersion, so the apiserver refuses the patch
-    (409) if the pod changed since it was read: the releaser then reads it again. The label
-    and the reason go; `archfit.io/released` says how it was released.
+    The first operations pin the pod: its resourceVersion, so the apiserver refuses the patch
+    (409) if the pod changed since it was read, and its uid, so a pod made since under the
+    same name (a StatefulSet's replacement) fails the `test` rather than receive what was
+    decided for another pod. The releaser then reads it again. The label and the reason go;
+    `archfit.io/released` says how it was released.
     """
     metadata = pod.get("metadata") or {}
     ops: list[dict[str, Any]] = [
@@ -104,6 +107,7 @@ def release_operations(
             "path": "/metadata/resourceVersion",
             "value": str(metadata.get("resourceVersion") or ""),
         },
+        {"op": "test", "path": "/metadata/uid", "value": str(metadata.get("uid") or "")},
         *(dict(op) for op in constraints),
     ]
     index = _gate_index(pod)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import orjson
-from rich.table import Table
 from rich.text import Text
 
 from extender.evidence import EvidenceBook, LearnedResolver
@@ -24,9 +23,8 @@ from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.verify import Verification
-from extender.tables import print_table
+from extender.tables import Column, fitted, print_table
 
-_HEADERS = ("IMAGE", "DIGEST", "PLATFORMS")
 _VERIFY_HEADER = "INDEX CHECK"
 _SHORT_DIGEST = 19  # "sha256:" and 12 hex digits, as `docker images` shows them
 
@@ -153,15 +151,23 @@ def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
     return {"ageSeconds": round(stale.age_seconds), "error": stale.error}
 
 
+# The digest is never cut nor broken, so it can be copied; the platforms wrap.
+_COLUMNS = (
+    Column("IMAGE", shortest=24),
+    Column("DIGEST"),
+    Column("PLATFORMS", shortest=24, wrap=True),
+)
+_VERIFY_COLUMN = Column(_VERIFY_HEADER, shortest=24, wrap=True)
+
+
 def _table(
     rows: Sequence[tuple[str, Found | BaseException]],
     out: TextIO,
     failing: Callable[[str], frozenset[Platform]],
     verify: bool = False,
 ) -> None:
-    table = Table(box=None, highlight=False, pad_edge=False)
-    for header in (*_HEADERS, _VERIFY_HEADER) if verify else _HEADERS:
-        table.add_column(header, overflow="fold")
+    columns = (*_COLUMNS, _VERIFY_COLUMN) if verify else _COLUMNS
+    texts: list[list[Text]] = []
     for raw, outcome in rows:
         image = snippet(raw, 120)  # user input: one row per image, nothing unprintable
         cells: tuple[str, ...]
@@ -169,7 +175,7 @@ def _table(
             error = _describe_error(outcome)
             cells = (image, "-", f"ERROR {error['type']}: {snippet(error['message'], 300)}")
             cells += ("-",) if verify else ()
-            table.add_row(*(Text(cell) for cell in cells))
+            texts.append([Text(cell) for cell in cells])
             continue
         resolution, verification = outcome
         if resolution.artifact:
@@ -187,5 +193,5 @@ def _table(
             cells = (image, resolution.digest, platforms)
         if verification is not None:
             cells += (_check_cell(resolution, verification),)
-        table.add_row(*(Text(cell) for cell in cells))  # Text: "[x]" in a name is not markup
-    print_table(table, out)
+        texts.append([Text(cell) for cell in cells])  # Text: "[x]" in a name is not markup
+    print_table(lambda width: fitted(columns, texts, width, rule=False), out)

@@ -228,6 +228,19 @@ class Metrics:
             "Learned evidence entries (digest D does not run on platform P) this replica holds.",
             registry=r,
         )
+        self.watcher_log_queue = Gauge(
+            "archfit_watcher_log_queue",
+            "Crash-looping containers whose previous log waits for a watcher.logsPerSecond slot"
+            " (one entry per container, its latest restart).",
+            registry=r,
+        )
+        self.evidence_ignored = Counter(
+            "archfit_evidence_ignored_total",
+            "Times learned evidence was not believed because it would leave an image no"
+            " platform (no_platform) or a pod no node that runs it (no_node).",
+            ["reason"],
+            registry=r,
+        )
         self.watcher_leader = Gauge(
             "archfit_watcher_leader",
             "1 while this replica holds the mismatch watcher's Lease (watcher.leaseName), else 0.",

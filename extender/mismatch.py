@@ -134,8 +134,9 @@ def _finding(state: ContainerState, reason: Reason, message: str) -> Finding:
     )
 
 
-def advice(finding: Finding, platform: Platform | None) -> str:
-    """One Event message: image, digest, node platform and what to do."""
+def advice(finding: Finding, platform: Platform | None, learned: Evidence | None = None) -> str:
+    """One Event message: image, digest, node platform, what to do, and what archfit now
+    believes (and for whom) when the finding taught it something (`learned`)."""
     where = str(platform) if platform is not None else "this node's platform"
     what = {
         "pull": f"has no {where} entry, so it cannot be pulled here",
@@ -147,17 +148,71 @@ def advice(finding: Finding, platform: Platform | None) -> str:
         f"build and push a {where} image, or keep this workload off {where} with nodeAffinity"
         " kubernetes.io/arch"
     )
-    if finding.reason != "pull" and finding.digest:
-        todo += f"; archfit now treats {finding.digest[:19]}… as not running on {where}"
+    if learned is not None:
+        todo += (
+            f"; archfit now treats {learned.digest[:19]}… as not running on {learned.platform}"
+            f" {learned.applies_to}"
+        )
     return f"archfit: container {finding.container} image {finding.image}{digest} {what}; {todo}"
 
 
 # --- learned evidence --------------------------------------------------------------------
 
+EvidenceScope = Literal["workload", "cluster"]
+"""workload: the failing pod's own controller in its namespace; cluster: every pod, which
+takes corroboration no tenant can forge (docs/operations.md, "Learned evidence")."""
+
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the ServiceAccount admission plugin mounts the API token: the one volume that
+cannot hold the file a container executes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What a pod's spec says about how one container starts: everything in it that can make
+    the runtime execute a file other than the image's own entrypoint."""
+
+    overrides_command: bool = False
+    """`command` or `args` set: the pod, not the image, names what runs."""
+    working_dir: bool = False
+    """`workingDir` set: a relative entrypoint is looked up elsewhere."""
+    sets_path: bool = False
+    """`PATH` in `env`, or any `envFrom` (which can carry PATH): the entrypoint is looked up
+    elsewhere."""
+    mounts: tuple[str, ...] = ()
+    """Every volume mount's path: a file the runtime executes can come from a volume."""
+
+
+def provenance(reason: Reason, launch: Launch | None) -> str:
+    """Why a finding says nothing about the image itself, or "" when it does.
+
+    It does when the runtime itself (not a log line) failed to start the image's own
+    entrypoint from the image's own files: nothing in the pod chose what was executed. A
+    tenant controls logs, `command`, `args`, `workingDir`, env and volumes (an init container
+    can write a non-ELF file into an emptyDir and have the main container run it, a genuine
+    StartError), so a finding that any of those could have caused teaches about the pod's
+    own workload only.
+    """
+    if reason != "start":
+        return "only the container's log says so"
+    if launch is None:
+        return "the container is not in the pod's spec"
+    if launch.overrides_command:
+        return "the pod sets the container's command or args"
+    if launch.working_dir:
+        return "the pod sets the container's workingDir"
+    if launch.sets_path:
+        return "the pod can set the container's PATH"
+    mounted = [path for path in launch.mounts if path != SERVICE_ACCOUNT_MOUNT]
+    if mounted:
+        return f"the container mounts a volume at {mounted[0]}"
+    return ""
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """ "Digest D does not run on platform P", learned from a finding, until `expires`."""
+    """ "Digest D does not run on platform P", learned from a finding, until `expires`; for the
+    failing pod's own workload, or for every pod once `corroboration` says why."""
 
     digest: str
     platform: Platform
@@ -167,11 +222,37 @@ class Evidence:
     """Wall-clock seconds when it was learned."""
     expires: float
     """Wall-clock seconds after which it no longer counts."""
+    namespace: str = ""
+    """Where the finding was made (every entry names it, a cluster-wide one too)."""
+    workload: str = ""
+    """The failing pod's controller, `Kind/name` (`Pod/name` for a bare pod)."""
+    pod: str = ""
+    said: str = ""
+    """The runtime's (or the log's) text, cut short."""
+    provenance: str = ""
+    """Why the finding says nothing about the image itself ("" when it does: a runtime start
+    error of the image's own entrypoint); such a finding never counts toward cluster-wide."""
+    corroboration: str = ""
+    """What no tenant can forge that made it cluster-wide; "" for a workload entry."""
+
+    @property
+    def scope(self) -> EvidenceScope:
+        return "cluster" if self.corroboration else "workload"
 
     @property
     def key(self) -> str:
-        """The field that names it in the shared store: one per (digest, platform)."""
-        return f"{self.digest}|{self.platform}"
+        """The field that names it in the shared store: a cluster-wide entry per (digest,
+        platform), a workload entry per (digest, platform, namespace, workload)."""
+        if self.corroboration:
+            return f"{self.digest}|{self.platform}"
+        return f"{self.digest}|{self.platform}|{self.namespace}|{self.workload}"
+
+    @property
+    def applies_to(self) -> str:
+        """For whom, in words (Events, the CLI)."""
+        if self.corroboration:
+            return f"in every namespace ({self.corroboration})"
+        return f"for {self.workload} in namespace {self.namespace} only"
 
 
 def without_failing(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from extender.errors import InputError
 from extender.platforms import MAX_SCORE, normalize
@@ -38,6 +38,33 @@ class PullSecretsRef:
     """`spec.serviceAccountName`; its own imagePullSecrets come next."""
 
 
+class WorkloadId(NamedTuple):
+    """Whose pods a pod is one of: its namespace and its controller, `Kind/name`
+    (`Pod/name` for a pod no controller owns). Learned evidence is scoped by it."""
+
+    namespace: str
+    name: str
+
+
+def workload_of(namespace: str, pod: str, controller: tuple[str, str] | None) -> WorkloadId:
+    """The workload of a pod: its controller's (kind, name), else the pod itself."""
+    if controller is None:
+        return WorkloadId(namespace, f"Pod/{pod}")
+    return WorkloadId(namespace, f"{controller[0]}/{controller[1]}")
+
+
+def controller_of(owners: object) -> tuple[str, str] | None:
+    """(kind, name) of the `controller: true` entry of `metadata.ownerReferences`, or None.
+    A malformed entry is read as none: it decides only which learned evidence the pod
+    shares, within its own namespace."""
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            kind, name = owner.get("kind"), owner.get("name")
+            if isinstance(kind, str) and isinstance(name, str) and kind and name:
+                return kind, name
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class PodFacts:
     """The parts of a pod that decisions depend on."""
@@ -50,6 +77,7 @@ class PodFacts:
     skip: bool
     prefer_arch: tuple[str, ...]
     """From `archfit.io/prefer-arch`, most preferred first; empty when absent."""
+    workload: WorkloadId
 
 
 class PodError(InputError):
@@ -81,6 +109,7 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
         .lower()
         == "true",
         prefer_arch=prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION)),
+        workload=workload_of(namespace, name, controller_of(metadata.get("ownerReferences"))),
     )
 
 

@@ -4,9 +4,12 @@ Runs in `archfit serve` on the one replica that holds the releaser's Lease. For 
 held by archfit's gate it keeps asking for the pod's images (a failure is asked again
 with backoff; a lookup still running is awaited, so one cold image costs one lookup for
 every replica of a rollout), then writes the constraints the webhook would have written
-and removes the gate in one resourceVersion-guarded patch, at a bounded rate. A pod is
-never held past `webhook.gate.maxWaitSeconds`: it is then released with the configured
-fallback. Every release writes an Event on the pod and one log line.
+and removes the gate in one patch guarded by the pod's uid and resourceVersion, at a
+bounded rate. Each task is pinned to its pod's uid: a pod made since under the same name
+(a StatefulSet's replacement) is another pod, and images changed while held are resolved
+again before the release. A pod is never held past `webhook.gate.maxWaitSeconds`: it is
+then released with the configured fallback. Every release writes an Event on the pod and
+one log line.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import datetime
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -33,7 +36,10 @@ from extender.steering import SteeringSource
 log = structlog.get_logger("archfit.releaser")
 
 _MAX_BACKOFF_SECONDS = 4.0
-"""A held pod looks again at least this often, so it goes within seconds of an answer."""
+"""A held pod looks again at least this often (or every `retrySeconds`, if longer), so it
+goes within seconds of the registry answering again. The registry itself is asked past the
+failure cache at most once per `retrySeconds` for each set of images, however many pods
+wait on it, so this cap costs the registry nothing more."""
 _GAUGE_SECONDS = 1.0
 _LAST_LOOK_SECONDS = 1.0
 """How long a pod already past the cap still waits for its lookups before the fallback."""
@@ -72,9 +78,11 @@ class _Held:
     pod: Pod
     task: asyncio.Task[None] | None = None
     resolved: Mapping[str, Resolved] = field(default_factory=dict)
-    releasing: bool = False
-    """The release patch is under way: the watch may report its effect (the label gone)
-    before the task has written its Event and line, and must not cancel it."""
+    patching: bool = False
+    """The release patch is in flight: the watch may report its effect (the pod leaves the
+    label selection, told as DELETED) before the patch call returns, and must not cancel the
+    task, which still writes the Event and the line. At any other moment a DELETED ends the
+    task."""
 
 
 class Releaser:
@@ -90,6 +98,7 @@ class Releaser:
         *,
         steering: SteeringSource | None = None,
         wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
@@ -100,12 +109,15 @@ class Releaser:
         """Namespace and workload preferences and the arm64 share, applied on release as
         on admission (docs/webhook.md)."""
         self._wall = wall_clock
+        self._sleep = sleep
+        """How a held pod's task waits between looks and between tries (a test's clock)."""
         self._held: dict[str, _Held] = {}
         self._probed: dict[tuple[tuple[str, ...], PullSecretsRef], float] = {}
         """When each set of images was last asked of the registry past the failure cache:
         once per `retrySeconds`, however many pods share it (a rollout's hundreds of
         replicas must not hammer a failing registry)."""
         self._limit = RateLimit(settings.releases_per_second)
+        self._max_backoff = max(_MAX_BACKOFF_SECONDS, settings.retry_seconds)
         self._events: set[asyncio.Task[None]] = set()
         """Event writes under way, held so they are not garbage-collected mid-flight."""
 
@@ -122,7 +134,12 @@ class Releaser:
             del self._held[uid]
             if not self._held:
                 self._probed.clear()
-            if held.task is not None and not held.task.done() and not held.releasing:
+            # A DELETED is the pod deleted, or its label removed, or the effect of a release
+            # patch (the watch tells a pod that leaves the selection as DELETED). Only the
+            # last may arrive while the patch is in flight; anything else ends the task, so
+            # an answer meant for this pod never waits for a slot that a pod made since
+            # under its name would get.
+            if held.task is not None and not held.task.done() and not held.patching:
                 held.task.cancel()
                 if kind != "DELETED":
                     # The gate went, and not by archfit's hand (its task was still running).
@@ -156,14 +173,14 @@ class Releaser:
 
     async def _hold(self, uid: str) -> None:
         backoff = self._settings.retry_seconds
-        while True:
-            held = self._held[uid]
+        while (held := self._held.get(uid)) is not None:
             try:
                 pod_facts = facts(held.pod)
             except PodError as error:
                 # Unreadable images: nothing will ever resolve; never strand the pod.
-                await self._release(uid, {}, at_cap=True, why=str(error))
-                return
+                if await self._release(uid, None, {}, at_cap=True, why=str(error)):
+                    return
+                continue
             left = self._settings.max_wait_seconds - self._age(held.pod)
             # A lookup still running is awaited up to the cap (and a moment past it, so a pod
             # found late, after an outage of archfit, still gets what the cache knows); a
@@ -179,28 +196,45 @@ class Releaser:
                 pod_facts.pull,
                 max(left, _LAST_LOOK_SECONDS),
                 fresh_failures=fresh,
+                workload=pod_facts.workload,
             )
             if not any(isinstance(r, Unknown) for r in held.resolved.values()):
-                await self._release(uid, held.resolved, at_cap=False)
-                return
+                if await self._release(uid, key, held.resolved, at_cap=False):
+                    return
+                continue  # the images changed while held: resolve the new ones
             left = self._settings.max_wait_seconds - self._age(held.pod)
             if left <= 0:
-                await self._release(uid, held.resolved, at_cap=True)
-                return
-            await asyncio.sleep(min(backoff, left))
-            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+                if await self._release(uid, key, held.resolved, at_cap=True):
+                    return
+                continue
+            await self._sleep(min(backoff, left))
+            backoff = min(backoff * 2, self._max_backoff)
 
     async def _release(
-        self, uid: str, resolved: Mapping[str, Resolved], *, at_cap: bool, why: str = ""
-    ) -> None:
+        self,
+        uid: str,
+        key: _ImagesKey | None,
+        resolved: Mapping[str, Resolved],
+        *,
+        at_cap: bool,
+        why: str = "",
+    ) -> bool:
         """Patch until the pod is released or gone. A refused patch leaves the pod held and
-        is tried again; past the cap the pod goes without the refused constraints."""
+        is tried again; past the cap the pod goes without the refused constraints.
+
+        `resolved` answers for the images `key` names. Every patch is built from the pod
+        about to be patched, and pins its uid and resourceVersion; if that pod's images are
+        no longer `key`'s (`spec.containers[].image` may change on a gated pod), nothing is
+        patched and False is returned: the caller resolves them again.
+        """
         held = self._held.get(uid)
         if held is None:
-            return
-        held.releasing = True
+            return True
         pod, refused, backoff = held.pod, False, self._settings.retry_seconds
         while True:
+            if _images_of(pod) != key:
+                log.info("pod_images_changed_while_held", **_names(pod))
+                return False
             constrain = not (refused and self._age(pod) >= self._settings.max_wait_seconds)
             mutation, released = self._decide(pod, resolved, at_cap, constrain)
             if self._steering is not None and mutation and mutation.steering:
@@ -212,12 +246,12 @@ class Releaser:
             )
             await self._limit.wait()
             try:
-                present = await self._pods.patch(pod, operations)
+                present = await self._patch(held, pod, operations)
             except PodChanged:
                 self._metrics.gate_release_errors.labels("conflict").inc()
-                fresh = await self._read_again(pod)
+                fresh = await self._read_again(uid, pod)
                 if fresh is None:
-                    return
+                    return True
                 held.pod = pod = fresh
                 continue
             except ReleaseRefused as error:
@@ -230,22 +264,35 @@ class Releaser:
             else:
                 if present:
                     self._released(pod, resolved, mutation, released, at_cap, why)
-                return
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
-            fresh = await self._read_again(pod)
+                return True
+            await self._sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+            fresh = await self._read_again(uid, pod)
             if fresh is None:
-                return
+                return True
             held.pod = pod = fresh
 
-    async def _read_again(self, pod: Pod) -> Pod | None:
-        """The pod as it is now, or None when it is gone or no longer held by archfit."""
+    async def _patch(self, held: _Held, pod: Pod, operations: list[dict[str, Any]]) -> bool:
+        held.patching = True
+        try:
+            return await self._pods.patch(pod, operations)
+        finally:
+            held.patching = False
+
+    async def _read_again(self, uid: str, pod: Pod) -> Pod | None:
+        """The pod as it is now, or None when it is gone, replaced by another pod of the same
+        name (another uid), or no longer held by archfit."""
         try:
             fresh = await self._pods.read(_ns(pod), _name(pod))
         except Exception as error:
             log.warning("pod_read_failed", error=str(error)[:300], **_names(pod))
             return pod
-        return fresh if fresh is not None and is_gated(fresh) else None
+        if fresh is None or not is_gated(fresh):
+            return None
+        if str(fresh.get("metadata", {}).get("uid") or "") != uid:
+            log.info("pod_replaced_while_held", **_names(pod))
+            return None
+        return fresh
 
     def _decide(
         self, pod: Pod, resolved: Mapping[str, Resolved], at_cap: bool, constrain: bool
@@ -338,6 +385,19 @@ class Releaser:
         self._metrics.gated_pods.set(len(self._held))
         ages = [self._age(h.pod) for h in self._held.values()]
         self._metrics.gate_oldest_seconds.set(max(ages, default=0.0))
+
+
+_ImagesKey = tuple[tuple[str, ...], PullSecretsRef]
+"""A pod's images and the pull secrets they are read with: what one resolution answers."""
+
+
+def _images_of(pod: Mapping[str, Any]) -> _ImagesKey | None:
+    """The pod's images and pull secrets, or None when they cannot be read."""
+    try:
+        pod_facts = facts(pod)
+    except PodError:
+        return None
+    return pod_facts.images, pod_facts.pull
 
 
 def _ns(pod: Mapping[str, Any]) -> str:

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from extender.platforms import (
     Platform,
     PlatformSets,
+    Resolved,
     SharedPlatforms,
     SharedResolved,
     Unknown,
     describe_failure,
 )
-from extender.pods import PullSecretsRef
+from extender.pods import PullSecretsRef, WorkloadId
 from extender.registry.deadline import request_deadline, skip_remembered_failures
 from extender.ttlmap import TTLMap
 
@@ -32,6 +33,17 @@ class PlatformResolver(Protocol):
     """
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]: ...
+
+
+class WorkloadEvidence(Protocol):
+    """What one workload's own failures taught (extender.evidence.LearnedResolver): believed
+    for that workload's pods only."""
+
+    def narrow(
+        self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
+    ) -> Mapping[str, Resolved]:
+        """`resolved` narrowed by the workload's evidence; `resolved` itself when none."""
+        ...
 
 
 RECENT_SECONDS = 5.0
@@ -62,9 +74,11 @@ class Resolution:
         max_recent: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         on_recent: Callable[[int], None] | None = None,
+        evidence: WorkloadEvidence | None = None,
         on_known: Callable[[str, PullSecretsRef, SharedPlatforms], None] | None = None,
     ) -> None:
         self.resolver = resolver
+        self._evidence = evidence
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
         self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
             max_recent, clock
@@ -84,6 +98,7 @@ class Resolution:
         budget_seconds: float,
         *,
         fresh_failures: bool = False,
+        workload: WorkloadId | None = None,
     ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `budget_seconds` is
         Unknown.
@@ -109,7 +124,7 @@ class Resolution:
                 for image, platforms in answered.items():
                     if isinstance(platforms, frozenset):  # the recent map holds only these
                         self._on_known(image, pull, platforms)
-            return answered
+            return self._believed(answered, pull, workload)
         token = request_deadline.set(time.monotonic() + max(budget_seconds, 0.0))
         fresh = skip_remembered_failures.set(fresh_failures)
         try:  # tasks copy the context as it is now, the deadline included
@@ -141,7 +156,24 @@ class Resolution:
                 recent.put((image, pull), platforms, RECENT_SECONDS)
                 if self._on_known is not None:
                     self._on_known(image, pull, platforms)
-        return results
+        return self._believed(results, pull, workload)
+
+    def _believed(
+        self, results: dict[str, SharedResolved], pull: PullSecretsRef, workload: WorkloadId | None
+    ) -> dict[str, SharedResolved]:
+        if workload is None or self._evidence is None:
+            return results
+        narrowed = self._evidence.narrow(results, pull, workload.namespace, workload.name)
+        if narrowed is results:
+            return results
+        return {
+            image: self._shared(found) if isinstance(found, frozenset) else found
+            for image, found in narrowed.items()
+        }
+
+    def forget_recent(self) -> None:
+        """Ask the resolver again for every image (what it believes has changed)."""
+        self._recent.clear()
 
     def _forget(self, task: asyncio.Task[frozenset[Platform]]) -> None:
         self._background.discard(task)

@@ -79,6 +79,19 @@ class Registration:
             "makes kube-scheduler give up on archfit instead of archfit answering unknown"
         )
 
+    def prefix_warning(self, prefix: str) -> str:
+        """What is wrong with the URL's path against archfit's server.prefix, or "" when
+        kube-scheduler's `<urlPrefix>/filter` is a path archfit serves."""
+        path = urlsplit(self.url).path.rstrip("/")
+        if path == prefix.rstrip("/"):
+            return ""
+        return (
+            f"--url's path {path or '(none)'!r} is not server.prefix {prefix!r}: archfit "
+            f"answers 404 to {path}/filter, and with ignorable: true kube-scheduler then "
+            f"skips archfit without a word; end --url in {prefix} (or give the --config of "
+            "the archfit it calls)"
+        )
+
 
 _VERBS = ("filter", "prioritize")
 

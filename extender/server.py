@@ -60,10 +60,15 @@ class ServerCertificateError(SetupError):
 
 
 def serve(
-    settings: Settings, source: Path | None, build: Callable[[Settings], web.Application]
+    settings: Settings,
+    source: Path | None,
+    build: Callable[[Settings], web.Application],
+    *,
+    withheld: str = "",
 ) -> None:
     """Run `build(settings)` (app.create_app) until SIGTERM or SIGINT, then drain.
 
+    `withheld`: the controllers the command line kept from running, and why (start-up line).
     Raises SetupError (the settings cannot work) or ListenError (a port cannot be opened).
     """
     configure(settings.logging.level, settings.logging.format)
@@ -79,12 +84,33 @@ def serve(
         prefix=server.prefix,
         webhook=f"https://{hook.host}:{hook.port}{hook.path}" if hook.enabled else None,
         mode=settings.policy.mode,
+        controllers=writing_controllers(settings),
+        controllers_withheld=withheld or None,
         pid=os.getpid(),
     )
     app = build(settings)
     tune_gc()
     with asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_run_until_signalled(app))
+
+
+def writing_controllers(settings: Settings) -> list[str]:
+    """The controllers this process runs that write to the cluster: the watcher (with
+    `+evictions` under watcher.remediate), and with the webhook its certificate keeper and
+    the releaser of held pods. None without API access."""
+    from extender.kube.client import resolved_mode
+
+    if resolved_mode(settings.kubernetes) == "off":
+        return []
+    found = []
+    if settings.watcher.enabled:
+        found.append("watcher+evictions" if settings.watcher.remediate else "watcher")
+    hook = settings.webhook
+    if hook.enabled and hook.certificate.self_managed:
+        found.append("webhook-certificate")
+    if hook.enabled and hook.unknown_images == "gate":
+        found.append("releaser")
+    return found
 
 
 async def _run_until_signalled(app: web.Application) -> None:
@@ -233,10 +259,9 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
             on_loaded=lambda when: metrics.webhook_certificate_expiry.set(when.timestamp()),
             on_refused=metrics.client_problems.labels("certificate_refused").inc,
         )
-        if not certificate.reload():
-            # Start anyway: the files may appear later (a Secret volume being synced),
-            # and the watcher below picks them up. /readyz says so meanwhile.
-            log.warning("webhook_certificate_missing", cert_file=hook.cert_file)
+        # Start anyway if it cannot serve: the files may appear later (a Secret volume being
+        # synced) and the watcher below picks them up. The listening line and /readyz say why.
+        certificate.reload()
         webhook = create_webhook_app(settings, metrics, services)
         runner = web.AppRunner(webhook, access_log=None, **handler_options(settings.server))
         await runner.setup()
@@ -247,12 +272,14 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
         )
         await _listen(site, f"webhook.host/port {hook.host}:{hook.port}")
         mutation = webhook[MUTATION]
-        log.info(
+        # Every handshake fails until a certificate is in use: at warning, with the fix.
+        (log.info if certificate.problem is None else log.warning)(
             "webhook_listening",
             host=hook.host,
             port=hook.port,
             path=hook.path,
             unknown_images="gate" if mutation.hold is not None else "admit",
+            certificate=certificate.problem or f"in use until {certificate.not_after}",
         )
         if mutation.hold is not None:
             releaser = release_held(settings, metrics, services, mutation.rules)

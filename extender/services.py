@@ -13,7 +13,13 @@ import structlog
 
 from extender.config import Settings
 from extender.errors import ResolverSetupError
-from extender.evidence import EvidenceBook, LearnedResolver, evidence_book
+from extender.evidence import (
+    EvidenceBook,
+    LearnedResolver,
+    SharedEvidence,
+    evidence_book,
+    runs_on_some_node,
+)
 from extender.image_table import ImageTable
 from extender.metrics import Metrics
 from extender.platforms import Platform
@@ -111,6 +117,7 @@ async def open_services(
             stack.push_async_callback(index.stop)
             nodes = index
         book = None
+        learned = None
         steering = None
         if settings.webhook.enabled and settings.webhook.steering and api is not None:
             from extender.kube.steering import FleetSteering
@@ -126,9 +133,27 @@ async def open_services(
             except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
                 raise ResolverSetupError(str(error)) from error
             book = await stack.enter_async_context(
-                evidence_book(settings.cache, settings.watcher.evidence_sync_seconds, metrics)
+                evidence_book(
+                    settings.cache,
+                    settings.watcher.evidence_sync_seconds,
+                    metrics,
+                    corroborating_namespaces=settings.watcher.evidence_namespaces,
+                    store=None if settings.cache.is_redis else evidence_config_map(settings, api),
+                )
             )
-            resolver = LearnedResolver(registry, book)
+            known_nodes = nodes
+            runnable = (
+                runs_on_some_node(lambda: known_nodes.snapshot().values())
+                if known_nodes is not None
+                else None
+            )
+            resolver = learned = LearnedResolver(
+                registry,
+                book,
+                runnable=runnable,
+                metrics=metrics,
+                max_entries=settings.cache.max_entries,
+            )
         if settings.webhook.enabled and api is not None:
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(
@@ -151,9 +176,12 @@ async def open_services(
             resolver,
             max_recent=settings.cache.max_entries,
             on_recent=recent_hits,
+            evidence=learned,
             on_known=on_known,
         )
         stack.push_async_callback(resolution.aclose)
+        if book is not None:
+            book.on_change = resolution.forget_recent
         # Why NodeNames requests would fail with "no node index": said once, at start.
         node_index_off = None
         if nodes is None:
@@ -176,6 +204,19 @@ async def open_services(
             steering=steering,
             images=images,
         )
+
+
+def evidence_config_map(settings: Settings, api: Any, namespace: str = "") -> SharedEvidence | None:
+    """The ConfigMap that shares evidence without Redis, with API access; else None (the
+    evidence stays in this replica's memory). In archfit's namespace (the pod's own, or the
+    kubeconfig context's) unless `namespace` names it."""
+    if api is None:
+        return None
+    from extender.kube.client import current_namespace
+    from extender.kube.evidence_store import ConfigMapEvidence
+
+    namespace = namespace or current_namespace(settings.kubernetes)
+    return ConfigMapEvidence(api, namespace, settings.watcher.evidence_config_map)
 
 
 def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:

@@ -69,7 +69,11 @@ class Steering:
     choice: str = ""
     """The side a two-architecture pod takes ("" when no share applies)."""
     kept: bool = False
-    """The pod already carried its choice (a reinvocation): it stays, and counts once."""
+    """The pod already carried its choice (a reinvocation), or the same pod was admitted with
+    one moments ago (a retry): it stays, and counts once."""
+    pod: str = ""
+    """The pod's name when it has one at create (a StatefulSet's, a bare pod's), which a
+    retry of the same create shares; "" for a generateName pod."""
     split: Split = _EMPTY
     """The owner's split before this pod, as the choice saw it."""
     problems: tuple[str, ...] = ()
@@ -139,11 +143,16 @@ def choose(share: int, split: Split) -> str:
     return "arm64" if 100 * (2 * split.arm64 + 1) < 2 * share * (split.total + 1) else "amd64"
 
 
+def _nothing_remembered(owner: OwnerKey, pod: str) -> str:
+    return ""
+
+
 def steer(
     pod: Mapping[str, Any],
     namespace_annotations: Mapping[str, str],
     global_preference: Mapping[str, int],
     split_of: Callable[[OwnerKey], Split],
+    remembered: Callable[[OwnerKey, str], str] = _nothing_remembered,
 ) -> Steering:
     """What applies to `pod` (a CREATE's object, namespace filled in).
 
@@ -156,6 +165,7 @@ def steer(
     metadata = _mapping_or_empty(pod.get("metadata"))
     namespace = str(metadata.get("namespace") or "")
     owner = owner_of(metadata, namespace)
+    name = str(metadata.get("name") or "")
     own_level = "workload" if owner.controller else "pod"
     problems: list[str] = []
     levels = (
@@ -170,13 +180,16 @@ def steer(
             preference=preference,
             preference_from=level if order else "global",
             owner=owner,
+            pod=name,
             problems=tuple(problems),
         )
         if share is None:
             return steering
-        return _split(pod, steering, share, level, split_of)
+        return _split(pod, steering, share, level, split_of, remembered)
     kept = _kept_choice(metadata)
-    steering = Steering(preference=global_preference, owner=owner, problems=tuple(problems))
+    steering = Steering(
+        preference=global_preference, owner=owner, pod=name, problems=tuple(problems)
+    )
     if kept:
         # No share applies now, but one did when this pod was first admitted: keep it.
         return _with_choice(steering, kept, kept=True, split=Split())
@@ -217,8 +230,14 @@ def _split(
     share: int,
     level: str,
     split_of: Callable[[OwnerKey], Split],
+    remembered: Callable[[OwnerKey, str], str],
 ) -> Steering:
+    # A retry of the same create (the client timed out, a StatefulSet makes web-0 again)
+    # gets the side the first attempt got: its choice is still in flight, and counting it
+    # as another pod's would turn the retry to the other side.
     kept = _kept_choice(_mapping_or_empty(pod.get("metadata")))
+    if not kept and steering.pod:
+        kept = remembered(steering.owner, steering.pod)
     split = split_of(steering.owner)
     choice = kept or choose(share, split)
     return _with_choice(steering, choice, kept=bool(kept), split=split, share=share, level=level)
@@ -241,6 +260,7 @@ def _with_choice(
         owner=steering.owner,
         choice=choice,
         kept=kept,
+        pod=steering.pod,
         split=split,
         problems=steering.problems,
     )
@@ -267,6 +287,9 @@ class _Owner:
         default_factory=lambda: {side: deque() for side in SIDES}
     )
     """Per side, when each choice admitted here but not yet seen by the watch was made."""
+    by_pod: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Pod name → (side, when) of the choices in flight for pods named at create, oldest
+    first: a retry of the same create gets the same side."""
 
 
 class ShareTally:
@@ -293,9 +316,28 @@ class ShareTally:
             counts[side] += len(started)
         return Split(counts["arm64"], counts["amd64"])
 
-    def chosen(self, owner: OwnerKey, side: str, now: float) -> None:
-        """A pod was admitted with `side`; it counts until the watch shows it."""
-        self._owners.setdefault(owner, _Owner()).in_flight[side].append(now)
+    def chosen(self, owner: OwnerKey, side: str, now: float, pod: str = "") -> None:
+        """A pod was admitted with `side`; it counts until the watch shows it. A pod named
+        at create (`pod`) is remembered as long, for a retry of the same create."""
+        state = self._owners.setdefault(owner, _Owner())
+        state.in_flight[side].append(now)
+        if pod:
+            state.by_pod.pop(pod, None)  # to the end: the dict stays oldest first
+            state.by_pod[pod] = (side, now)
+
+    def remembered(self, owner: OwnerKey, pod: str, now: float) -> str:
+        """The side a pod of this name was admitted with within the in-flight window, or "":
+        what a retry of the same create gets."""
+        state = self._owners.get(owner)
+        if state is None:
+            return ""
+        while state.by_pod:
+            name, (_, when) = next(iter(state.by_pod.items()))
+            if when > now - self._in_flight_seconds:
+                break
+            del state.by_pod[name]
+        found = state.by_pod.get(pod)
+        return found[0] if found else ""
 
     def seen(self, uid: str, owner: OwnerKey, side: str) -> None:
         """The watch shows a live pod on `side`: it replaces one choice in flight."""

@@ -3,7 +3,8 @@
 Secrets mounted by kubelet, cert-manager renewals and archfit's own self-managed
 certificate all replace the files in place. Each handshake picks the context built
 from the newest pair that loaded cleanly and can serve: a half-written pair, or one that
-is expired, not yet valid, a CA, or lacks the names served so far, keeps the old one.
+kube-apiserver's client would refuse (a key that is not the certificate's, expired, not yet
+valid, not for server use, or without the names served so far), keeps the old one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ log = structlog.get_logger("archfit.tls")
 
 
 class CertificateRefused(ArchfitError, ValueError):
-    """The pair loads but cannot serve (expired, not yet valid, a CA, wrong names)."""
+    """The pair cannot serve (a key that is not the certificate's, expired, not yet valid,
+    not for server use, wrong names); the message says why and what to do."""
 
 
 def _now() -> dt.datetime:
@@ -65,6 +67,8 @@ class ReloadingCertificate:
         """When the certificate in use expires."""
         self.loads = 0
         """How many times a new pair was loaded (the first one included)."""
+        self.problem: str | None = None
+        """Why the last pair tried is not in use, and what to do; None once one is."""
         # The listener's own context only hands each handshake the newest context:
         # a context cannot drop a certificate, and loading a pair into a live one
         # could leave a new certificate beside an old key if the key fails to load.
@@ -88,7 +92,16 @@ class ReloadingCertificate:
 
         stamp = self._read_stamp()
         context = self._new_context()
-        context.load_cert_chain(self.cert_file, self.key_file)
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        except ssl.SSLError as error:
+            if error.reason != "KEY_VALUES_MISMATCH":
+                raise
+            self._stamp = stamp
+            raise CertificateRefused(
+                f"{self.cert_file}: {self.key_file} is not this certificate's key; give the key"
+                " it was made with (tls.key of the same Secret, or of the same openssl run)"
+            ) from error
         pem = self.cert_file.read_bytes()
         required = self._names or sorted(self._served_names)
         problem = certs.serving_problem(pem, required, self._clock())
@@ -96,7 +109,7 @@ class ReloadingCertificate:
             # Remembered, so the same refused pair is not read and logged every interval.
             self._stamp = stamp
             raise CertificateRefused(f"{self.cert_file}: {problem}")
-        self._current, self._stamp = context, stamp
+        self._current, self._stamp, self.problem = context, stamp, None
         self._served_names = certs.san_names(pem)
         self.not_after = certs.not_after(pem)
         self.loads += 1
@@ -115,6 +128,7 @@ class ReloadingCertificate:
             self.load()
         except CertificateRefused as error:
             log.warning("tls_certificate_refused", cert_file=str(self.cert_file), error=str(error))
+            self._remember(str(error))
             if self._on_refused is not None:
                 self._on_refused()
             return False
@@ -122,9 +136,18 @@ class ReloadingCertificate:
             log.warning(
                 "tls_certificate_reload_failed", cert_file=str(self.cert_file), error=str(error)
             )
+            self._remember(
+                f"cannot load {self.cert_file} and {self.key_file}: {error}; mount the"
+                " certificate's Secret there (PEM certificate and key)"
+            )
             return False
         log.info("tls_certificate_reloaded", cert_file=str(self.cert_file))
         return True
+
+    def _remember(self, problem: str) -> None:
+        # Only while nothing serves: a refused rotation leaves the old pair in use, ready.
+        if self._current is None:
+            self.problem = problem
 
     async def watch(self, interval: float) -> None:
         """Call reload() every `interval` seconds until cancelled."""

@@ -93,6 +93,12 @@ class TTLMap(Generic[K, V]):
         if key in self._entries:
             self._forget(key)
 
+    def clear(self) -> None:
+        """Forget every entry. Loads in flight still keep their answers."""
+        self._entries.clear()
+        self._sizes.clear()
+        self.bytes = 0
+
     def _forget(self, key: K) -> None:
         del self._entries[key]
         if self._sizes:

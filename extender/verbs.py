@@ -360,7 +360,7 @@ class Verbs:
         lookups = tally_request_lookups()
         try:
             resolved = await services.resolution.resolve(
-                call.pod.images, call.pod.pull, call.remaining()
+                call.pod.images, call.pod.pull, call.remaining(), workload=call.pod.workload
             )
             decision, answer = self._decided(verb, call, resolved)
         except Exception:

@@ -25,17 +25,30 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config import Settings, WatcherSettings
-from extender.evidence import EvidenceBook
+from extender.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.mismatch import ContainerState, Evidence, Finding, advice, classify, from_log
+from extender.mismatch import (
+    ContainerState,
+    Evidence,
+    Finding,
+    advice,
+    classify,
+    from_log,
+    provenance,
+)
 from extender.mismatch import wants_log as needs_log
-from extender.platforms import any_accepts
+from extender.platforms import Platform, any_accepts
+from extender.pods import PullSecretsRef
+from extender.registry.reference import parse as parse_reference
 from extender.releaser import RateLimit
 from extender.resolution import Resolution
 from extender.services import NodeSource, Services
+from extender.text import cut
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on
     from extender.kube.pod_watch import WatchedPod
+    from extender.registry.resolver import ImageResolution
+    from extender.registry.verify import Verification
 
 log = structlog.get_logger("archfit.watcher")
 
@@ -44,6 +57,9 @@ EVICTED_REASON = "ArchfitEvicted"
 _RECHECK_SECONDS = 30.0
 """A not-Ready pod's images are compared with its node again at most this often."""
 _RESOLVE_SECONDS = 5.0
+MAX_QUEUED_LOGS = 10_000
+"""Previous-log reads waiting at most: past it the oldest goes (its container is queued again
+at its next restart)."""
 
 
 class Calls(Protocol):
@@ -60,6 +76,14 @@ class Calls(Protocol):
     async def evict(self, pod: WatchedPod) -> str: ...
 
 
+class IndexChecks(Protocol):
+    """Checks an index's entries against their image configs (LearnedResolver.verify)."""
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]: ...
+
+
 class Watcher:
     """Fed by `on_pod`; its tasks write Events, read logs, learn and evict."""
 
@@ -71,6 +95,7 @@ class Watcher:
         resolution: Resolution,
         nodes: NodeSource | None,
         book: EvidenceBook | None,
+        indexes: IndexChecks | None = None,
         *,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
@@ -81,6 +106,7 @@ class Watcher:
         self._resolution = resolution
         self._nodes = nodes
         self._book = book
+        self._indexes = indexes
         self._wall = wall
         self._clock = clock
         self._reported: dict[str, set[tuple[str, str]]] = {}
@@ -88,7 +114,11 @@ class Watcher:
         self._broken: set[str] = set()
         """uids with a container failing on its platform now."""
         self._logs_read: dict[str, dict[str, int]] = {}
-        """uid → container → the restart whose previous log was read last."""
+        """uid → container → the restart whose previous log was queued last."""
+        self._log_queue: dict[tuple[str, str], tuple[WatchedPod, ContainerState]] = {}
+        """(uid, container) → the pod and its latest restart, whose previous log waits to be
+        read; oldest first."""
+        self._log_reader: asyncio.Task[None] | None = None
         self._checked: dict[str, float] = {}
         """uid → when its images were last compared with its node (remediation)."""
         self._evicted: set[str] = set()
@@ -131,7 +161,7 @@ class Watcher:
                 read = self._logs_read.setdefault(uid, {})
                 if read.get(state.name) != state.restart_count:
                     read[state.name] = state.restart_count
-                    self._spawn(self._read_log(pod, state))
+                    self._queue_log(pod, state)
             if (state.name, "run") in self._reported.get(uid, ()):
                 broken = broken or needs_log(state)
         if broken:
@@ -149,12 +179,37 @@ class Watcher:
         reported.add((finding.container, finding.reason))
         self._spawn(self._report(pod, finding))
 
+    def _queue_log(self, pod: WatchedPod, state: ContainerState) -> None:
+        """Queue a read of the previous log: one entry per (pod, container), holding its
+        latest restart in the place its first one took, so a thousand crash-looping
+        containers are each read in turn, not once per restart behind each other."""
+        queue = self._log_queue
+        queue[(pod.uid, state.name)] = (pod, state)  # an update keeps its place
+        while len(queue) > MAX_QUEUED_LOGS:
+            del queue[next(iter(queue))]
+        self._metrics.watcher_log_queue.set(len(queue))
+        if self._log_reader is None:
+            self._log_reader = self._spawn(self._read_queued_logs())
+
+    async def _read_queued_logs(self) -> None:
+        """Take the queue's oldest entry each time a `logsPerSecond` slot comes."""
+        try:
+            while self._log_queue:
+                await self._logs.wait()
+                if not self._log_queue:
+                    break
+                key = next(iter(self._log_queue))
+                pod, state = self._log_queue.pop(key)
+                self._metrics.watcher_log_queue.set(len(self._log_queue))
+                self._spawn(self._read_log(pod, state))
+        finally:
+            self._log_reader = None
+
     async def _read_log(self, pod: WatchedPod, state: ContainerState) -> None:
-        await self._logs.wait()
         try:
             tail = await self._calls.previous_log(pod, state.name, self._settings.log_bytes)
         except Exception as error:  # a log that cannot be read tells nothing
-            log.info("previous_log_unread", pod=pod.metadata.name, error=str(error)[:200])
+            log.info("previous_log_unread", pod=pod.metadata.name, error=cut(str(error), 200))
             return
         finding = from_log(state, tail)
         if finding is not None:
@@ -169,7 +224,6 @@ class Watcher:
         platform = facts[0] if facts is not None else None
         self.findings += 1
         self._metrics.mismatch_findings.labels(finding.reason).inc()
-        message = advice(finding, platform)
         log.warning(
             "platform_mismatch",
             pod=meta.name,
@@ -184,17 +238,20 @@ class Watcher:
         )
         learned = None
         if finding.reason != "pull" and finding.digest and platform and self._book is not None:
-            now = self._wall()
-            learned = Evidence(
-                finding.digest,
-                platform,
-                finding.image,
-                finding.reason,
-                now,
-                now + self._settings.evidence_ttl_seconds,
-            )
-            if await self._book.learn(learned):
-                log.info("evidence_learned", digest=finding.digest, platform=str(platform))
+            evidence = await self._evidence(pod, finding, platform)
+            added = await self._book.learn(evidence)
+            if added is not None:
+                log.info(
+                    "evidence_learned",
+                    digest=finding.digest,
+                    platform=str(platform),
+                    scope=added.scope,
+                    workload=added.workload,
+                    provenance=added.provenance or None,
+                    corroboration=added.corroboration or None,
+                )
+            learned = added or self._book.covering(evidence)
+        message = advice(finding, platform, learned)
         await self._event(meta.namespace, ("v1", "Pod", meta.name), FINDING_REASON, message)
         owner = pod.controller()
         if owner is not None:
@@ -203,6 +260,48 @@ class Watcher:
         if learned is not None and self._settings.remediate:
             self._checked.pop(pod.uid, None)
             self._maybe_remediate(pod)
+
+    async def _evidence(self, pod: WatchedPod, finding: Finding, platform: Platform) -> Evidence:
+        """What the finding teaches, scoped to the pod's own workload unless its index's
+        config corroborates it (docs/operations.md, "Learned evidence")."""
+        meta = pod.metadata
+        now = self._wall()
+        return Evidence(
+            finding.digest,
+            platform,
+            finding.image,
+            finding.reason,
+            now,
+            now + self._settings.evidence_ttl_seconds,
+            namespace=meta.namespace,
+            workload=pod.workload().name,
+            pod=meta.name,
+            said=finding.message,
+            provenance=provenance(finding.reason, pod.launch(finding.container)),
+            corroboration=await self._config_disagrees(pod, finding, platform),
+        )
+
+    async def _config_disagrees(self, pod: WatchedPod, finding: Finding, platform: Platform) -> str:
+        """How the index's own entry for `platform` is a build for another platform, per its
+        image config ("" when it agrees, is a single manifest, or cannot be read): a fact
+        of the registry, which no pod's owner controls (`archfit inspect --verify`)."""
+        if self._indexes is None:
+            return ""
+        try:
+            pinned = f"{parse_reference(finding.image).name}@{finding.digest}"
+            _, verification = await asyncio.wait_for(
+                self._indexes.verify(pinned, pod.pull()), _RESOLVE_SECONDS
+            )
+        except Exception as error:  # unverified: the evidence stays with its workload
+            log.info("index_unverified", image=finding.image, error=cut(str(error), 200))
+            return ""
+        for check in verification.checks:
+            claimed, believed = check.claimed, check.believed
+            if (claimed.os, claimed.architecture) != (platform.os, platform.architecture):
+                continue
+            if (believed.os, believed.architecture) != (platform.os, platform.architecture):
+                return f"the index's {platform} entry is a {believed} image, per its config"
+        return ""
 
     # --- remediation ------------------------------------------------------------------
 
@@ -224,7 +323,9 @@ class Watcher:
         platform, rule, aarch32 = facts if facts is not None else (None, None, False)
         if platform is None or rule is None:
             return
-        resolved = await self._resolution.resolve(pod.images(), pod.pull(), _RESOLVE_SECONDS)
+        resolved = await self._resolution.resolve(
+            pod.images(), pod.pull(), _RESOLVE_SECONDS, workload=pod.workload()
+        )
         lacking = [
             image
             for image, found in resolved.items()
@@ -267,17 +368,20 @@ class Watcher:
     def _forget(self, uid: str) -> None:
         self._reported.pop(uid, None)
         self._broken.discard(uid)
-        self._logs_read.pop(uid, None)
+        for container in self._logs_read.pop(uid, {}):
+            self._log_queue.pop((uid, container), None)
+        self._metrics.watcher_log_queue.set(len(self._log_queue))
         self._checked.pop(uid, None)
         self._evicted.discard(uid)
 
     def _gauge(self) -> None:
         self._metrics.mismatch_pods.set(len(self._broken))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -293,7 +397,9 @@ class Watcher:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._log_queue.clear()
         self._metrics.mismatch_pods.set(0)
+        self._metrics.watcher_log_queue.set(0)
 
 
 @asynccontextmanager
@@ -312,8 +418,15 @@ async def leading(settings: Settings, metrics: Metrics, services: Services) -> A
 
     async def work() -> None:
         watch = PodWatch(api, watching.page_size)
+        learned = services.resolution.resolver
         watcher = Watcher(
-            watching, metrics, PodCalls(api), services.resolution, services.nodes, services.evidence
+            watching,
+            metrics,
+            PodCalls(api),
+            services.resolution,
+            services.nodes,
+            services.evidence,
+            learned if isinstance(learned, LearnedResolver) else None,
         )
         watch.start(watcher.on_pod)
         try:

@@ -99,7 +99,10 @@ class PodMutation:
             return SKIPPED
         lookups = tally_request_lookups()
         resolved = await self.services.resolution.resolve(
-            pod_facts.images, pod_facts.pull, settings.webhook.resolve_deadline_seconds
+            pod_facts.images,
+            pod_facts.pull,
+            settings.webhook.resolve_deadline_seconds,
+            workload=pod_facts.workload,
         )
         services = self.services
         rules = _with_cluster_platforms(self.rules, services)

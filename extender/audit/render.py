@@ -24,7 +24,7 @@ from rich.text import Text
 
 from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
 from extender.registry.errors import snippet
-from extender.tables import print_table
+from extender.tables import Column, fitted, print_table
 from extender.text import printable
 
 _STYLE = {READY: "green", BLOCKED: "red"}
@@ -86,15 +86,32 @@ def left_out_line(item: LeftOut) -> str:
     return f"Not read: {item.kind}s ({snippet(item.reason, 200)}); {item.effect}."
 
 
+# How each kind of cell gives up width on a narrow terminal (extender.tables.Column).
+NAMESPACE = Column("NAMESPACE", shortest=12)
+KIND = Column("KIND", leave_out=4)
+NAME = Column("NAME", shortest=16)
+IMAGE = Column("IMAGE", shortest=24)
+WORKLOADS = Column("WORKLOADS")
+
+
+def why_column(header: str) -> Column:
+    """A column of sentences: it wraps at spaces and takes what width is left."""
+    return Column(header, shortest=20, wrap=True)
+
+
 @dataclass(frozen=True, slots=True)
 class _Section:
     """One table of the terminal report: its rows as printable, cut cells."""
 
     title: str
-    headers: tuple[str, ...]
+    columns: tuple[Column, ...]
     rows: list[list[str]]
     verdict_column: int | None = None
     """The column to colour by verdict on a terminal."""
+
+    @property
+    def headers(self) -> list[str]:
+        return [column.header for column in self.columns]
 
     @property
     def widths(self) -> list[int]:
@@ -111,7 +128,9 @@ def _sections(report: Report) -> Iterator[_Section]:
 
     yield _Section(
         "Workloads",
-        ("NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY", "PODS NOW", "VCPU", "MEMORY"),
+        (NAMESPACE, KIND, NAME, Column("ARM64"), Column("RUNS ON", 7, True, leave_out=5),
+         why_column("WHY"), Column("PODS NOW", 8, True, leave_out=3),
+         Column("VCPU", leave_out=2), Column("MEMORY", leave_out=1)),
         [
             cells(w.workload.key.namespace, w.workload.key.kind, w.workload.key.name,
                   w.verdict, _runs_on(w), _why(w) or "-", _running(w.running),
@@ -124,16 +143,17 @@ def _sections(report: Report) -> Iterator[_Section]:
     if split:
         yield _Section(
             "arm64 share reached (archfit.io/arm64-share), live pods placed by the share",
-            ("NAMESPACE", "KIND", "NAME", "ARM64", "AMD64", "ARM64 SHARE"),
+            (NAMESPACE, Column("KIND", leave_out=1), NAME, Column("ARM64"), Column("AMD64"),
+             Column("ARM64 SHARE")),
             [cells(w.workload.key.namespace, w.workload.key.kind, w.workload.key.name,
                    str(w.split.get("arm64", 0)), str(w.split.get("amd64", 0)),
                    _percent(w.arm64_share)) for w in split],
         )  # fmt: skip
     if report.blockers:
-        action = ("ACTION",) if report.hints else ()
+        action = (why_column("ACTION"),) if report.hints else ()
         yield _Section(
             "Images that block arm64, most workloads first",
-            ("IMAGE", "HAS", "WORKLOADS", "VCPU", *action),
+            (IMAGE, Column("HAS", 12, True), WORKLOADS, Column("VCPU", leave_out=1), *action),
             [cells(b.image, _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis),
                    *_action(report, b.image))
              for b in report.blockers],
@@ -141,20 +161,21 @@ def _sections(report: Report) -> Iterator[_Section]:
     if report.unknown_images:
         yield _Section(
             "Images that could not be read",
-            ("IMAGE", "REASON", "WORKLOADS"),
+            (IMAGE, why_column("REASON"), WORKLOADS),
             [cells(u.image, u.reason, str(u.workloads)) for u in report.unknown_images],
         )
     if report.broken:
         yield _Section(
             "Broken now",
-            ("POD", "IMAGE", "NODE", "PROBLEM"),
+            (Column("POD", shortest=16), Column("IMAGE", shortest=20),
+             Column("NODE", shortest=12, leave_out=1), why_column("PROBLEM")),
             [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
                    b.problem) for b in report.broken],
         )  # fmt: skip
     if report.disagreements:
         yield _Section(
             "Index entries their image configs contradict (--verify: the config is believed)",
-            ("IMAGE", "ENTRY", "PROBLEM"),
+            (IMAGE, Column("ENTRY"), why_column("PROBLEM")),
             [cells(d.image, d.digest, d.problem) for d in report.disagreements],
         )
 
@@ -166,8 +187,7 @@ def _footer(report: Report) -> list[str]:
 def write_table(report: Report, out: TextIO) -> None:
     """The terminal report: rich on a terminal; plain aligned lines, streamed, elsewhere."""
     if out.isatty():
-        for part in table_parts(report):
-            print_table(part, out)
+        print_table(lambda width: table_parts(report, width), out)
         return
     # rich lays a table out whole, with every cell an object: 50,000 workloads took 40 s
     # and 400 MB. Plain lines, written as they are made, look the same in a file.
@@ -189,39 +209,27 @@ def _plain_row(cells: Sequence[str], widths: Sequence[int]) -> str:
     return ("  " + "  ".join(padded)).rstrip() + "\n"
 
 
-def table_parts(report: Report) -> Iterator[RenderableType]:
-    """Tables for a terminal, each long one in chunks of rows with the same column widths."""
+def table_parts(report: Report, width: int) -> Iterator[RenderableType]:
+    """The report for a terminal `width` columns wide: long tables come in chunks of rows
+    with the same column widths (extender.tables.fitted)."""
     yield Group(*(Text(line) for line in headline(report)))
     for section in _sections(report):
-        yield from _chunked_table(section)
+        yield Text("")
+        yield from fitted(section.columns, _texts(section), width, title=section.title)
     for line in _footer(report):
         yield Text(line)
 
 
-_CHUNK_ROWS = 1000
-
-
-def _chunked_table(section: _Section) -> Iterator[Table]:
-    widths = section.widths
-    for start in range(0, max(len(section.rows), 1), _CHUNK_ROWS):
-        first = start == 0
-        table = Table(
-            title=section.title if first else None,
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            highlight=False,
-            show_header=first,
-        )
-        for header, width in zip(section.headers, widths, strict=True):
-            table.add_column(header, overflow="fold", width=width)
-        for row in section.rows[start : start + _CHUNK_ROWS]:
-            # Text, not str: rich would read "[red]" in an image name as markup.
-            texts = [Text(cell) for cell in row]
-            if section.verdict_column is not None:
-                verdict = row[section.verdict_column]
-                texts[section.verdict_column].stylize(_STYLE.get(verdict, "yellow"))
-            table.add_row(*texts)
-        yield table
+def _texts(section: _Section) -> list[list[Text]]:
+    rows = []
+    for row in section.rows:
+        # Text, not str: rich would read "[red]" in an image name as markup.
+        texts = [Text(cell) for cell in row]
+        if section.verdict_column is not None:
+            verdict = row[section.verdict_column]
+            texts[section.verdict_column].stylize(_STYLE.get(verdict, "yellow"))
+        rows.append(texts)
+    return rows
 
 
 def as_markdown(report: Report) -> str:

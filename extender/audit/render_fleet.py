@@ -11,14 +11,14 @@ import io
 from typing import TextIO
 
 import orjson
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.text import Text
 
 from extender.audit import render
 from extender.audit.fleet_report import FleetBlocker, FleetReport, fleet_document
 from extender.audit.report import Report, Summary
 from extender.registry.errors import snippet
-from extender.tables import print_table
+from extender.tables import Column, fitted, print_table
 
 TOTAL = "fleet total"
 """The name of the clusters table's last row."""
@@ -37,7 +37,7 @@ def write(fleet: FleetReport, output: str, out: TextIO) -> None:
 
         out.write(html_report.page(fleet))
     else:
-        print_table(Group(*table_parts(fleet)), out)
+        print_table(lambda width: table_parts(fleet, width), out)
 
 
 def headline(fleet: FleetReport) -> list[str]:
@@ -78,46 +78,66 @@ def action(fleet: FleetReport, image: str) -> str:
     return hint.action if hint is not None else "rebuild for arm64"
 
 
-def table_parts(fleet: FleetReport) -> list[RenderableType]:
-    """Summary, clusters, workloads, blockers, unknown images and broken pods."""
+_CLUSTER = Column("CLUSTER", shortest=12)
+
+
+def table_parts(fleet: FleetReport, width: int) -> list[RenderableType]:
+    """Summary, clusters, workloads, blockers, unknown images and broken pods, fitted to a
+    terminal `width` columns wide (extender.tables.fitted)."""
     parts: list[RenderableType] = [Text(line) for line in headline(fleet)]
-    clusters = render.table(*(h.upper() for h in CLUSTER_HEADERS), title="Clusters")
-    for row in cluster_rows(fleet):
-        clusters.add_row(*render.cells(*row))
-    parts.append(clusters)
-    workloads = render.table("CLUSTER", "NAMESPACE", "KIND", "NAME", "ARM64", "RUNS ON", "WHY",
-                             "PODS NOW", "VCPU", title="Workloads")  # fmt: skip
-    for cluster in fleet.clusters:
-        for w in cluster.report.workloads:
-            key = w.workload.key
-            workloads.add_row(
-                *render.cells(cluster.name, key.namespace, key.kind, key.name),
-                render.verdict_text(w.verdict),
-                *render.cells(render.runs_on(w), render.why(w) or "-", render.running(w.running),
-                              render.vcpu(w.cpu_millis)),
-            )  # fmt: skip
-    parts.append(workloads)
+
+    def section(title: str, columns: tuple[Column, ...], rows: list[list[Text]]) -> None:
+        parts.append(Text(""))
+        parts.extend(fitted(columns, rows, width, title=title))
+
+    # Each total is whole or left out; the figures that the others imply go first.
+    leave_out = {"ready vCPU": 1, "vCPU": 2}
+    figures = tuple(Column(h.upper(), leave_out=leave_out.get(h, 0)) for h in CLUSTER_HEADERS[1:])
+    section(
+        "Clusters",
+        (_CLUSTER, *figures),
+        [render.cells(*row) for row in cluster_rows(fleet)],
+    )
+    workloads = [
+        [*render.cells(cluster.name, w.workload.key.namespace, w.workload.key.kind,
+                       w.workload.key.name),
+         render.verdict_text(w.verdict),
+         *render.cells(render.runs_on(w), render.why(w) or "-", render.running(w.running),
+                       render.vcpu(w.cpu_millis))]
+        for cluster in fleet.clusters
+        for w in cluster.report.workloads
+    ]  # fmt: skip
+    section(
+        "Workloads",
+        (_CLUSTER, render.NAMESPACE, render.KIND, render.NAME, Column("ARM64"),
+         Column("RUNS ON", 7, True, leave_out=5), render.why_column("WHY"),
+         Column("PODS NOW", 8, True, leave_out=3), Column("VCPU", leave_out=2)),
+        workloads,
+    )  # fmt: skip
     if fleet.blockers:
-        blockers = render.table("IMAGE", "HAS", "WORKLOADS", "PER CLUSTER", "VCPU", "ACTION",
-                                title="Images that block arm64, most workloads first")  # fmt: skip
-        for b in fleet.blockers:
-            blockers.add_row(*render.cells(
-                b.image, render.platforms(b.platforms), str(b.workloads), per_cluster(b),
-                render.vcpu(b.cpu_millis), action(fleet, b.image)))  # fmt: skip
-        parts.append(blockers)
+        section(
+            "Images that block arm64, most workloads first",
+            (render.IMAGE, Column("HAS", 12, True), render.WORKLOADS,
+             Column("PER CLUSTER", 12, True, leave_out=2), Column("VCPU", leave_out=1),
+             render.why_column("ACTION")),
+            [render.cells(b.image, render.platforms(b.platforms), str(b.workloads),
+                          per_cluster(b), render.vcpu(b.cpu_millis), action(fleet, b.image))
+             for b in fleet.blockers],
+        )  # fmt: skip
     if fleet.unknown_images:
-        unknown = render.table(
-            "IMAGE", "REASON", "WORKLOADS", title="Images that could not be read"
+        section(
+            "Images that could not be read",
+            (render.IMAGE, render.why_column("REASON"), render.WORKLOADS),
+            [render.cells(u.image, u.reason, str(u.workloads)) for u in fleet.unknown_images],
         )
-        for u in fleet.unknown_images:
-            unknown.add_row(*render.cells(u.image, u.reason, str(u.workloads)))
-        parts.append(unknown)
     broken_rows = _broken_rows(fleet)
     if broken_rows:
-        broken = render.table("CLUSTER", "POD", "IMAGE", "NODE", "PROBLEM", title="Broken now")
-        for row in broken_rows:
-            broken.add_row(*render.cells(*row))
-        parts.append(broken)
+        section(
+            "Broken now",
+            (_CLUSTER, Column("POD", shortest=16), Column("IMAGE", shortest=20),
+             Column("NODE", shortest=12, leave_out=1), render.why_column("PROBLEM")),
+            [render.cells(*row) for row in broken_rows],
+        )  # fmt: skip
     parts += [Text(f"skipped: {snippet(reason, 300)}") for reason in _skipped(fleet)]
     return parts
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from extender.config import KubernetesSettings
 from extender.kube.errors import KubeConfigError
+from extender.registry.errors import snippet
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -127,6 +128,12 @@ def _check_reachable(api: client.ApiClient, host: str) -> None:
         found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(error))
         reason = found.group(1) if found else type(getattr(error, "reason", error)).__name__
         raise KubeConfigError(f"the API server at {host} does not answer: {reason}") from error
+    except (ValueError, TypeError) as error:  # the client's model refuses what came back
+        api.close()
+        raise KubeConfigError(
+            f"{host} answered GET /version with no Kubernetes version ({snippet(str(error), 120)}):"
+            " is it an API server?"
+        ) from error
 
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

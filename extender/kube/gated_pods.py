@@ -91,7 +91,8 @@ class GatedPods:
     async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
         """Apply a JSONPatch to the pod; False if the pod is gone.
 
-        Raises PodChanged (409, or a failed `test`) and ReleaseRefused (422 otherwise).
+        Raises PodChanged (409, or the patch did not apply: a failed `test`, a path gone) and
+        ReleaseRefused (422 otherwise: the updated pod breaks the apiserver's rules).
         """
         metadata = pod["metadata"]
 
@@ -112,7 +113,7 @@ class GatedPods:
             except ApiException as error:
                 if error.status == 404:
                     return False
-                if error.status == 409 or (error.status == 422 and b"test" in _body(error)):
+                if error.status == 409 or (error.status == 422 and _patch_did_not_apply(error)):
                     raise PodChanged(_message(error)) from error
                 if error.status == 422:
                     raise ReleaseRefused(_message(error)) from error
@@ -254,6 +255,22 @@ async def release_all(
 def _body(error: ApiException) -> bytes:
     body = error.body
     return body if isinstance(body, bytes) else str(body or "").encode()
+
+
+def _patch_did_not_apply(error: ApiException) -> bool:
+    """Whether a 422 says the JSONPatch could not be applied to the pod as it is now.
+
+    The apiserver answers a failed `test` (or a `remove` of a path gone) with a bare 422 that
+    names no kind and drops the patch library's text (k8s.io/apiserver `applyJSPatch` ->
+    `NewGenericServerResponse`); a pod its validation refuses gets a 422 whose details name
+    the kind (`NewInvalid`).
+    """
+    try:
+        status = orjson.loads(_body(error))
+    except orjson.JSONDecodeError:
+        return False
+    details = status.get("details") if isinstance(status, dict) else None
+    return not (isinstance(details, dict) and (details.get("kind") or details.get("causes")))
 
 
 def _message(error: ApiException) -> str:

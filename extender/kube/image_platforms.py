@@ -17,7 +17,7 @@ from extender.kube.errors import short_error
 GROUP = "archfit.io"
 VERSION = "v1alpha1"
 PLURAL = "imageplatforms"
-KIND = "ImagePlatforms"
+PARAMETER_KIND = "ImagePlatforms"
 POLICY_RESOURCE = "mutatingadmissionpolicies"
 _TIMEOUT = 10.0
 
@@ -41,7 +41,7 @@ def policy_api_missing(api: client.ApiClient) -> str:
         client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION, _request_timeout=_TIMEOUT)
     except ApiException as error:
         if error.status == HTTPStatus.NOT_FOUND:
-            return f"the cluster serves no {GROUP}/{VERSION} {KIND} (apply the CRD)"
+            return f"the cluster serves no {GROUP}/{VERSION} {PARAMETER_KIND} (apply the CRD)"
         return f"{GROUP}/{VERSION} unreadable: {short_error(error)}"
     return ""
 
@@ -82,7 +82,7 @@ class ImagePlatformsStore:
     def _write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
         body: dict[str, Any] = {
             "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": KIND,
+            "kind": PARAMETER_KIND,
             "metadata": {
                 "name": self._name,
                 "labels": {"app.kubernetes.io/name": "archfit"},
@@ -108,7 +108,8 @@ class ImagePlatformsStore:
         except ApiException as error:
             if error.status == HTTPStatus.CONFLICT:
                 self._version = ""
-                raise ParameterConflict(f"{KIND} {self._name} changed meanwhile") from error
+                what = f"{PARAMETER_KIND} {self._name}"
+                raise ParameterConflict(f"{what} changed meanwhile") from error
             if error.status == HTTPStatus.NOT_FOUND and self._version:
                 self._version = ""  # deleted meanwhile: created on the next write
             raise

@@ -32,8 +32,8 @@ from extender.kube.watching import (
     stop_watching,
     watch_error,
 )
-from extender.mismatch import ContainerState
-from extender.pods import PullSecretsRef
+from extender.mismatch import ContainerState, Launch
+from extender.pods import PullSecretsRef, WorkloadId, workload_of
 
 log = structlog.get_logger("archfit.watcher")
 
@@ -55,13 +55,31 @@ class _Meta(msgspec.Struct, rename="camel", frozen=True):
     deletion_timestamp: str | None = None
 
 
-class _Container(msgspec.Struct, frozen=True):
-    name: str = ""
-    image: str = ""
-
-
 class _Name(msgspec.Struct, frozen=True):
     name: str = ""
+
+
+class _Mount(msgspec.Struct, rename="camel", frozen=True):
+    mount_path: str = ""
+
+
+class _Container(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    image: str = ""
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str = ""
+    env: list[_Name] | None = None
+    env_from: list[msgspec.Raw] | None = None
+    volume_mounts: list[_Mount] | None = None
+
+    def launch(self) -> Launch:
+        return Launch(
+            overrides_command=bool(self.command or self.args),
+            working_dir=bool(self.working_dir),
+            sets_path=bool(self.env_from) or any(e.name == "PATH" for e in self.env or ()),
+            mounts=tuple(m.mount_path for m in self.volume_mounts or ()),
+        )
 
 
 class _Spec(msgspec.Struct, rename="camel", frozen=True):
@@ -133,6 +151,16 @@ class WatchedPod(msgspec.Struct, frozen=True):
             if owner.controller:
                 return owner.kind, owner.name
         return None
+
+    def workload(self) -> WorkloadId:
+        """Whose pods this is one of (learned evidence is scoped by it)."""
+        return workload_of(self.metadata.namespace, self.metadata.name, self.controller())
+
+    def launch(self, container: str) -> Launch | None:
+        """How the spec starts `container` (a container or an init container), or None."""
+        spec = self.spec
+        found: list[_Container] = [*(spec.init_containers or ()), *(spec.containers or ())]
+        return next((item.launch() for item in found if item.name == container), None)
 
     def images(self) -> tuple[str, ...]:
         """Every container and init container image, once each, in order."""

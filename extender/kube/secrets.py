@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
@@ -19,13 +17,13 @@ from typing import Any
 import structlog
 from kubernetes import client
 
+from extender.kube.daemon_calls import DaemonCalls
 from extender.pods import PullSecretsRef
 from extender.registry.credentials import PullSecret
 from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)
 _MAX_ENTRIES = 4096
-_MAX_THREADS = 16
 
 _Key = tuple[str, str, str]
 """(kind, namespace, name)"""
@@ -52,8 +50,7 @@ class KubeSecretSource:
         self._timeout = request_timeout_seconds
         self._cache: TTLMap[_Key, Any] = TTLMap(_MAX_ENTRIES, clock)
         """Read objects, and None for a Secret that does not exist, for `ttl_seconds`."""
-        self._lock = threading.Lock()
-        self._live = 0
+        self._calls = DaemonCalls(request_timeout_seconds)
 
     async def aclose(self) -> None:
         """Wait out reads still running (threads cannot be cancelled)."""
@@ -82,39 +79,10 @@ class KubeSecretSource:
         return result
 
     async def _cached(self, key: _Key, read: Callable[[], Any]) -> Any:
-        return await self._cache.get_or_load(key, lambda: self._in_thread(read), self._ttl_of)
+        return await self._cache.get_or_load(key, lambda: self._calls.run(read), self._ttl_of)
 
     def _ttl_of(self, _value: Any) -> float:
         return self._ttl
-
-    async def _in_thread(self, read: Callable[[], Any]) -> Any:
-        """Run a blocking read in a daemon thread; give up waiting after the timeout.
-
-        asyncio.to_thread would use the default executor, whose threads asyncio.run joins
-        at exit: a read stuck in urllib3's retries would then hold up shutdown.
-        """
-        with self._lock:
-            if self._live >= _MAX_THREADS:
-                raise RuntimeError("too many Kubernetes API reads outstanding")
-            self._live += 1
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def run() -> None:
-            try:
-                outcome: tuple[Any, BaseException | None] = (read(), None)
-            except BaseException as error:  # handed to the awaiting side, whatever it is
-                outcome = (None, error)
-            finally:
-                with self._lock:
-                    self._live -= 1
-            # RuntimeError: the loop is gone (shutdown), so nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-
-        threading.Thread(target=run, name="archfit-api-read", daemon=True).start()
-        # Each try is bounded by _request_timeout; urllib3 may retry, so bound the whole.
-        return await asyncio.wait_for(future, self._timeout * 1.5)
 
     def _read_service_account(self, namespace: str, name: str) -> tuple[str, ...]:
         try:
@@ -139,15 +107,6 @@ class KubeSecretSource:
                 return None
             raise
         return PullSecret(namespace, name, str(secret.type or ""), _decode(secret.data or {}))
-
-
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
 
 
 def _decode(data: Mapping[str, Any]) -> dict[str, bytes]:

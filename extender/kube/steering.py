@@ -207,6 +207,7 @@ class FleetSteering:
             self._namespaces.get(namespace) or {},
             preference,
             lambda owner: self._tally.split(owner, now),
+            lambda owner, name: self._tally.remembered(owner, name, now),
         )
 
     def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
@@ -224,7 +225,7 @@ class FleetSteering:
         """A pod was admitted requiring `applied` ("" when the share left it alone): a new
         choice counts in its owner's split until the pod watch shows the pod."""
         if applied and not steering.kept:
-            self._tally.chosen(steering.owner, applied, self._clock())
+            self._tally.chosen(steering.owner, applied, self._clock(), steering.pod)
 
     # --- the watches' side (namespaces: the watch thread; pods: the event loop) ------------
 

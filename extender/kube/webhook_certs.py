@@ -6,7 +6,9 @@ first writer wins; the others read its pair back), writes the pair where the TLS
 listener reads it, and sets the caBundle of the MutatingWebhookConfiguration (and of the
 workload warnings' ValidatingWebhookConfiguration).
 Until the caBundle is set, kube-apiserver cannot call the webhook and, with
-`failurePolicy: Ignore`, admits pods unchanged.
+`failurePolicy: Ignore`, admits pods unchanged. So each configuration is also watched: when
+it changes (a GitOps sync that reverts the caBundle, a re-created configuration), the pass
+runs at once, not at the next checkSeconds.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -29,6 +34,13 @@ from kubernetes.client.exceptions import ApiException
 from extender import certs
 from extender.config import WebhookSettings
 from extender.kube.errors import CertificateSetupError, short_error
+from extender.kube.watching import (
+    decode_watch_event,
+    follow_watch,
+    list_watch_forever,
+    stop_watching,
+    watch_error,
+)
 
 log = structlog.get_logger("archfit.webhook")
 
@@ -84,8 +96,28 @@ class SelfManagedCertificate:
         Failures are logged, never raised: the extender in the same process must keep
         serving while the API server or RBAC is being fixed.
         """
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        watches = [
+            _ConfigurationWatch(list_call, name, lambda: loop.call_soon_threadsafe(changed.set))
+            for list_call, name in self._watched()
+        ]
+        try:
+            for watch in watches:
+                watch.start()
+            await self._keep(changed, on_change)
+        finally:
+            for watch in watches:
+                await watch.stop()
+
+    async def _keep(
+        self, changed: asyncio.Event, on_change: Callable[[dt.datetime], None] | None
+    ) -> None:
         failures = 0
         while True:
+            # Cleared before the pass: a change while it runs (its own patch, too) runs
+            # one more, which finds nothing to do.
+            changed.clear()
             try:
                 await asyncio.to_thread(self.ensure)
                 failures = 0
@@ -103,7 +135,23 @@ class SelfManagedCertificate:
             delay = self._cert.check_seconds
             if failures:
                 delay = min(delay, _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), delay)
+
+    def _watched(self) -> list[tuple[Callable[..., Any], str]]:
+        """The list calls and names of the configurations whose caBundle is kept."""
+        admission = self._admission
+        watched: list[tuple[Callable[..., Any], str]] = [
+            (admission.list_mutating_webhook_configuration, self._cert.webhook_configuration)
+        ]
+        if self._settings.workload_warnings.enabled and self._cert.validating_webhook_configuration:
+            watched.append(
+                (
+                    admission.list_validating_webhook_configuration,
+                    self._cert.validating_webhook_configuration,
+                )
+            )
+        return watched
 
     def _stored_or_new(self) -> certs.Bundle:
         secret = self._read_secret()
@@ -254,6 +302,66 @@ class SelfManagedCertificate:
 
     def _note_expiry(self, bundle: certs.Bundle) -> None:
         self.expires = certs.not_after(bundle.serving.cert)
+
+
+class _Meta(msgspec.Struct, rename="camel", frozen=True):
+    resource_version: str = ""
+
+
+class _Object(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+
+
+_decode_object = msgspec.json.Decoder(_Object).decode
+
+
+class _ConfigurationWatch:
+    """A list-watch, in a thread, of one webhook configuration by name (a field selector,
+    which RBAC limited to that name requires): `changed()` on each change after the first
+    list, and on each list again (a change may have been missed)."""
+
+    def __init__(self, list_call: Callable[..., Any], name: str, changed: Callable[[], Any]):
+        self._list_call, self._changed = list_call, changed
+        self._selector = f"metadata.name={name}"
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread: threading.Thread | None = None
+        self._lists = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="archfit-ca-bundle", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        await stop_watching(self._stop, self._response, self._thread)
+
+    def _run(self) -> None:
+        events = ("webhook_configuration_watch_expired", "webhook_configuration_watch_failed")
+        list_watch_forever(self._stop, self._list, self._watch_from, log, events)
+
+    def _list(self) -> str:
+        listed = self._list_call(field_selector=self._selector, _request_timeout=_TIMEOUT)
+        self._lists += 1
+        if self._lists > 1:
+            self._changed()
+        return str(listed.metadata.resource_version or "")
+
+    def _watch_from(self, version: str) -> str:
+        return follow_watch(
+            self._list_call, version, self._stop, self._apply, self._reading,
+            field_selector=self._selector,
+        )  # fmt: skip
+
+    def _reading(self, response: Any) -> None:
+        self._response = response
+
+    def _apply(self, line: bytes, version: str) -> str:
+        event = decode_watch_event(line)
+        if event.type == "ERROR":
+            raise watch_error(event.object)
+        if event.type in ("ADDED", "MODIFIED"):
+            self._changed()
+        return _decode_object(event.object).metadata.resource_version or version
 
 
 def _bundle_of(secret: Any | None) -> certs.Bundle | None:

@@ -3,7 +3,11 @@
 Tokens are cached by (realm, service, scope, credential identity) with one fetch in
 flight per key. Each repository's last challenge is remembered for a while to skip the
 401 round trip; per repository, so one repository's bad challenge cannot break the others
-on its host, and for a while, so a bad one is not kept until restart.
+on its host, and for a while, so a bad one is not kept until restart. A repository with no
+challenge of its own borrows its host's last one that worked (a token came from its realm,
+or a Basic credential went with it) for an hour, so a new repository skips the 401 too, and
+so does one whose own challenge has expired; a borrowed challenge that fails in any way is
+forgotten for that request, which then asks the repository's own.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import yarl
 from extender.registry.credentials import ANONYMOUS, Credential
 from extender.registry.errors import (
     ManifestInvalid,
+    RegistryError,
     Unauthorized,
     UnexpectedStatus,
     snippet,
@@ -33,6 +38,10 @@ _MAX_TOKENS = 4096
 _MAX_CHALLENGES = 4096
 CHALLENGE_TTL_SECONDS = 300.0
 """How long a remembered challenge is used before a fresh 401 is asked for."""
+WORKING_CHALLENGE_TTL_SECONDS = 3600.0
+"""How long a host's working challenge is lent to its repositories. Longer than their own:
+a borrowed challenge that stops working costs only a fallback to the repository's own 401,
+whose answer then replaces it."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _USABLE_TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
@@ -113,6 +122,8 @@ class Authenticator:
     def __init__(self, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
         self._transport = transport
         self._challenges: TTLMap[tuple[str, str], Challenge] = TTLMap(_MAX_CHALLENGES, clock)
+        self._working: TTLMap[str, Challenge] = TTLMap(_MAX_CHALLENGES, clock)
+        """Per host, the last challenge that gave a header: a token, or Basic credentials."""
         self._tokens: TTLMap[TokenKey, _Token] = TTLMap(_MAX_TOKENS, clock)
 
     async def aclose(self) -> None:
@@ -125,6 +136,19 @@ class Authenticator:
         if challenge is None:
             return None
         return await self._header_for(challenge, endpoint, repo, cred)
+
+    async def borrowed_header(
+        self, endpoint: Endpoint, repo: str, cred: Credential | None
+    ) -> str | None:
+        """For a repository with no challenge of its own: the header its host's last working
+        challenge gives, or None (also when that fails: the repository's own 401 will say)."""
+        challenge = self._working.get(endpoint.host)
+        if challenge is None:
+            return None
+        try:
+            return await self._header_for(challenge, endpoint, repo, cred)
+        except RegistryError:
+            return None
 
     async def answer(
         self,
@@ -147,17 +171,22 @@ class Authenticator:
             return None
         # Prefer Bearer when a registry offers both: it works anonymously too.
         challenge = next((c for c in usable if c.scheme == "bearer"), usable[0])
-        self._remember((endpoint.host, repo), challenge)
+        kept = self._remember((endpoint.host, repo), challenge)
         if sent is not None:
             if not refresh or challenge.scheme != "bearer" or challenge.error != "invalid_token":
                 return None
             self._tokens.pop(self._token_key(challenge, repo, cred))
-        return await self._header_for(challenge, endpoint, repo, cred)
+        header = await self._header_for(challenge, endpoint, repo, cred)
+        if header is not None:
+            self._working.put(endpoint.host, kept, WORKING_CHALLENGE_TTL_SECONDS)
+        return header
 
-    def _remember(self, key: tuple[str, str], challenge: Challenge) -> None:
+    def _remember(self, key: tuple[str, str], challenge: Challenge) -> Challenge:
         # Only where tokens come from is worth remembering; error and scope are per answer.
-        kept = {k: v for k, v in challenge.params.items() if k in ("realm", "service")}
-        self._challenges.put(key, Challenge(challenge.scheme, kept), CHALLENGE_TTL_SECONDS)
+        params = {k: v for k, v in challenge.params.items() if k in ("realm", "service")}
+        kept = Challenge(challenge.scheme, params)
+        self._challenges.put(key, kept, CHALLENGE_TTL_SECONDS)
+        return kept
 
     async def _header_for(
         self, challenge: Challenge, endpoint: Endpoint, repo: str, cred: Credential | None

@@ -3,6 +3,8 @@
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
 seconds. A tag's last good digest outlives its tag→digest by `cache.staleIfErrorSeconds`,
 so that a registry failing after the TTL can be answered from it (see `last_digest`).
+A tag with such a digest is revalidated (HEAD); a tag without one is fetched whole, its
+digest and facts from one GET (`ImageSource.tagged`).
 Answers live in this process's bounded memory, and, with a Redis URL, also in Redis for
 replicas to share (and a restart to keep). Memory is asked first, so a hung or dead Redis
 never changes or slows an answer memory already has. Concurrent lookups of one key share
@@ -49,6 +51,12 @@ digest, its last good digest and its failure share one key string there."""
 _TAG_SHARE = 0.8
 """Of the time a request has left, the share a tag's fetch may take when the tag's last good
 digest can answer instead; the rest is for the digest's facts (memory, or Redis)."""
+_FETCHED_ENTRIES = 1024
+_FETCHED_SECONDS = 60.0
+"""How long the mark of facts a tag's GET brought waits for the lookup that asks for them."""
+_REVALIDATE_SECONDS = 86_400
+"""With `staleIfErrorSeconds: 0`, how long past its TTL a tag's last digest is still kept,
+answering nothing: a tag with one is revalidated with a HEAD, not fetched anew with a GET."""
 
 
 class Store:
@@ -175,19 +183,39 @@ class CachedSource:
         self._metrics = metrics
         self._shared: Interner[ImageFacts] = Interner()
         """One copy of each distinct ImageFacts: thousands of images have a few shapes."""
+        self._fetched: TTLMap[str, bool] = TTLMap(_FETCHED_ENTRIES)
+        """Digest keys whose facts a never-seen tag's GET just brought: the lookup that asks
+        for them next found them, but counts as the miss it was (the registry was asked)."""
 
     async def digest(self, ref: Reference, creds: CredentialChain) -> str:
         key = self._tag_key(ref, creds)
 
         async def fetch() -> str:
-            digest = await self._inner.digest(ref, creds)
-            if self._settings.stale_if_error_seconds:
-                await self._store.set("known", key, digest, str, self._known_ttl)
+            if await self._store.get("known", key, str, self._known_ttl) is not None:
+                # A digest to revalidate: HEAD asks only whether it still holds (no Docker
+                # Hub pull), and that digest's facts are most likely still cached.
+                digest = await self._inner.digest(ref, creds)
+            else:
+                # Nothing to revalidate: the manifest is needed anyway, so one GET of the
+                # tag answers both, and its facts are kept as a digest's are.
+                digest, facts = await self._inner.tagged(ref, creds)
+                facts_ttl = self._settings.digest_ttl_seconds
+                digest_key = self._digest_key(ref, digest, creds)
+                await self._store.set(
+                    "digest", digest_key, self._shared(facts), _encode_facts, facts_ttl
+                )
+                self._fetched.put(digest_key, True, _FETCHED_SECONDS)
+            await self._store.set("known", key, digest, str, self._known_ttl)
             return digest
 
         ttl = self._settings.tag_ttl_seconds
         until = lambda load: self._until_deadline(ref, key, load)  # noqa: E731
-        return await self._cached("tag", key, ttl, fetch, str, str, until)
+        return await self._cached("tag", key, ttl, fetch, str, str, wait=until)
+
+    async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
+        """The tag's digest, then its facts, each from the cache where it has them."""
+        digest = await self.digest(ref, creds)
+        return digest, await self.facts(ref, digest, creds)
 
     async def last_digest(self, ref: Reference, creds: CredentialChain) -> KnownDigest | None:
         """The digest the registry last gave for the tag, up to `staleIfErrorSeconds` after
@@ -206,7 +234,7 @@ class CachedSource:
         return KnownDigest(digest, max(self._known_ttl - left, 0.0))
 
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
-        key = self._store.key("digest", creds.identity, f"{ref.name}@{digest}")
+        key = self._digest_key(ref, digest, creds)
 
         async def fetch() -> ImageFacts:
             return self._shared(await self._inner.facts(ref, digest, creds))
@@ -215,7 +243,9 @@ class CachedSource:
             return self._shared(_decode_facts(text))
 
         ttl = self._settings.digest_ttl_seconds
-        return await self._cached("digest", key, ttl, fetch, _encode_facts, decode)
+        fetched = self._fetched.get(key) is not None
+        self._fetched.pop(key)
+        return await self._cached("digest", key, ttl, fetch, _encode_facts, decode, fetched)
 
     async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
         """Drop what the tag was said to point at (its digest's body failed verification)."""
@@ -226,10 +256,15 @@ class CachedSource:
     def _tag_key(self, ref: Reference, creds: CredentialChain) -> str:
         return self._store.key("tag", creds.identity, f"{ref.name}:{ref.tag}")
 
+    def _digest_key(self, ref: Reference, digest: str, creds: CredentialChain) -> str:
+        return self._store.key("digest", creds.identity, f"{ref.name}@{digest}")
+
     @property
     def _known_ttl(self) -> int:
-        """How long a tag's last good digest is kept: its TTL, then the stale-if-error time."""
-        return self._settings.tag_ttl_seconds + self._settings.stale_if_error_seconds
+        """How long a tag's last good digest is kept: its TTL, then the stale-if-error time
+        (without one, `_REVALIDATE_SECONDS`: it then only says the tag is worth a HEAD)."""
+        stale = self._settings.stale_if_error_seconds
+        return self._settings.tag_ttl_seconds + (stale or _REVALIDATE_SECONDS)
 
     async def _cached(
         self,
@@ -239,13 +274,14 @@ class CachedSource:
         fetch: Callable[[], Awaitable[T]],
         encode: Callable[[T], str],
         decode: Callable[[str], T],
+        fetched: bool = False,
         wait: Callable[[Awaitable[T]], Awaitable[T]] | None = None,
     ) -> T:
         """The value from the store, else a remembered failure raised, else a shared fetch,
-        awaited through `wait` if given."""
+        awaited through `wait` if given. A value `fetched` for this lookup counts as a miss."""
         hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
-            self._count(kind, "hit")
+            self._count(kind, "miss" if fetched else "hit")
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
         if not skip_remembered_failures.get():
@@ -254,7 +290,8 @@ class CachedSource:
                 self._count(kind, "failure")
                 raise failure.error()
         self._count(kind, "miss")
-        load = self._store.load(kind, key, lambda: self._remember_failure(key, fetch), encode, ttl)
+        remember = lambda: self._remember_failure(kind, key, fetch)  # noqa: E731
+        load = self._store.load(kind, key, remember, encode, ttl)
         return await (load if wait is None else wait(load))
 
     async def _until_deadline(self, ref: Reference, key: str, load: Awaitable[str]) -> str:
@@ -275,10 +312,14 @@ class CachedSource:
         task.add_done_callback(_retrieve)
         raise errors.Timeout(f"{ref.domain}: no answer for the tag within the request's deadline")
 
-    async def _remember_failure(self, key: str, fetch: Callable[[], Awaitable[T]]) -> T:
+    async def _remember_failure(self, kind: Kind, key: str, fetch: Callable[[], Awaitable[T]]) -> T:
         try:
             return await fetch()
         except errors.RegistryError as error:
+            if kind == "tag" and isinstance(error, errors.DigestMismatch):
+                # The tag's body did not hash to the digest named with it: that answer is as
+                # suspect as the body, so the next lookup asks again (as `forget_tag`).
+                raise
             failure_ttl = self._settings.failure_ttl_seconds
             record = Failure.of(error)
             await self._store.set("failure", key, record, _encode_failure, failure_ttl)

@@ -1,4 +1,5 @@
-"""The OCI distribution client: HEAD a tag for its digest, GET manifests and blobs by digest.
+"""The OCI distribution client: a tag's digest (HEAD) or manifest (GET), manifests and blobs
+by digest.
 
 Each call tries the registry's endpoints in order (mirrors, then the registry), and on
 each endpoint every matching credential in order, then anonymous access, as kubelet does.
@@ -74,12 +75,37 @@ class RegistryClient:
             got = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
             if got.status != 200:
                 raise _status_error(got, endpoint, ref, f":{ref.tag}")
-            header = got.headers.get("Docker-Content-Digest", "")
-            if header:
-                _check_digest(header, endpoint)
-                verify(got.body, header)
-                return header
-            return digest_of(got.body)
+            return _body_digest(got, endpoint)
+
+        return await self._each(ref, creds, attempt, resolve=True)
+
+    def content_from_tag_hosts(self, ref: Reference) -> bool:
+        """Whether the hosts that answer the reference's tags also serve its content first.
+
+        Not so behind a pull-only mirror: then a digest's GET goes to the mirror (a pull-through
+        cache, say), and a GET of the tag would spend the pull at the registry instead.
+        """
+        resolving = self._hosts.endpoints(ref, resolve=True)
+        return resolving == self._hosts.endpoints(ref, resolve=False)
+
+    async def tag_manifest(
+        self, ref: Reference, creds: Sequence[Credential]
+    ) -> tuple[str, bytes, str]:
+        """A tag's digest, manifest body and media type in one GET (a Docker Hub pull).
+
+        For a tag with nothing cached to revalidate: the body is needed anyway, and HEAD
+        first would cost a round trip more. The body is verified against the digest the
+        registry names (`Docker-Content-Digest`); without one, its sha256 is the digest.
+        """
+
+        async def attempt(endpoint: Endpoint, cred: Credential | None) -> tuple[str, bytes, str]:
+            url = endpoint.url(ref.path, "manifests", ref.tag)
+            cap = self._settings.max_manifest_bytes
+            response = await self._request("GET", endpoint, url, ref, cred, "manifest", cap)
+            if response.status != 200:
+                raise _status_error(response, endpoint, ref, f":{ref.tag}")
+            digest = _body_digest(response, endpoint)
+            return digest, response.body, media_type_of(response.headers.get("Content-Type", ""))
 
         return await self._each(ref, creds, attempt, resolve=True)
 
@@ -205,9 +231,20 @@ class RegistryClient:
         """One request with auth: remembered challenge first, one retry after a 401."""
         headers = {"Accept": ACCEPT} if kind == "manifest" else {}
         sent = await self._auth.header(endpoint, ref.path, cred)
+        borrowed = False
+        if sent is None:
+            # A repository new to us on a host we know: its host's challenge saves the 401.
+            sent = await self._auth.borrowed_header(endpoint, ref.path, cred)
+            borrowed = sent is not None
         response = await self._transport.send(
             method, url, kind=kind, cap=cap, headers=_with_auth(headers, sent), tls=endpoint.tls
         )
+        if borrowed and response.status == 403:
+            # Refused outright: ask as if nothing had been borrowed, so its own 401 decides.
+            sent, borrowed = None, False
+            response = await self._transport.send(
+                method, url, kind=kind, cap=cap, headers=headers, tls=endpoint.tls
+            )
         refreshed = False
         # At most two retries: one to answer a first challenge, one to replace a token the
         # registry calls invalid_token (expired or revoked).
@@ -216,13 +253,26 @@ class RegistryClient:
                 break
             if response.url.origin() != url.origin():
                 raise _redirected_challenge(endpoint, ref, response)
+            # A refused borrowed header counts as none sent: the repository's own challenge
+            # then decides, exactly as if nothing had been borrowed.
             retry = await self._auth.answer(
-                endpoint, ref.path, cred, response, sent, refresh=not refreshed
+                endpoint,
+                ref.path,
+                cred,
+                response,
+                None if borrowed else sent,
+                refresh=not refreshed,
             )
+            if borrowed and retry == sent:
+                # Its own challenge gives the header just refused: as if that had been its own.
+                borrowed = False
+                retry = await self._auth.answer(
+                    endpoint, ref.path, cred, response, sent, refresh=not refreshed
+                )
             if retry is None:
                 break
-            refreshed = refreshed or sent is not None
-            sent = retry
+            refreshed = refreshed or (sent is not None and not borrowed)
+            sent, borrowed = retry, False
             response = await self._transport.send(
                 method,
                 url,
@@ -266,6 +316,17 @@ def _key(endpoint: Endpoint, ref: Reference, cred: Credential) -> tuple[str, str
 
 def _with_auth(headers: dict[str, str], authorization: str | None) -> dict[str, str]:
     return headers if authorization is None else {**headers, "Authorization": authorization}
+
+
+def _body_digest(response: Response, endpoint: Endpoint) -> str:
+    """The digest of a manifest fetched by tag: the one the registry names, checked against
+    the body, else the body's sha256."""
+    header = response.headers.get("Docker-Content-Digest", "")
+    if not header:
+        return digest_of(response.body)
+    _check_digest(header, endpoint)
+    verify(response.body, header)
+    return header
 
 
 def _check_digest(digest: str, endpoint: Endpoint) -> None:

@@ -110,9 +110,11 @@ def parse(text: str) -> Reference:
         )
     domain, remainder = _split_domain(text)
     remote = remainder.split(":", 1)[0].split("@", 1)[0]
-    if remote.lower() != remote:
-        raise InvalidReference(f"invalid image reference {shown!r}: repository must be lowercase")
     grammar = _grammar()
+    # As distribution says it: "must be lowercase" only when lowercase would be valid.
+    lowered = f"{domain}/{remote.lower()}{remainder[len(remote) :]}"
+    if remote.lower() != remote and grammar.reference.fullmatch(lowered):
+        raise InvalidReference(f"invalid image reference {shown!r}: repository must be lowercase")
     match = grammar.reference.fullmatch(f"{domain}/{remainder}")
     if match is None:
         raise InvalidReference(

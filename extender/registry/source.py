@@ -1,4 +1,5 @@
-"""What an image is, asked of its registry: a tag's digest, then the digest's platforms.
+"""What an image is, asked of its registry: a tag's digest, then the digest's platforms
+(or both from one answer, for a tag with nothing cached to revalidate).
 
 `ImageSource` is the seam the cache wraps (and keeps); `RegistrySource` is the real one.
 """
@@ -34,6 +35,11 @@ class ImageSource(Protocol):
         """The digest the reference's tag points at now."""
         ...
 
+    async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
+        """The tag's digest and that digest's facts, from one answer where the registry can:
+        for a tag with no digest known to revalidate."""
+        ...
+
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         """The facts of the manifest stored under `digest` in the reference's repository."""
         ...
@@ -56,8 +62,22 @@ class RegistrySource:
     async def forget_tag(self, ref: Reference, creds: CredentialChain) -> None:
         """Nothing is remembered here."""
 
+    async def tagged(self, ref: Reference, creds: CredentialChain) -> tuple[str, ImageFacts]:
+        """One GET of the tag (not HEAD, then GET by digest), then a single manifest's config;
+        but HEAD, then GET by digest, where a pull-only mirror serves content."""
+        if not self._client.content_from_tag_hosts(ref):
+            digest = await self.digest(ref, creds)
+            return digest, await self.facts(ref, digest, creds)
+        digest, body, content_type = await self._client.tag_manifest(ref, creds.items)
+        return digest, await self._facts_of(ref, parse_manifest(body, content_type), creds)
+
     async def facts(self, ref: Reference, digest: str, creds: CredentialChain) -> ImageFacts:
         _, manifest = await self.manifest(ref, digest, creds)
+        return await self._facts_of(ref, manifest, creds)
+
+    async def _facts_of(
+        self, ref: Reference, manifest: Index | Single, creds: CredentialChain
+    ) -> ImageFacts:
         if isinstance(manifest, Index):
             return ImageFacts(manifest.media_type, manifest.platforms)
         if not manifest.is_image:

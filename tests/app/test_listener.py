@@ -141,12 +141,22 @@ def test_client_mistakes_are_one_json_warning_per_cause_and_all_counted(tmp_path
     assert {"disconnected": True, "malformed_http": True, "no_node_index": True} == counted
 
 
+def _empty_objects(count: int) -> bytes:
+    return b'{"Pod":{"spec":{"volumes":[' + b",".join([b"{}"] * count) + b']}},"NodeNames":[]}'
+
+
 def test_a_huge_body_does_not_stall_a_concurrent_good_request(tmp_path: Path):
     """30 MB of empty objects (within maxBodyBytes) is refused before parsing; meanwhile a
-    good request on another connection is never delayed by more than half a second."""
-    huge = b'{"Pod":{"spec":{"volumes":[' + b",".join([b"{}"] * 10_000_000) + b']}},"NodeNames":[]}'
+    good request on another connection is answered while the huge body still arrives, and
+    never waits as long as parsing the huge body would hold the event loop."""
+    huge = _empty_objects(10_000_000)
+    # The reference, on this machine under its load now: a tenth of the body, parsed.
+    started = time.perf_counter()
+    orjson.loads(_empty_objects(1_000_000))
+    parse_huge = 10 * (time.perf_counter() - started)
     latencies: list[float] = []
     with running(tmp_path) as archfit:
+        sent = threading.Event()
         done = threading.Event()
         statuses: list[int] = []
 
@@ -154,21 +164,25 @@ def test_a_huge_body_does_not_stall_a_concurrent_good_request(tmp_path: Path):
             with archfit.connect(timeout=30) as conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
                 conn.sendall(post("/scheduler/filter", huge))
+                sent.set()
                 statuses.extend(status for status, _ in read_responses(conn, 1, seconds=30))
             done.set()
 
         attacker = threading.Thread(target=attack)
+        answered_while_sending = 0
         with archfit.connect() as good:
             attacker.start()
-            deadline = time.monotonic() + 30
-            while not done.is_set() and time.monotonic() < deadline:
-                started = time.monotonic()
+            give_up = time.monotonic() + 30  # the attacker's own reads give up by then
+            while not done.is_set() and time.monotonic() < give_up:
+                asked = time.perf_counter()
                 good.sendall(post("/scheduler/filter", SKIPPED))
                 assert [200] == [s for s, _ in read_responses(good, 1, seconds=10)]
-                latencies.append(time.monotonic() - started)
+                latencies.append(time.perf_counter() - asked)
+                answered_while_sending += not sent.is_set()
             attacker.join(timeout=30)
-    assert max(latencies) < 0.5, max(latencies)
     assert [400] == statuses
+    assert answered_while_sending >= 1
+    assert max(latencies) < parse_huge / 2, (max(latencies), parse_huge)
 
 
 def test_the_webhook_listener_closes_slow_handshakes_and_slow_headers(tmp_path: Path):

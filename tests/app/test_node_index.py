@@ -278,8 +278,9 @@ async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_cl
     body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1"))
     elapsed = asyncio.get_running_loop().time() - started
     assert ["n1"] == body["NodeNames"]
-    # Two separate budgets would take 2 s; one shared budget takes just over 1 s.
-    assert elapsed < 1.8, f"took {elapsed:.2f}s for a 1 s budget"
+    # Two budgets one after the other cannot take less than 2 s, whatever the machine's load;
+    # one shared budget takes just over 1 s.
+    assert elapsed < 2 * 1.0, f"took {elapsed:.2f}s for a 1 s budget"
 
 
 async def test_serve_under_auto_reads_nodes_through_kubeconfig_as_audit_does(

@@ -169,7 +169,7 @@ def _allowed(
                 "verb": verb,
                 "group": group,
                 "resource": resource,
-                "name": name if verb in ("get", "update", "patch") else "",
+                "name": name if verb in ("get", "update", "patch", "list", "watch") else "",
             },
         },
     }
@@ -206,8 +206,11 @@ def _token(apiserver: ApiServer, namespace: str, account: str) -> str:
     return str(apiserver.request("POST", path, request).body["status"]["token"])
 
 
-def _kubeconfig(path: Path, control_plane: ControlPlane, token: str) -> Path:
-    """A kubeconfig that authenticates with a ServiceAccount token, as a pod would."""
+def _kubeconfig(
+    path: Path, control_plane: ControlPlane, token: str, namespace: str = render.NAMESPACE
+) -> Path:
+    """A kubeconfig that authenticates with a ServiceAccount token, in the ServiceAccount's
+    namespace, as a pod would (in-cluster, the pod's own namespace is the current one)."""
     assert control_plane.certs is not None
     cluster_entry = {
         "server": control_plane.server,
@@ -220,7 +223,12 @@ def _kubeconfig(path: Path, control_plane: ControlPlane, token: str) -> Path:
                 "kind": "Config",
                 "clusters": [{"name": "e2e", "cluster": cluster_entry}],
                 "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "sa"}}],
+                "contexts": [
+                    {
+                        "name": "e2e",
+                        "context": {"cluster": "e2e", "user": "sa", "namespace": namespace},
+                    }
+                ],
                 "current-context": "e2e",
             }
         )
@@ -484,6 +492,8 @@ def test_the_webhooks_rbac_reaches_its_own_secret_and_configuration_and_nothing_
         (render.NAMESPACE, "create", "secrets", "", ""): True,
         ("", "get", hooks, "archfit", admission): True,
         ("", "patch", hooks, "archfit", admission): True,
+        ("", "watch", hooks, "archfit", admission): True,
+        ("", "watch", hooks, "", admission): False,
         (render.NAMESPACE, "update", "secrets", "other", ""): False,
         ("team-a", "create", "secrets", "", ""): False,
         ("", "patch", hooks, "someone-elses", admission): False,

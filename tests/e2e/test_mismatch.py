@@ -198,8 +198,12 @@ def _pod(
     owner: client.V1ReplicaSet | None,
     node: str | None = ARM64_NODE,
     labels: dict[str, str] | None = None,
+    container: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> client.V1Pod:
     manifest = cluster.pod_manifest(name, [image])
+    manifest["spec"]["containers"][0] |= container or {}
+    manifest["spec"] |= spec or {}
     if node:
         manifest["spec"]["nodeName"] = node
     manifest["metadata"]["labels"] = labels or {}
@@ -235,6 +239,35 @@ def _evidence_list(config_path: Path) -> str:
     """What `archfit evidence list` prints with that archfit's config (Redis)."""
     command = [*archfit_command(), "evidence", "list", "--config", str(config_path)]
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def _gone(plane: Plane, namespace: str, name: str) -> bool:
+    """Whether the pod is deleted or being deleted (an eviction)."""
+    try:
+        pod = plane.core.read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        return error.status == 404
+    return pod.metadata.deletion_timestamp is not None
+
+
+def _evidence_json(config_path: Path) -> list[dict[str, str]]:
+    """What `archfit evidence list -o json` prints with that archfit's config (Redis)."""
+    command = [*archfit_command(), "evidence", "list", "-o", "json", "--config", str(config_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+    return list(json.loads(done.stdout))
+
+
+def _filter_keeps(archfit: Archfit, pod: dict[str, Any], nodes: list[str]) -> list[str]:
+    """The nodes archfit's extender keeps for `pod` (a NodeNames filter call, as
+    kube-scheduler makes it)."""
+    body = json.dumps({"Pod": pod, "NodeNames": nodes, "Nodes": None}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{archfit.port}{archfit.prefix}/filter",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310  # loopback http
+        return list(json.loads(response.read())["NodeNames"] or [])
 
 
 def _required_archs(pod: client.V1Pod) -> list[list[str]]:
@@ -279,16 +312,26 @@ def test_an_image_that_lies_is_found_learned_and_its_replacement_constrained_to_
 
     # The learned evidence: the replacement pod (as the ReplicaSet controller would make it)
     # goes through the webhook, which now treats arm64 as unsupported for this digest.
+    # Its index's arm64 entry is an amd64 image per its config: a registry fact no tenant
+    # controls, so what was learned counts in every namespace, for any workload.
+    assert "in every namespace" in message
+    elsewhere = f"{space}-other"
+    cluster.create_namespace(plane.core, elsewhere)
+
     def constrained() -> list[list[str]] | None:
         probe = cluster.pod_manifest("api-5d9c-probe", [plane.lying])
-        made = plane.core.create_namespaced_pod(space, probe, dry_run="All")
+        made = plane.core.create_namespaced_pod(elsewhere, probe, dry_run="All")
         return _required_archs(made) if _required_archs(made) == [["amd64"]] else None
 
     wait_for(constrained, "the webhook to constrain the replacement to amd64", seconds=20)
     replacement = _pod(plane, space, "api-5d9c-x2", plane.lying, owner=replica_set, node=None)
     assert ([], [["amd64"]]) == (_required_archs(before), _required_archs(replacement))
-    listed = _evidence_list(plane.hook.archfit.config_path)
-    assert f"{plane.lying_digest}  linux/arm64  start  {plane.lying}" in listed
+    listed = _evidence_json(plane.hook.archfit.config_path)
+    wide = [e for e in listed if e["digest"] == plane.lying_digest and e["scope"] == "cluster"]
+    assert [("linux/arm64", "start", plane.lying, space, "ReplicaSet/api-5d9c")] == [
+        (e["platform"], e["reason"], e["image"], e["namespace"], e["workload"]) for e in wide
+    ]
+    assert "per its config" in wide[0]["corroboration"]
 
 
 def test_a_pull_failure_and_a_crash_loop_whose_log_says_exec_format_error_are_each_found_once(
@@ -367,14 +410,7 @@ def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
         plane.kubelet.write(space, name, [waiting])
     plane.kubelet.write(space, "ready", [running("c0", amd64, amd64_id)], ready=True)
 
-    def gone(name: str) -> bool:
-        try:
-            pod = plane.core.read_namespaced_pod(name, space)
-        except ApiException as error:
-            return error.status == 404
-        return pod.metadata.deletion_timestamp is not None
-
-    wait_for(lambda: gone("broken"), "the not-Ready pod to be evicted")
+    wait_for(lambda: _gone(plane, space, "broken"), "the not-Ready pod to be evicted")
     wait_for(
         lambda: (
             _metric(plane.hook.archfit, "archfit_mismatch_evictions_total", '{outcome="refused"}')
@@ -382,7 +418,8 @@ def test_remediation_evicts_only_a_not_ready_controlled_pod_and_a_pdb_holds(
         ),
         "the PodDisruptionBudget to refuse the eviction",
     )
-    assert (False, False, False) == (gone("guarded"), gone("ready"), gone("bare"))
+    kept = [_gone(plane, space, name) for name in ("guarded", "ready", "bare")]
+    assert [False, False, False] == kept
 
 
 def test_a_restart_and_a_second_replica_keep_the_learned_evidence_through_redis(
@@ -409,3 +446,149 @@ def test_a_restart_and_a_second_replica_keep_the_learned_evidence_through_redis(
         assert plane.lying_digest in _evidence_list(replica.config_path)
     finally:
         replica.stop()
+
+
+# --- what a tenant cannot make archfit believe (issue 28) -----------------------------------
+
+
+def _other_tenant(plane: Plane, space: str) -> str:
+    other = f"{space}-b"
+    cluster.create_namespace(plane.core, other)
+    return other
+
+
+def _unconstrained_elsewhere(
+    plane: Plane, namespace: str, image: str, owner: client.V1ReplicaSet
+) -> tuple[list[list[str]], list[str]]:
+    """What the webhook writes, and what the extender keeps, for another namespace's
+    ReplicaSet pod of `image`."""
+    made = _pod(plane, namespace, "victim-5d9c-x1", image, owner=owner, node=None)
+    pod = plane.core.api_client.sanitize_for_serialization(made)
+    nodes = [node.name for node in NODES]
+    return _required_archs(made), sorted(_filter_keeps(plane.hook.archfit, pod, nodes))
+
+
+def test_a_tenants_log_that_says_exec_format_error_teaches_its_own_workload_only(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """tenant-a's honest multi-arch image prints 'exec format error' and crash-loops on arm64:
+    tenant-a's ReplicaSet is kept off arm64; tenant-b's pods of the same image are not."""
+    multi = images.multi.reference
+    image_id = f"{multi.rsplit(':', 1)[0]}@{images.multi.digest}"
+    forger = _deployment(plane, space, "forger", multi)
+    command = {"command": ["sh", "-c", "echo 'exec format error'; exit 1"]}
+    _pod(plane, space, "forger-5d9c-x1", multi, owner=forger, container=command)
+    plane.kubelet.logs[(space, "forger-5d9c-x1", "c0")] = "exec format error\n"
+    plane.kubelet.write(space, "forger-5d9c-x1", [crash_looping("c0", multi, image_id, 1)])
+    event = wait_for(lambda: _events(plane, space, "Pod", "forger-5d9c-x1"), "the finding")[0]
+    assert f"for ReplicaSet/forger-5d9c in namespace {space} only" in event.message
+
+    # Learned for tenant-a's own workload: its next pod is kept off arm64 ...
+    def own_constrained() -> list[list[str]] | None:
+        made = _pod(plane, space, "forger-5d9c-x2", multi, owner=forger, node=None)
+        found = _required_archs(made)
+        plane.core.delete_namespaced_pod("forger-5d9c-x2", space, grace_period_seconds=0)
+        return found if found == [["amd64"]] else None
+
+    wait_for(own_constrained, "tenant-a's own workload to be kept off arm64", seconds=20)
+    # ... and nobody else is.
+    other = _other_tenant(plane, space)
+    victim = _deployment(plane, other, "victim", multi)
+    assert ([], sorted(n.name for n in NODES)) == _unconstrained_elsewhere(
+        plane, other, multi, victim
+    )
+    scopes = {
+        e["scope"]
+        for e in _evidence_json(plane.hook.archfit.config_path)
+        if e["digest"] == images.multi.digest
+    }
+    assert {"workload"} == scopes
+
+
+def test_a_genuine_start_error_of_a_file_the_pod_wrote_teaches_its_own_workload_only(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """An init container writes a non-ELF file into an emptyDir and the main container runs
+    it (a real StartError, no log): tenant-b's pod of that image keeps arm64, and tenant-b's
+    not-Ready ReplicaSet pod of it on arm64 is not evicted; an amd64-only one there is."""
+    arm64 = images.arm64_only.reference
+    multi = images.multi.reference
+    image_id = f"{multi.rsplit(':', 1)[0]}@{images.multi.digest}"
+    dropper = _deployment(plane, space, "dropper", multi)
+    _pod(
+        plane,
+        space,
+        "dropper-5d9c-x1",
+        multi,
+        owner=dropper,
+        container={
+            "command": ["/scripts/run"],
+            "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}],
+        },
+        spec={
+            "volumes": [{"name": "scripts", "emptyDir": {}}],
+            "initContainers": [
+                {
+                    "name": "write",
+                    "image": arm64,
+                    "command": [
+                        "sh",
+                        "-c",
+                        "printf 'not elf' > /scripts/run; chmod +x /scripts/run",
+                    ],
+                    "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}],
+                }
+            ],
+        },
+    )
+    plane.kubelet.write(space, "dropper-5d9c-x1", [start_failing("c0", multi, image_id)])
+    event = wait_for(lambda: _events(plane, space, "Pod", "dropper-5d9c-x1"), "the finding")[0]
+    assert f"in namespace {space} only" in event.message
+
+    other = _other_tenant(plane, space)
+    victim = _deployment(plane, other, "victim", multi)
+    assert ([], sorted(n.name for n in NODES)) == _unconstrained_elsewhere(
+        plane, other, multi, victim
+    )
+    # Remediation acts only on evidence that applies to the pod it evicts: tenant-b's pod of
+    # the image, failing on arm64 for its own reasons, stays; a pod whose image really lacks
+    # arm64, written after it, goes (so the first was judged before the second went).
+    amd64 = images.amd64_only.reference
+    amd64_id = f"{amd64.rsplit(':', 1)[0]}@{images.amd64_only.digest}"
+    _pod(plane, other, "victim-5d9c-x2", multi, owner=victim)
+    _pod(plane, other, "victim-5d9c-x3", amd64, owner=victim)
+    plane.kubelet.write(other, "victim-5d9c-x2", [crash_looping("c0", multi, image_id, 1)])
+    plane.kubelet.write(other, "victim-5d9c-x3", [crash_looping("c0", amd64, amd64_id, 1)])
+
+    wait_for(lambda: _gone(plane, other, "victim-5d9c-x3"), "the amd64-only pod to be evicted")
+    assert False is _gone(plane, other, "victim-5d9c-x2")
+
+
+def test_without_redis_every_replica_and_the_cli_share_evidence_through_a_configmap(
+    plane: Plane, space: str
+) -> None:
+    """No cache.url: what the watcher's replica learns reaches a replica that does not watch,
+    and `archfit evidence list` reads it with the operator's kubeconfig."""
+    alone = {
+        "cache": {"url": ""},
+        "watcher": {"leaseName": "archfit-watcher-cm", "evidenceConfigMap": "evidence-cm"},
+    }
+    leader = Archfit(plane.workdir / "cm-leader", merge(plane.settings, alone), name="cm-leader")
+    replica_settings = merge(plane.settings, merge(alone, {"watcher": {"enabled": False}}))
+    replica = Archfit(plane.workdir / "cm-replica", replica_settings, name="cm-replica")
+    leader.start()
+    replica.start()
+    try:
+        replica_set = _deployment(plane, space, "cm", plane.lying)
+        pod = _pod(plane, space, "cm-5d9c-x1", plane.lying, owner=replica_set)
+        image_id = f"{plane.lying.rsplit(':', 1)[0]}@{plane.lying_digest}"
+        plane.kubelet.write(space, pod.metadata.name, [start_failing("c0", plane.lying, image_id)])
+        learned = wait_for(
+            lambda: _metric(replica, "archfit_evidence_entries"), "the replica to read it"
+        )
+        listed = _evidence_json(replica.config_path)
+        assert learned >= 1
+        assert (plane.lying_digest, "cluster") in {(e["digest"], e["scope"]) for e in listed}
+    finally:
+        replica.stop()
+        leader.stop()

@@ -65,7 +65,7 @@ async def test_a_private_image_without_pull_secret_resolves_through_the_plugin(
     platforms = await resolver.platforms(image.reference, pod())
     authorized = basic_registry.registry.authorized_since(mark)
     assert image.platforms == {str(p) for p in platforms}
-    assert {"HEAD", "GET"} == {method for method, _ in authorized}
+    assert {"GET"} == {method for method, _ in authorized}
 
 
 async def test_the_plugin_reads_a_v1_request_and_only_the_allowed_environment(
@@ -202,10 +202,10 @@ async def test_a_broken_plugin_leaves_the_image_unknown_within_the_deadline(
     failed = [e["provider"] for e in logs if e["event"] == "credential_provider_failed"]
     healthy = await client.get("/healthz")
     passed = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
-    # The request's deadline is 0.5 s and the plugin's timeout 5 s: an answer within 3 s
-    # means the request did not wait for the plugin (the rest is slack for a loaded machine).
+    # The request's deadline is 0.5 s and the plugin's timeout 5 s: waiting for the plugin
+    # cannot take less than its timeout, so an answer before it did not wait.
     expected = (True, ["amd-1", "arm-1"], [image], [NAME], 200)
-    assert expected == (took < 3.0, passed, unknown, failed, healthy.status)
+    assert expected == (took < 5, passed, unknown, failed, healthy.status)
     if mode == "hang":
         assert not plugin.child_alive()  # the whole process group was killed
 
@@ -310,7 +310,8 @@ async def test_a_child_left_holding_stdout_neither_spoils_the_answer_nor_leaks(
         lambda: not any(_alive(pid) for pid in children), "the children killed", seconds=5
     )
     assert ([(1, [])] * 5, before) == (answered, _open_fds())
-    assert max(took) < 2.0, took
+    # Waiting for the child's end of stdout would last the plugin's whole timeout.
+    assert max(took) < settings.timeout_seconds, took
 
 
 def _alive(pid: int) -> bool:

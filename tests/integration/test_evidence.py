@@ -21,7 +21,20 @@ AMD64 = normalize("linux", "amd64")
 
 
 def _evidence(now: float, ttl: float = 3600) -> Evidence:
-    return Evidence(DIGEST, ARM64, "127.0.0.1:5000/lies:1", "start", now, now + ttl)
+    """A cluster-wide entry (corroborated), with where it came from."""
+    return Evidence(
+        DIGEST,
+        ARM64,
+        "127.0.0.1:5000/lies:1",
+        "start",
+        now,
+        now + ttl,
+        namespace="shop",
+        workload="ReplicaSet/web-5d9c",
+        pod="web-5d9c-x1",
+        said="exec format error",
+        corroboration="the index's linux/arm64 entry is a linux/amd64 image, per its config",
+    )
 
 
 async def test_a_restart_and_a_second_replica_keep_what_one_replica_learned(redis_url: str) -> None:
@@ -29,7 +42,8 @@ async def test_a_restart_and_a_second_replica_keep_what_one_replica_learned(redi
     cache = CacheSettings(url=redis_url)
     first, second = EvidenceBook(cache), EvidenceBook(cache)
     try:
-        assert True is await first.learn(_evidence(time.time()))
+        learned = _evidence(time.time())
+        assert learned == await first.learn(learned)
         await first.aclose()
         restarted = EvidenceBook(cache)
         await restarted.sync()
@@ -38,6 +52,7 @@ async def test_a_restart_and_a_second_replica_keep_what_one_replica_learned(redi
             restarted.failing(DIGEST),
             second.failing(DIGEST),
         )
+        assert [learned] == restarted.entries()  # with its origin and corroboration
         await restarted.aclose()
     finally:
         await second.aclose()

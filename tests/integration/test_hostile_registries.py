@@ -171,7 +171,8 @@ async def test_credentials_never_go_to_a_realm_named_by_a_host_the_registry_redi
 async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     faults: RunningFaults, make_resolver: ResolverFactory
 ) -> None:
-    """Warm lookups plus a 100-node filter take under 10 ms; each log summary stays short."""
+    """Warm lookups plus a 100-node filter cost a hundredth of the first filter, which indexed
+    the set (measured in the same test); each log summary stays short."""
     # 46 bytes an entry, so 95,001 distinct ones fit under the manifest cap.
     names = [a + b + c for a in _ALPHABET for b in _ALPHABET for c in _ALPHABET]
     entries = [
@@ -191,8 +192,10 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     names = [f"node-{i}" for i in range(100)]
     facts = [arm if i % 2 else amd for i in range(100)]
     nodes = Candidates.of(names, facts)
+    started = time.perf_counter()
     decide_filter([image], {image: await resolver.platforms(image, POD)}, nodes, Policy())
-    took, lines = [], 0  # above: the first filter indexes the set, once
+    first = time.perf_counter() - started  # the first filter indexes the set, once
+    took, lines = [], 0
     for _ in range(21):
         started = time.perf_counter()
         platforms = await resolver.platforms(image, POD)
@@ -204,7 +207,7 @@ async def test_a_warm_index_of_95001_platforms_is_judged_and_logged_cheaply(
     assert (95_001, 50, True, True) == (
         len(platforms),
         len(decision.passed),
-        per_call < 0.01,
+        per_call < first / 100,
         lines < 300,
     )
 
@@ -240,5 +243,6 @@ async def test_eighty_images_on_eight_slow_registries_do_not_starve_a_healthy_on
         {str(p) for p in healthy[f"{faults.host}/healthy/app:1"]}
         if isinstance(healthy[f"{faults.host}/healthy/app:1"], frozenset)
         else healthy,
-        gave_up < 4,
+        # The request timeout (10 s) would be waited out in full; the deadline is 1 s + 1 s.
+        gave_up < settings.request_timeout_seconds,
     )

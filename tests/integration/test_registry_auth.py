@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import structlog
+from aiohttp import web
 
 from extender.metrics import Metrics
 from extender.registry.client import RegistryClient
@@ -14,6 +15,7 @@ from extender.registry.reference import parse
 from extender.registry.transport import Transport
 from tests.integration.conftest import (
     ResolverFactory,
+    RunningFaults,
     Secrets,
     local_settings,
     pod,
@@ -146,7 +148,7 @@ async def test_token_registry_refuses_anonymous_access_to_a_private_repo(
     mark = registry.mark()
     with pytest.raises(Unauthorized):
         await resolver.platforms(token_registry.catalog.amd64_only.reference, pod())
-    assert {("HEAD", "manifests"): 2} == dict(registry.count_since(mark))
+    assert {("GET", "manifests"): 2} == dict(registry.count_since(mark))
 
 
 async def test_public_repo_on_a_token_registry_works_anonymously(
@@ -164,24 +166,22 @@ async def test_public_repo_on_a_token_registry_works_anonymously(
     assert expected == ({str(p) for p in platforms}, users)
 
 
-async def test_one_token_serves_every_request_of_a_repository_whose_challenge_is_remembered(
+async def test_one_token_serves_a_repository_and_its_hosts_challenge_spares_the_next_one_a_401(
     token_registry: PublishedRegistry,
     make_resolver: ResolverFactory,
     token_server: TokenServer,
     token_policy: TokenPolicy,
 ) -> None:
-    """Token cached per scope; after a repository's first 401 its challenge skips the round trip.
-
-    Challenges are remembered per repository, so each repository pays one 401 (issue 13).
-    """
+    """Token cached per scope; after the host's first 401 a new repository borrows its
+    challenge: one token fetch each, and no 401 for the second."""
     registry = token_registry.registry
     host = registry.host
     resolver = await make_resolver(local_settings(host))
     mark = registry.mark()
-    await resolver.platforms(f"{host}/public/single:1.0", pod())  # HEAD, GET, blob: 1 token
+    await resolver.platforms(f"{host}/public/single:1.0", pod())  # GET, blob: 1 token
     await resolver.platforms(f"{host}/public/amd64:1.0", pod())  # another repo: 1 more token
     statuses = [r.status for r in registry.requests_since(mark)]
-    expected = (2, [401, 200, 200, 200, 401, 200, 200, 200])
+    expected = (2, [401, 200, 200, 200, 200])
     assert expected == (len(token_server.requests), statuses)
 
 
@@ -258,3 +258,76 @@ async def test_a_refused_credential_is_not_offered_again_for_thirty_seconds(
         await client.aclose()
         await transport.aclose()
     assert [[401, 401, 200], [200], [401, 200]] == statuses
+
+
+def _bearer_repository(
+    registry: RunningFaults, repo: str, realm: RunningFaults, token: str
+) -> None:
+    """Serve `repo` only to `Bearer <token>`, which `realm`'s /token hands out; a 401 names it."""
+    before = set(registry.registry.routes)
+    registry.registry.image(repo, "1", "linux/arm64")
+    protected = {
+        key: registry.registry.routes[key] for key in set(registry.registry.routes) - before
+    }
+
+    async def bearer_only(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {token}":
+            challenge = f'Bearer realm="{realm.url}/token",service="s"'
+            return web.Response(status=401, headers={"WWW-Authenticate": challenge})
+        return await protected[("GET", request.path)](request)
+
+    async def hand_out(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"token": token})
+
+    for method, path in protected:
+        registry.registry.route(method, path, bearer_only)
+    realm.registry.route("GET", "/token", hand_out)
+
+
+async def test_a_repository_whose_own_realm_differs_from_the_borrowed_one_still_resolves(
+    faults: RunningFaults,
+    elsewhere: RunningFaults,
+    third: RunningFaults,
+    make_resolver: ResolverFactory,
+) -> None:
+    """The host's challenge is tried first; refused, the repository's own 401 decides."""
+    _bearer_repository(faults, "a/app", elsewhere, "token-a")
+    _bearer_repository(faults, "b/app", third, "token-b")
+    settings = local_settings(faults.host, elsewhere.host, third.host)
+    resolver = await make_resolver(settings)
+    found = [
+        {str(p) for p in await resolver.platforms(f"{faults.host}/{repo}:1", pod())}
+        for repo in ("a/app", "b/app")
+    ]
+    sent = [
+        seen.headers.get("Authorization")
+        for seen in faults.registry.seen
+        if seen.path == "/v2/b/app/manifests/1"
+    ]
+    expected = ([{"linux/arm64"}, {"linux/arm64"}], ["Bearer token-a", "Bearer token-b"])
+    assert expected == (found, sent)
+
+
+async def test_a_borrowed_challenge_whose_realm_refuses_is_dropped_for_the_repositorys_own(
+    faults: RunningFaults,
+    elsewhere: RunningFaults,
+    third: RunningFaults,
+    make_resolver: ResolverFactory,
+) -> None:
+    """The host's realm stops answering: the request goes without it, and its 401 decides."""
+    _bearer_repository(faults, "a/app", elsewhere, "token-a")
+    _bearer_repository(faults, "b/app", third, "token-b")
+    settings = local_settings(faults.host, elsewhere.host, third.host)
+    resolver = await make_resolver(settings)
+    await resolver.platforms(f"{faults.host}/a/app:1", pod())
+    elsewhere.registry.fail("/token", 500)
+    asked = elsewhere.registry.count("GET", "/token")
+    platforms = await resolver.platforms(f"{faults.host}/b/app:1", pod())
+    sent = [
+        seen.headers.get("Authorization")
+        for seen in faults.registry.seen
+        if seen.path == "/v2/b/app/manifests/1"
+    ]
+    tried = elsewhere.registry.count("GET", "/token") - asked
+    expected = ({"linux/arm64"}, [None, "Bearer token-b"], 1)
+    assert expected == ({str(p) for p in platforms}, sent, tried)

@@ -61,7 +61,7 @@ async def test_the_proxy_relays_every_registry_request(
     platforms = await resolver.platforms(reference, pod())
     relayed = tinyproxy.requests_since(mark)
     assert image.platforms == {str(p) for p in platforms}
-    assert {("HEAD", "manifests"), ("GET", "manifests"), ("GET", "blobs")} == {
+    assert {("GET", "manifests"), ("GET", "blobs")} == {
         (method, url.split("/")[-2]) for method, url in relayed
     }
     assert all(url.startswith(f"http://{host}/v2/") for _, url in relayed)
@@ -136,7 +136,7 @@ async def test_the_proxy_can_come_from_the_environment(
     resolver = await make_resolver(settings)
     mark = tinyproxy.mark()
     await resolver.platforms(reference, pod())
-    assert 3 == len(tinyproxy.requests_since(mark))
+    assert 2 == len(tinyproxy.requests_since(mark))
 
 
 async def test_a_proxy_missing_from_allowed_networks_stops_the_start(

@@ -41,15 +41,15 @@ async def test_every_catalog_image_resolves_to_exactly_its_platforms(
     assert expected == (resolved.digest, {str(p) for p in resolved.platforms}, resolved.artifact)
 
 
-async def test_a_multi_arch_tag_costs_one_head_and_one_get_and_no_blob(
+async def test_a_never_seen_multi_arch_tag_costs_one_get_and_no_blob(
     public_registry: PublishedRegistry, make_resolver: ResolverFactory
 ) -> None:
-    """An index names its platforms itself: HEAD the tag, GET the digest, nothing else."""
+    """An index names its platforms itself: one GET of the tag brings digest and index."""
     registry = public_registry.registry
     resolver = await make_resolver(local_settings(registry.host))
     mark = registry.mark()
     await resolver.platforms(public_registry.catalog.multiarch_oci.reference, POD)
-    assert {("HEAD", "manifests"): 1, ("GET", "manifests"): 1} == dict(registry.count_since(mark))
+    assert {("GET", "manifests"): 1} == dict(registry.count_since(mark))
 
 
 async def test_a_single_arch_tag_also_fetches_its_config_blob_once(
@@ -60,14 +60,14 @@ async def test_a_single_arch_tag_also_fetches_its_config_blob_once(
     resolver = await make_resolver(local_settings(registry.host))
     mark = registry.mark()
     await resolver.platforms(public_registry.catalog.single.reference, POD)
-    expected = {("HEAD", "manifests"): 1, ("GET", "manifests"): 1, ("GET", "blobs"): 1}
+    expected = {("GET", "manifests"): 1, ("GET", "blobs"): 1}
     assert expected == dict(registry.count_since(mark))
 
 
 async def test_a_hundred_concurrent_pods_share_one_fetch_and_a_warm_cache_asks_nothing(
     public_registry: PublishedRegistry, make_resolver: ResolverFactory
 ) -> None:
-    """Single flight: 100 concurrent lookups of one tag send one HEAD and one GET; then zero."""
+    """Single flight: 100 concurrent lookups of one tag send one GET; then nothing."""
     registry = public_registry.registry
     image = public_registry.catalog.with_attestations.reference
     resolver = await make_resolver(local_settings(registry.host))
@@ -77,17 +77,17 @@ async def test_a_hundred_concurrent_pods_share_one_fetch_and_a_warm_cache_asks_n
     mark = registry.mark()
     await asyncio.gather(*(resolver.platforms(image, POD) for _ in range(100)))
     warm = dict(registry.count_since(mark))
-    assert (1, {("HEAD", "manifests"): 1, ("GET", "manifests"): 1}, {}) == (
+    assert (1, {("GET", "manifests"): 1}, {}) == (
         len(set(results)),
         cold,
         warm,
     )
 
 
-async def test_two_tags_of_one_digest_fetch_the_manifest_once(
+async def test_two_never_seen_tags_of_one_digest_cost_one_get_each(
     public_registry: PublishedRegistry, make_resolver: ResolverFactory
 ) -> None:
-    """digest→platforms is shared across tags: each tag is HEADed, the digest GET once."""
+    """Each never-seen tag is one GET, which brings its manifest; nothing is asked twice."""
     registry = public_registry.registry
     pusher = Pusher(registry.url)
     first, _ = pusher.index("twins/app", "blue", ["linux/amd64", "linux/arm64"], salt="twins")
@@ -98,7 +98,7 @@ async def test_two_tags_of_one_digest_fetch_the_manifest_once(
         resolver.platforms(first.reference, POD), resolver.platforms(second.reference, POD)
     )
     counts = dict(registry.count_since(mark))
-    assert (first.digest, answers[0], {("HEAD", "manifests"): 2, ("GET", "manifests"): 1}) == (
+    assert (first.digest, answers[0], {("GET", "manifests"): 2}) == (
         second.digest,
         answers[1],
         counts,
@@ -134,7 +134,7 @@ async def test_a_caller_that_stops_waiting_does_not_cancel_the_shared_fetch(
     expected = (
         True,
         {"linux/amd64", "linux/arm64"},
-        {("HEAD", "manifests"): 1, ("GET", "manifests"): 1},
+        {("GET", "manifests"): 1},
     )
     assert expected == (
         isinstance(first[image], Unknown),
@@ -154,7 +154,7 @@ async def test_an_unknown_tag_is_not_found_and_the_failure_is_remembered_briefly
     for _ in range(3):
         with pytest.raises(NotFound):
             await resolver.platforms(image, POD)
-    assert {("HEAD", "manifests"): 1} == dict(registry.count_since(mark))
+    assert {("GET", "manifests"): 1} == dict(registry.count_since(mark))
 
 
 async def test_a_loopback_registry_is_refused_unless_allow_listed(
@@ -185,7 +185,10 @@ async def test_localhost_by_name_is_refused_too_because_its_address_is_checked(
 async def test_registry_requests_and_cache_lookups_are_counted_in_metrics(
     public_registry: PublishedRegistry, make_resolver: ResolverFactory
 ) -> None:
-    """archfit_registry_requests counts HEAD/GET by kind; cache lookups count hits."""
+    """archfit_registry_requests counts GETs by kind; cache lookups count hits.
+
+    A never-seen tag's GET brings its facts too: that lookup still counts as the miss it was.
+    """
     registry = public_registry.registry
     metrics = Metrics()
     resolver = await make_resolver(local_settings(registry.host), metrics=metrics)
@@ -197,7 +200,7 @@ async def test_registry_requests_and_cache_lookups_are_counted_in_metrics(
         return metrics.registry.get_sample_value(name, labels)
 
     host = registry.host
-    expected = (1.0, 1.0, 1.0, 1.0, 1.0)
+    expected = (None, 1.0, 1.0, 1.0, 1.0)
     assert expected == (
         sample("archfit_registry_requests_total", host=host, method="HEAD", kind="manifest",
                status="200"),

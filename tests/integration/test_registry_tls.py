@@ -97,7 +97,7 @@ async def test_credentials_are_not_sent_to_a_plain_http_realm_of_an_https_regist
         realm = f'Bearer realm="{faults.url}/token",service="s"'
         return web.Response(status=401, headers={"WWW-Authenticate": realm})
 
-    tls_faults.registry.route("HEAD", "/v2/tls/app/manifests/1", challenge)
+    tls_faults.registry.route("GET", "/v2/tls/app/manifests/1", challenge)
     secrets = Secrets({"regcred": pull_secret("regcred", tls_faults.host, "u", "p")})
     host = https(tls_faults.host, ca_bundle=str(serving_cert.ca_bundle))
     resolver = await make_resolver(local_settings(hosts={tls_faults.host: host}), secrets=secrets)

@@ -265,10 +265,13 @@ async def test_a_registry_slower_than_the_request_answers_from_the_last_good_dig
     await resolution.resolve([reference], POD, 5.0)
     relay.failure = "hang"  # each request waits out requestTimeoutSeconds (5 s), past the deadline
     clock.advance(TAG_TTL + 1)
+    deadline = 1.0
     started = time.perf_counter()
-    answer = await resolution.resolve([reference], POD, 1.0)
+    answer = await resolution.resolve([reference], POD, deadline)
     took = time.perf_counter() - started
+    # Answered at the deadline (the failure) cannot take less than it, however idle the
+    # machine: an answer before it came from the last good digest at once.
     assert ({"linux/amd64", "linux/arm64"}, True) == (
         {str(p) for p in answer[reference]},  # type: ignore[union-attr]
-        took < 1.0,
+        took < deadline,
     )

@@ -3,6 +3,7 @@ licence text inside."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -24,10 +25,9 @@ class Built(NamedTuple):
     """The wheel's .dist-info/licenses/LICENSE, or "" if it has none."""
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """One wheel build (a minute or more: pip makes an isolated build environment)."""
-    tmp_path = tmp_path_factory.mktemp("wheel")
+def build_wheel(tmp_path: Path) -> tuple[Path, str]:
+    """The wheel, built in `tmp_path` as users build it, and pip's verbose output (a minute
+    or more: pip makes an isolated build environment)."""
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path / "src"
     source.mkdir()
@@ -43,12 +43,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     )
     assert 0 == done.returncode, done.stderr[-2000:]
     (wheel,) = tmp_path.glob("archfit-*.whl")
+    return wheel, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """One wheel build."""
+    wheel, output = build_wheel(tmp_path_factory.mktemp("wheel"))
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         licences = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         return Built(
-            output=done.stdout + done.stderr,
+            output=output,
             metadata=archive.read(metadata).decode().splitlines(),
             licence=archive.read(licences[0]).decode() if licences else "",
         )
@@ -71,3 +78,21 @@ def test_the_wheel_names_where_the_project_lives(built: Built) -> None:
     """[project.urls] reaches the metadata, which PyPI and pip show."""
     urls = [line for line in built.metadata if line.startswith("Project-URL: ")]
     assert "Project-URL: Source, https://github.com/archfit/archfit" in urls
+
+
+def test_the_wheel_says_who_it_is_for_and_how_to_find_it(built: Built) -> None:
+    """An index lists and searches by classifiers and keywords, and names the authors."""
+    fields = {line.split(": ", 1)[0] for line in built.metadata if ": " in line}
+    classifiers = [line for line in built.metadata if line.startswith("Classifier: ")]
+    assert (True, True) == (
+        {"Author", "Keywords"} <= fields,
+        "Classifier: Programming Language :: Python :: 3.11" in classifiers,
+    )
+
+
+def test_the_long_description_links_only_to_absolute_addresses(built: Built) -> None:
+    """A package index shows the README without the repository: a relative link or image
+    (`docs/webhook.md`, `#quick-start`) leads nowhere there."""
+    description = "\n".join(built.metadata[built.metadata.index("") + 1 :])
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert [] == [target for target in targets if not target.startswith("https://")]

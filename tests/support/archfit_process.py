@@ -65,11 +65,12 @@ def running(
     *,
     webhook: bool = False,
     webhook_settings: dict[str, object] | None = None,
+    serve_args: tuple[str, ...] = (),
     **sections: object,
 ) -> Iterator[Archfit]:
-    """Start `archfit serve` with kubernetes off, JSON logs (stdout and stderr into one
-    file) and `server` overrides (`webhook_settings` for the webhook's); stop it at the end
-    of the block."""
+    """Start `archfit serve` (with `serve_args`) with kubernetes off, JSON logs (stdout and
+    stderr into one file) and `server` overrides (`webhook_settings` for the webhook's); stop
+    it at the end of the block."""
     port = free_port()
     config: dict[str, object] = {
         "server": {"host": "127.0.0.1", "port": port, "shutdownGraceSeconds": 2, **(server or {})},
@@ -94,7 +95,7 @@ def running(
     log_path = workdir / "archfit.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "extender", "serve", "--config", str(path)],
+            [sys.executable, "-m", "extender", "serve", "--config", str(path), *serve_args],
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )

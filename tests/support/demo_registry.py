@@ -50,7 +50,8 @@ def main(argv: list[str]) -> int:
         return 2
     if not os.access(REGISTRY_BINARY, os.X_OK):
         print(
-            f"demo_registry: {REGISTRY_BINARY} not found: sudo apt-get install -y docker-registry",
+            f"demo_registry: {REGISTRY_BINARY} not found: sudo apt-get install -y "
+            "docker-registry, or name another with DOCKER_REGISTRY_BINARY",
             file=sys.stderr,
         )
         return 3

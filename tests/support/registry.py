@@ -7,6 +7,7 @@ or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.error
@@ -20,7 +21,8 @@ from tests.support.prerequisites import require_binary
 from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
 
-REGISTRY_BINARY = "/usr/bin/docker-registry"
+REGISTRY_BINARY = os.environ.get("DOCKER_REGISTRY_BINARY", "/usr/bin/docker-registry")
+"""Debian's docker-registry; DOCKER_REGISTRY_BINARY names another CNCF distribution build."""
 _START_TIMEOUT = 15.0
 _SYNC_TIMEOUT = 5.0
 _SYNC_PATH = "/v2/?archfit-sync="

@@ -24,6 +24,8 @@ class StallingRelay:
         self.stalled = False
         """While True, bytes are read and dropped in both directions."""
         self.port = 0
+        self.connections = 0
+        """Connections accepted so far: how many a client opened through the relay."""
 
     async def start(self) -> StallingRelay:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -43,6 +45,7 @@ class StallingRelay:
             await self._server.wait_closed()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:

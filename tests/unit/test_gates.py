@@ -107,3 +107,14 @@ def test_a_release_against_a_pod_whose_gate_moved_fails_its_test() -> None:
     gated["spec"]["schedulingGates"].insert(0, {"name": "example.com/late"})
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch(gated, operations)
+
+
+def test_a_release_against_another_pod_of_the_same_name_fails_its_test() -> None:
+    """A pod deleted and made again under its name has another uid: the release built for the
+    first pod does not apply to it, even with the second's resourceVersion."""
+    gated = held(pod("acme/x:1"))
+    operations = release_operations(gated, [], "resolved")
+    again = copy.deepcopy(gated)
+    again["metadata"]["uid"] = "another-uid"
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(again, operations)

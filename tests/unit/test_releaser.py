@@ -1,8 +1,9 @@
 """The releaser's decisions when the apiserver pushes back: refused, conflicting, at the cap.
 
-The real apiserver's behaviour is in tests/e2e/test_gate.py; here a scripted stand-in for
-`HeldPods` answers each patch as told, so the rare paths (a 422, a 409, the cap) run every
-time. Patches are applied with jsonpatch, as the apiserver applies them.
+The real apiserver's behaviour is in tests/e2e/test_gate.py and test_release_pinning.py;
+here a scripted stand-in for `HeldPods` answers each patch as told, so the rare paths (a
+422, a 409, a pod replaced or changed, the cap) run every time. Patches are applied with
+jsonpatch, as the apiserver applies them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
+import pytest
 
 from extender.config import WebhookGateSettings
 from extender.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
@@ -25,8 +27,9 @@ from extender.releaser import Releaser
 from extender.resolution import Resolution
 from extender.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
 from tests.objects import pod
+from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver
-from tests.support.waiting import wait_for_async
+from tests.support.waiting import settle, wait_for_async
 
 CREATED = datetime.datetime(2026, 11, 22, 2, 0, tzinfo=datetime.UTC).timestamp()
 AMD = frozenset({parse("linux/amd64")})
@@ -257,3 +260,159 @@ async def test_a_held_pod_is_released_with_its_namespaces_preference():
     assert [["amd64"]] == [
         e["values"] for t in preferred for e in t["preference"]["matchExpressions"]
     ]
+
+
+# --- one pod's answer never reaches another pod (issue 28, item 2) ---------------------------
+
+ARM = frozenset({parse("linux/arm64")})
+ARCH_ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+
+
+class PodsByName:
+    """Held pods by name, patched as the apiserver patches: the resourceVersion pinned (409)
+    and every `test` checked; `replace` swaps in another pod of the same name."""
+
+    def __init__(self, *held: dict[str, Any]) -> None:
+        self.pods = {obj["metadata"]["name"]: obj for obj in held}
+        self.before_patch: list[Any] = []
+        """Called once each, in order, before the next patches: what changes meanwhile."""
+
+    def replace(self, obj: dict[str, Any]) -> None:
+        self.pods[obj["metadata"]["name"]] = obj
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.pods.get(name)
+        return copy.deepcopy(found) if found is not None else None
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        if self.before_patch:
+            self.before_patch.pop(0)()
+        current = self.pods.get(pod["metadata"]["name"])
+        if current is None:
+            return False
+        if operations[0]["value"] != current["metadata"]["resourceVersion"]:
+            raise PodChanged("409")
+        try:
+            patched = jsonpatch.apply_patch(current, operations)
+        except jsonpatch.JsonPatchTestFailed as error:
+            raise PodChanged("422, the patch did not apply") from error
+        patched["metadata"]["resourceVersion"] = str(
+            int(current["metadata"]["resourceVersion"]) + 1
+        )
+        self.pods[pod["metadata"]["name"]] = patched
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        pass
+
+
+def named(name: str, uid: str, *images: str) -> dict[str, Any]:
+    obj = held_pod(*images)
+    obj["metadata"].update(name=name, uid=uid)
+    return obj
+
+
+def subject_of(pods: Any, answers: dict[str, frozenset[Platform]], **gate: Any) -> Releaser:
+    return Releaser(
+        WebhookGateSettings(retry_seconds=0.05, **gate),
+        Metrics(),
+        resolution(answers),
+        lambda: RULES,
+        pods,
+        wall_clock=lambda: CREATED + 3,
+    )
+
+
+def hold_tasks(*uids: str) -> list[asyncio.Task[Any]]:
+    names = {f"archfit-hold-{uid}" for uid in uids}
+    return [t for t in asyncio.all_tasks() if t.get_name() in names and not t.done()]
+
+
+async def test_a_pod_made_again_under_the_same_name_is_not_released_with_the_old_pods_answer():
+    """web-0 (amd64-only) is replaced by a web-0 of another uid and image before its patch:
+    the 409 makes the releaser read web-0 again, find another pod, and leave it held."""
+    old = named("web-0", "uid-old", "acme/amd:1")
+    new = named("web-0", "uid-new", "acme/unknown:1")
+    new["metadata"]["resourceVersion"] = "9"
+    pods = PodsByName(old)
+    pods.before_patch.append(lambda: pods.replace(copy.deepcopy(new)))
+    subject = subject_of(pods, {"acme/amd:1": AMD})
+    subject.on_change("ADDED", copy.deepcopy(old))
+    await wait_for_async(lambda: not hold_tasks("uid-old"), "the old pod's task to end")
+    assert (True, []) == (is_gated(pods.pods["web-0"]), required(pods.pods["web-0"]))
+
+
+async def test_a_held_pod_whose_image_changed_is_released_with_the_new_images_constraint():
+    """The image changes after the first was resolved: the patch meets the newer pod, whose
+    image is resolved before it goes, and it gets `In [arm64]`, not the first's amd64."""
+    held = named("api-0", "uid-0", "acme/amd:1")
+    changed = copy.deepcopy(held)
+    changed["spec"]["containers"][0]["image"] = "acme/arm:1"
+    changed["metadata"]["resourceVersion"] = "8"
+    pods = PodsByName(held)
+    pods.before_patch.append(lambda: pods.replace(copy.deepcopy(changed)))
+    subject = subject_of(pods, {"acme/amd:1": AMD, "acme/arm:1": ARM})
+    subject.on_change("ADDED", copy.deepcopy(held))
+    await wait_for_async(lambda: not is_gated(pods.pods["api-0"]), "the release", seconds=5)
+    assert [ARCH_ARM] == required(pods.pods["api-0"])
+
+
+async def test_a_deleted_pod_waiting_for_its_release_slot_stops_waiting():
+    """The watch tells DELETED while the pod's release waits for a slot: its task ends, so
+    the answer can never reach a pod made later under its name."""
+    first, second = named("web-0", "uid-0", "acme/amd:1"), named("web-1", "uid-1", "acme/amd:1")
+    pods = PodsByName(first, second)
+    subject = subject_of(pods, {"acme/amd:1": AMD}, releases_per_second=0.001)
+    subject.on_change("ADDED", copy.deepcopy(first))
+    subject.on_change("ADDED", copy.deepcopy(second))
+    try:
+        await wait_for_async(
+            lambda: [is_gated(p) for p in pods.pods.values()].count(True) == 1, "one release"
+        )
+        waiting = next(p for p in pods.pods.values() if is_gated(p))
+        await settle()
+        subject.on_change("DELETED", copy.deepcopy(waiting))
+        await settle()
+        assert [] == hold_tasks("uid-0", "uid-1")
+    finally:
+        for task in hold_tasks("uid-0", "uid-1"):
+            task.cancel()
+
+
+# --- the back-off between looks (issue 28, item 4) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("retry", "waits"),
+    [
+        (1.0, [1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 3.0]),
+        (10.0, [10.0, 10.0, 10.0]),
+    ],
+)
+async def test_a_held_pod_looks_again_doubling_to_4_s_and_never_less_often_than_retry_seconds(
+    retry: float, waits: list[float]
+):
+    """The waits between looks at a silent registry until the 30 s cap, on a test's clock:
+    from retrySeconds, doubling up to 4 s; a retrySeconds above 4 s stays as it is."""
+    clock = FakeClock(now=CREATED)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    pods = ScriptedPods(held_pod("silent/x:1"), [])
+    subject = Releaser(
+        WebhookGateSettings(retry_seconds=retry, max_wait_seconds=30, fallback="admit"),
+        Metrics(),
+        resolution({}),
+        lambda: RULES,
+        pods,
+        wall_clock=clock,
+        sleep=sleep,
+    )
+    await run_until_released(subject, pods)
+    assert waits == slept

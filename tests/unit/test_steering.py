@@ -312,3 +312,51 @@ def test_a_pod_that_requires_one_architecture_itself_is_not_split() -> None:
     obj["spec"]["nodeSelector"] = {"kubernetes.io/arch": "amd64"}
     patched, mutation = admit(obj, {"acme/api:1": MULTI}, steer(obj, {}, GLOBAL, no_counts))
     assert ("", None) == (mutation.arch_choice, patched["metadata"]["labels"].get(CHOICE_LABEL))
+
+
+# --- the same pod sent again ----------------------------------------------------------------
+
+
+def _statefulset_pod(name: str) -> dict[str, Any]:
+    """A StatefulSet's pod: named at create (web-0), so a retry of its create shares it."""
+    obj = pod("acme/web:1", name=name, annotations={SHARE_ANNOTATION: "50"})
+    obj["metadata"].pop("generateName", None)
+    return obj
+
+
+def _fleet(clock: FakeClock) -> Any:
+    """The webhook's steering, its watches not started: admissions alone feed the tally."""
+    from kubernetes import client
+
+    from extender.kube.steering import FleetSteering
+
+    return FleetSteering(client.ApiClient(), clock=clock)
+
+
+def test_a_retry_of_the_same_create_gets_the_same_side_and_counts_once() -> None:
+    """web-0 admitted, then sent again (a new request uid, the client timed out): the same
+    side, not the other one its own pending choice would tip the split to."""
+    clock = FakeClock()
+    fleet = _fleet(clock)
+    first = fleet.steer(_statefulset_pod("web-0"), GLOBAL)
+    fleet.chosen(first, first.choice)
+    clock.advance(2)
+    retry = fleet.steer(_statefulset_pod("web-0"), GLOBAL)
+    fleet.chosen(retry, retry.choice)
+    other = fleet.steer(_statefulset_pod("web-1"), GLOBAL)
+    assert (first.choice, True, Split(0, 1) if first.choice == "amd64" else Split(1, 0)) == (
+        retry.choice,
+        retry.kept,
+        other.split,
+    )
+
+
+def test_a_remembered_choice_lasts_as_long_as_a_choice_in_flight() -> None:
+    """After the in-flight window the name is forgotten, as the choice stops counting."""
+    clock = FakeClock()
+    tally = ShareTally()
+    tally.chosen(OWNER, "arm64", clock(), pod="web-0")
+    clock.advance(29)
+    within = tally.remembered(OWNER, "web-0", clock())
+    clock.advance(2)
+    assert ("arm64", "") == (within, tally.remembered(OWNER, "web-0", clock()))

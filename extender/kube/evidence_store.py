@@ -1,0 +1,96 @@
+"""Learned evidence shared through a ConfigMap in archfit's namespace, for clusters without
+Redis: the watcher's leader writes each entry as one key, every replica reads it again every
+`watcher.evidenceSyncSeconds`, and `archfit evidence` reads and writes it with the operator's
+kubeconfig (docs/operations.md, "Learned evidence").
+
+A ConfigMap holds at most 1 MiB; the evidence book keeps far fewer entries than fit
+(extender.evidence.MAX_ENTRIES). Writes are merge patches of `data` keys, so the leader
+and an operator's `clear` never overwrite each other's other keys.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender.kube.daemon_calls import DaemonCalls
+from extender.kube.errors import short_error
+from extender.kube.watching import REQUEST_TIMEOUT
+
+log = structlog.get_logger("archfit.evidence")
+
+_LABELS = {"app.kubernetes.io/name": "archfit", "app.kubernetes.io/component": "evidence"}
+
+
+class ConfigMapEvidence:
+    """extender.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        self._core = client.CoreV1Api(api)
+        self._namespace = namespace
+        self._name = name
+        self._calls = DaemonCalls(REQUEST_TIMEOUT[1])
+
+    async def read(self) -> dict[str, str] | None:
+        try:
+            found = await self._calls.run(
+                lambda: self._core.read_namespaced_config_map(
+                    self._name, self._namespace, _request_timeout=REQUEST_TIMEOUT
+                )
+            )
+        except ApiException as error:
+            if error.status == HTTPStatus.NOT_FOUND:
+                return {}
+            self._failed("read", error)
+            return None
+        except Exception as error:  # a transport failure: the next sync tries again
+            self._failed("read", error)
+            return None
+        return dict(found.data or {})
+
+    async def write(self, entries: dict[str, str]) -> bool:
+        return await self._patch(dict(entries))
+
+    async def delete(self, keys: list[str]) -> None:
+        if keys:
+            await self._patch(dict.fromkeys(keys))
+
+    async def aclose(self) -> None:
+        return None
+
+    async def _patch(self, data: dict[str, Any]) -> bool:
+        body = {"data": data}
+        try:
+            try:
+                await self._calls.run(
+                    lambda: self._core.patch_namespaced_config_map(
+                        self._name, self._namespace, body, _request_timeout=REQUEST_TIMEOUT
+                    )
+                )
+            except ApiException as error:
+                if error.status != HTTPStatus.NOT_FOUND:
+                    raise
+                made = {k: v for k, v in data.items() if v is not None}
+                metadata = client.V1ObjectMeta(name=self._name, labels=_LABELS)
+                made_map = client.V1ConfigMap(metadata=metadata, data=made)
+                await self._calls.run(
+                    lambda: self._core.create_namespaced_config_map(
+                        self._namespace, made_map, _request_timeout=REQUEST_TIMEOUT
+                    )
+                )
+        except Exception as error:  # kept unsaved: written again at the next sync
+            self._failed("write", error)
+            return False
+        return True
+
+    def _failed(self, what: str, error: BaseException) -> None:
+        log.warning(
+            "evidence_store_failed",
+            what=what,
+            configmap=f"{self._namespace}/{self._name}",
+            error=short_error(error),
+        )
