@@ -9,6 +9,7 @@ off the wrong architecture.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -301,7 +302,9 @@ def autoscaled_policy(autoscaled: AutoscaledCluster) -> Iterator[AdmissionPolicy
         policy.delete_parameter()
 
 
-def test_with_archfit_killed_karpenter_launches_amd64_only_and_the_held_pod_waits_for_archfit(
+@pytest.mark.parametrize("away", ["killed", "unreachable"])
+def test_with_archfit_away_karpenter_launches_amd64_only_and_the_held_pod_waits_for_archfit(
+    away: str,
     autoscaled: AutoscaledCluster,
     autoscaled_namespace: str,
     autoscaled_settings: dict[str, Any],
@@ -309,10 +312,11 @@ def test_with_archfit_killed_karpenter_launches_amd64_only_and_the_held_pod_wait
     images: Images,
     tmp_path: Path,
 ) -> None:
-    """Karpenter's heavier NodePool is arm64: with every archfit process killed, the pod of
-    a published amd64-only image still gets amd64 capacity, the pod of an image archfit never
-    saw is held (Karpenter acts only on pods kube-scheduler marked Unschedulable), and when
-    archfit starts again the releaser sends it to amd64 too."""
+    """Karpenter's heavier NodePool is arm64: with every archfit process killed (or its port
+    accepting and never answering), the pod of a published amd64-only image still gets amd64
+    capacity, the pod of an image archfit never saw is held (Karpenter acts only on pods
+    kube-scheduler marked Unschedulable), and when archfit starts again the releaser sends it
+    to amd64 too."""
     namespace = autoscaled_namespace
     settings = merge(
         autoscaled_settings,
@@ -338,18 +342,22 @@ def test_with_archfit_killed_karpenter_launches_amd64_only_and_the_held_pod_wait
         assert refused(hook.webhook_port)
 
         unseen = fresh_amd64_image(images)
-        cluster.create_pod(autoscaled.core, namespace, cluster.pod_manifest("unseen", [unseen]))
-        assert is_gated(autoscaled.core.read_namespaced_pod("unseen", namespace))
-        cluster.create_pod(autoscaled.core, namespace, cluster.pod_manifest("known", [known]))
-        assert [["amd64"]] == required_arch(autoscaled.core.read_namespaced_pod("known", namespace))
-        autoscaled.wait_scheduled(namespace, "known")
-        assert is_gated(autoscaled.core.read_namespaced_pod("unseen", namespace))
+        with contextlib.ExitStack() as stack:
+            if away == "unreachable":
+                stack.enter_context(hanging(hook.webhook_port))
+            core = autoscaled.core
+            cluster.create_pod(core, namespace, cluster.pod_manifest("unseen", [unseen]))
+            assert is_gated(core.read_namespaced_pod("unseen", namespace))
+            cluster.create_pod(core, namespace, cluster.pod_manifest("known", [known]))
+            assert [["amd64"]] == required_arch(core.read_namespaced_pod("known", namespace))
+            autoscaled.wait_scheduled(namespace, "known")
+            assert is_gated(core.read_namespaced_pod("unseen", namespace))
         while_down = sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
 
         hook.archfit.start()
         node = autoscaled.wait_scheduled(namespace, "unseen")
         arches = {launch.name: launch.arch for launch in autoscaled.launches()}
-        print(f"\nkarpenter, archfit down: {while_down}; after its return: {arches}")
+        print(f"\nkarpenter, archfit {away}: {while_down}; after its return: {arches}")
         assert [("amd64", "general")] == while_down
         assert ("amd64", {"amd64"}) == (arches[node], set(arches.values()))
     finally:
