@@ -34,6 +34,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
+    "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),

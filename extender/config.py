@@ -396,6 +396,45 @@ class WatcherSettings:
 
 
 @dataclass(frozen=True)
+class AdmissionPolicySettings:
+    enabled: bool = False
+    """Publish what archfit has resolved as the parameter of its MutatingAdmissionPolicy
+    (Kubernetes 1.36+), so kube-apiserver constrains known images and holds unknown ones
+    while archfit is down or unreachable (docs/webhook.md, "When archfit is down"). Needs
+    API access; on a cluster without admissionregistration.k8s.io/v1 policies, serve says
+    so once and runs without it."""
+    parameter_name: str = "archfit"
+    """The cluster-scoped ImagePlatforms object (archfit.io/v1alpha1) the paramRef names."""
+    lease_name: str = "archfit-policy-publisher"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one publisher."""
+    publish_seconds: float = 5.0
+    """How often the leader writes the parameter when what it says changed."""
+    refresh_seconds: float = 300.0
+    """An image is resolved again this long after its last lookup, so a moved tag shows."""
+    unused_seconds: float = 7 * 24 * 3600.0
+    """An image no pod has named for this long leaves the parameter."""
+    max_bytes: int = 1_000_000
+    """Bound on the parameter's spec as JSON, below etcd's 1.5 MiB request limit; past it the
+    least recently used images are left out (their pods are held as unknown ones are)."""
+    max_entries: int = 50_000
+    """Images remembered per replica (least recently used first out)."""
+
+    def __post_init__(self) -> None:
+        if not self.parameter_name or not self.lease_name:
+            raise ValueError("parameterName and leaseName: must not be empty")
+        if not 0.5 <= self.publish_seconds <= 3600:
+            raise ValueError("publishSeconds: must be in 0.5..3600")
+        if self.refresh_seconds < 10:
+            raise ValueError("refreshSeconds: must be at least 10")
+        if self.unused_seconds < 60:
+            raise ValueError("unusedSeconds: must be at least 60")
+        if not 10_000 <= self.max_bytes <= 1_400_000:
+            raise ValueError("maxBytes: must be in 10000..1400000 (etcd takes 1.5 MiB at most)")
+        if self.max_entries < 1:
+            raise ValueError("maxEntries: must be at least 1")
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level written."""
@@ -421,6 +460,8 @@ class Settings:
     """The mutating admission webhook: writes platform constraints into pods at CREATE."""
     watcher: WatcherSettings = field(default_factory=WatcherSettings)
     """The mismatch watcher: pods failing on their node's platform, learned evidence."""
+    admission_policy: AdmissionPolicySettings = field(default_factory=AdmissionPolicySettings)
+    """The parameter of archfit's MutatingAdmissionPolicy: the guarantee while archfit is down."""
 
 
 def source(path: Path | None = None) -> Path | None:

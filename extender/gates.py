@@ -66,6 +66,27 @@ def gate_operations(pod: Mapping[str, Any], reason: str) -> list[dict[str, Any]]
     return ops
 
 
+def lift_operations(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """At CREATE, take back a hold the admission policy put on a pod whose images the
+    webhook has now decided (kube-apiserver runs policies before webhooks): the gate, the
+    label and the reason. Nothing if the pod is not held."""
+    index = _gate_index(pod)
+    if index is None:
+        return []
+    where = f"/spec/schedulingGates/{index}"
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": f"{where}/name", "value": GATE},
+        {"op": "remove", "path": where},
+    ]
+    metadata = pod.get("metadata") or {}
+    if GATED_LABEL in (metadata.get("labels") or {}):
+        ops.append({"op": "remove", "path": pointer("metadata", "labels", GATED_LABEL)})
+    if GATED_REASON_ANNOTATION in (metadata.get("annotations") or {}):
+        path = pointer("metadata", "annotations", GATED_REASON_ANNOTATION)
+        ops.append({"op": "remove", "path": path})
+    return ops
+
+
 def release_operations(
     pod: Mapping[str, Any],
     constraints: Sequence[Mapping[str, Any]],

@@ -247,6 +247,47 @@ class Metrics:
             registry=r,
         )
         # Read by the alert ArchfitPlatformMismatch (deploy/monitoring).
+        self.policy_enabled = Gauge(
+            "archfit_policy_publisher_enabled",
+            "1 when this replica contends to publish the admission policy's parameter (the "
+            "setting is on and the cluster serves the policy API and archfit's CRD), else 0.",
+            registry=r,
+        )
+        self.policy_images = Gauge(
+            "archfit_policy_parameter_images",
+            "Images in the admission policy's parameter at its last publish (admissionPolicy).",
+            registry=r,
+        )
+        self.policy_bytes = Gauge(
+            "archfit_policy_parameter_bytes",
+            "Size of the admission policy's parameter spec as JSON at its last publish.",
+            registry=r,
+        )
+        self.policy_evicted = Gauge(
+            "archfit_policy_parameter_evicted_images",
+            "Images left out of the parameter at its last publish to stay under "
+            "admissionPolicy.maxBytes (their pods are held as unknown ones are).",
+            registry=r,
+        )
+        self.policy_published = Gauge(
+            "archfit_policy_parameter_published_timestamp_seconds",
+            "When this replica last wrote the parameter, or found it current (Unix time; 0 on "
+            "replicas that do not publish).",
+            registry=r,
+        )
+        self.policy_publish_failures = Counter(
+            "archfit_policy_publish_failures",
+            "Failed writes of the admission policy's parameter, by cause: conflict, refused "
+            "(4xx), error.",
+            ["cause"],
+            registry=r,
+        )
+        self.policy_publisher_leader = Gauge(
+            "archfit_policy_publisher_leader",
+            "1 while this replica holds the publisher's Lease (admissionPolicy.leaseName), else 0.",
+            registry=r,
+        )
+        # Read by the alert ArchfitPolicyParameterStale (deploy/monitoring).
 
     def extender_call(
         self,

@@ -357,9 +357,14 @@ _MAX_WEIGHT = 100
 """A preferred node affinity term's weight runs 1..100: a score of MAX_SCORE weighs most."""
 
 
+def preferred_weight(score: int) -> int:
+    """The weight (1..100) of the preferred term for an architecture scored `score` (0..10)."""
+    return max(1, min(_MAX_WEIGHT, score * _MAX_WEIGHT // MAX_SCORE))
+
+
 def _preferred_term(arch: str, score: int) -> dict[str, Any]:
     return {
-        "weight": max(1, min(_MAX_WEIGHT, score * _MAX_WEIGHT // MAX_SCORE)),
+        "weight": preferred_weight(score),
         "preference": {
             "matchExpressions": [{"key": ARCH_LABEL, "operator": "In", "values": [arch]}]
         },

@@ -208,6 +208,8 @@ def attach(
         app.cleanup_ctx.append(_webhook_listener)
     if settings.watcher.enabled:
         app.cleanup_ctx.append(_watcher)
+    if settings.admission_policy.enabled:
+        app.cleanup_ctx.append(_admission_policy)
 
 
 def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertificate:
@@ -291,6 +293,25 @@ async def _watcher(app: web.Application) -> AsyncIterator[None]:
     from extender.watcher import leading
 
     async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
+        yield
+
+
+async def _admission_policy(app: web.Application) -> AsyncIterator[None]:
+    """The admission policy's parameter, on whichever replica holds its Lease
+    (extender.publisher); and, without the webhook, the releaser of the pods the policy
+    holds."""
+    from extender.publisher import publishing
+
+    settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(publishing(settings, metrics, services))
+        hold = settings.webhook.unknown_images == "gate" and settings.policy.mode != "dry-run"
+        if not settings.webhook.enabled and hold and services.kube is not None:
+            from extender.rules import mutation_rules_of
+            from extender.webhook import release_held
+
+            releaser = release_held(settings, metrics, services, mutation_rules_of(settings))
+            await stack.enter_async_context(_task(releaser))
         yield
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -19,9 +20,10 @@ from extender.evidence import (
     evidence_book,
     runs_on_some_node,
 )
+from extender.image_table import ImageTable
 from extender.metrics import Metrics
 from extender.platforms import Platform
-from extender.pods import PodFacts
+from extender.pods import PodFacts, PullSecretsRef
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.resolution import PlatformResolver, Resolution
 from extender.runtimes import NodeFacts
@@ -75,6 +77,8 @@ class Services:
     """Learned evidence the resolver believes (extender.evidence); None with a given resolver."""
     steering: SteeringSource | None = None
     """Namespace preferences and arm64 shares (webhook.steering with API access)."""
+    images: ImageTable | None = None
+    """What this replica resolved, for the admission policy's parameter (admissionPolicy)."""
 
 
 @asynccontextmanager
@@ -93,6 +97,7 @@ async def open_services(
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
             or settings.watcher.enabled
             or (settings.webhook.enabled and settings.webhook.steering)
+            or settings.admission_policy.enabled
         )
         kube_off = ""
         if wants_kube:
@@ -159,8 +164,20 @@ async def open_services(
         def recent_hits(count: int) -> None:
             metrics.cache_lookup("answer", "hit", count)
 
+        images = None
+        on_known = None
+        if settings.admission_policy.enabled and api is not None:
+            images = ImageTable(settings.admission_policy.max_entries, time.monotonic)
+
+            def on_known(image: str, pull: PullSecretsRef, platforms: frozenset[Platform]) -> None:
+                images.record(image, platforms, pull)
+
         resolution = Resolution(
-            resolver, max_recent=settings.cache.max_entries, on_recent=recent_hits, evidence=learned
+            resolver,
+            max_recent=settings.cache.max_entries,
+            on_recent=recent_hits,
+            evidence=learned,
+            on_known=on_known,
         )
         stack.push_async_callback(resolution.aclose)
         if book is not None:
@@ -180,7 +197,12 @@ async def open_services(
             failure_policy=settings.policy.failure_policy,
         )
         yield Services(
-            resolution=resolution, nodes=nodes, kube=api, evidence=book, steering=steering
+            resolution=resolution,
+            nodes=nodes,
+            kube=api,
+            evidence=book,
+            steering=steering,
+            images=images,
         )
 
 

@@ -22,7 +22,7 @@ from extender import explain
 from extender.admission import SKIPPED, Admission, Admissions
 from extender.admission_api import AdmissionRequest
 from extender.config import Settings
-from extender.gates import gate_operations
+from extender.gates import gate_operations, lift_operations
 from extender.listener import ConnectionGuard
 from extender.metrics import Metrics, tally_request_lookups
 from extender.mutation import MutationRules, decide_mutation
@@ -117,6 +117,9 @@ class PodMutation:
         if mutation.unknown and holding:
             operations += gate_operations(pod, _hold_reason(resolved))
             mutation.outcome = "gated"
+        elif not mutation.unknown and not dry_run:
+            # The admission policy held what it did not know; this webhook knows it now.
+            operations += lift_operations(pod)
         # policy dry-run constrains nothing; a dry-run *request* (kubectl --dry-run=server)
         # gets the full answer, so operators can see what archfit would write, but is not
         # counted.

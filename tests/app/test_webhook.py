@@ -430,3 +430,28 @@ async def test_the_pull_rule_for_32_bit_arm_holds_when_the_node_index_adds_platf
         patched["metadata"]["annotations"]["archfit.io/platforms"],
         [t["matchExpressions"][0]["values"] for t in terms["nodeSelectorTerms"]],
     )
+
+
+async def test_a_pod_the_admission_policy_held_is_released_once_the_webhook_knows_its_images(
+    start: Start,
+) -> None:
+    """kube-apiserver runs archfit's policy before its webhook: a hold the policy put on an
+    image it did not know goes (gate, label, reason) when the webhook decides the pod."""
+    hook = await start()
+    held = pod("acme/amd:1")
+    held["metadata"]["labels"] = {"app": "shop", "archfit.io/gated": "true"}
+    held["metadata"]["annotations"] = {"archfit.io/gated-reason": "platforms unknown to the policy"}
+    held["spec"]["schedulingGates"] = [
+        {"name": "other/gate"},
+        {"name": "archfit.io/platforms-unknown"},
+    ]
+    patched, _ = await hook.admit(held)
+    assert [{"name": "other/gate"}] == patched["spec"]["schedulingGates"]
+    assert {"app": "shop"} == patched["metadata"]["labels"]
+    assert "archfit.io/gated-reason" not in patched["metadata"]["annotations"]
+    terms = patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert [[{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]] == [
+        t["matchExpressions"] for t in terms
+    ]

@@ -60,6 +60,19 @@ def chart_with_webhook(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="session")
+def policy_overlay(kustomize: Path) -> list[render.Object]:
+    """`kustomize build deploy/kustomize/admission-policy` (webhook and policy components)."""
+    return render.kustomize_build(kustomize, render.KUSTOMIZE_POLICY)
+
+
+@pytest.fixture(scope="session")
+def chart_with_policy(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> list[render.Object]:
+    """`helm template` of the chart with webhook.enabled and admissionPolicy.enabled."""
+    values = {"webhook": {"enabled": True}, "admissionPolicy": {"enabled": True}}
+    return render.helm_template(helm, values, tmp_path_factory.mktemp("values"))
+
+
+@pytest.fixture(scope="session")
 def chart(helm: Path) -> list[render.Object]:
     """`helm template` of the chart with its default values."""
     return render.helm_template(helm)

@@ -23,6 +23,7 @@ BUILD_TOOLS = Path(__file__).resolve().parent / "build-tools.sh"
 KUSTOMIZE_BASE = REPO / "deploy" / "kustomize" / "base"
 KUSTOMIZE_SECOND_SCHEDULER = REPO / "deploy" / "kustomize" / "second-scheduler"
 KUSTOMIZE_WEBHOOK = REPO / "deploy" / "kustomize" / "webhook"
+KUSTOMIZE_POLICY = REPO / "deploy" / "kustomize" / "admission-policy"
 HELM_CHART = REPO / "deploy" / "helm" / "archfit"
 SHIPPED_SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
 

@@ -34,7 +34,16 @@ from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-ALL = ["base", "overlay", "webhook_overlay", "chart", "chart_with_scheduler", "chart_with_webhook"]
+ALL = [
+    "base",
+    "overlay",
+    "webhook_overlay",
+    "policy_overlay",
+    "chart",
+    "chart_with_scheduler",
+    "chart_with_webhook",
+    "chart_with_policy",
+]
 RBAC_KINDS = {
     "Namespace",
     "ServiceAccount",

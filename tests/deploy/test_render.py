@@ -276,6 +276,7 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
         ("base", "chart"),
         ("overlay", "chart_with_scheduler"),
         ("webhook_overlay", "chart_with_webhook"),
+        ("policy_overlay", "chart_with_policy"),
     ],
 )
 def test_the_helm_chart_renders_the_same_objects_as_kustomize(
@@ -356,8 +357,13 @@ def test_the_chart_renders_no_second_scheduler_unless_enabled(chart: list[Object
 
 @pytest.mark.parametrize(
     "enabled",
-    ["secondScheduler.enabled=false", "secondScheduler.enabled=true", "webhook.enabled=true"],
-    ids=["extender-only", "second-scheduler", "webhook"],
+    [
+        "secondScheduler.enabled=false",
+        "secondScheduler.enabled=true",
+        "webhook.enabled=true",
+        "webhook.enabled=true,admissionPolicy.enabled=true",
+    ],
+    ids=["extender-only", "second-scheduler", "webhook", "admission-policy"],
 )
 def test_helm_lint_strict_finds_nothing_to_complain_about(helm: Path, enabled: str) -> None:
     """`helm lint --strict` passes (warnings fail it) for each layout the chart offers."""

@@ -96,6 +96,21 @@ class WebhookArchfit:
         self.archfit.start()  # ready only once its certificate is loaded
         return self
 
+    def register(self) -> None:
+        """Register the pod webhook again after `unregister`, with the caBundle archfit made."""
+        url = f"https://127.0.0.1:{self.webhook_port}/mutate"
+        configuration = shipped_configuration(url)
+        bundle = base64.b64encode(self.ca_bundle()).decode()
+        for hook in configuration["webhooks"]:
+            hook["clientConfig"]["caBundle"] = bundle
+        with contextlib.suppress(ApiException):  # 409: registered already
+            self._admission.create_mutating_webhook_configuration(configuration)
+
+    def unregister(self) -> None:
+        """Remove the pod webhook's configuration only (archfit keeps running)."""
+        with contextlib.suppress(ApiException):  # 404: not there
+            self._admission.delete_mutating_webhook_configuration("archfit")
+
     def register_warnings(self) -> None:
         """Register the workload warnings' configuration (archfit sets its caBundle)."""
         url = f"https://127.0.0.1:{self.webhook_port}/warn"

@@ -1,0 +1,121 @@
+"""The ImagePlatforms object (archfit.io/v1alpha1, cluster-scoped) that archfit's
+MutatingAdmissionPolicy reads as its parameter: whether the cluster serves the API, and
+writing the object (extender.publisher decides when)."""
+
+from __future__ import annotations
+
+import asyncio
+from http import HTTPStatus
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from extender.errors import ConflictError
+from extender.kube.errors import short_error
+
+GROUP = "archfit.io"
+VERSION = "v1alpha1"
+PLURAL = "imageplatforms"
+PARAMETER_KIND = "ImagePlatforms"
+POLICY_RESOURCE = "mutatingadmissionpolicies"
+_TIMEOUT = 10.0
+
+
+class ParameterConflict(ConflictError):
+    """The object changed since it was read (409): read it again."""
+
+
+def policy_api_missing(api: client.ApiClient) -> str:
+    """Why the cluster cannot run archfit's policy (no admissionregistration.k8s.io/v1
+    MutatingAdmissionPolicy, or no ImagePlatforms CRD), or "" when it can. Blocking."""
+    try:
+        resources = client.AdmissionregistrationV1Api(api).get_api_resources(
+            _request_timeout=_TIMEOUT
+        )
+    except ApiException as error:
+        return f"admissionregistration.k8s.io/v1 unreadable: {short_error(error)}"
+    if not any(r.name == POLICY_RESOURCE for r in resources.resources or ()):
+        return "the cluster serves no admissionregistration.k8s.io/v1 MutatingAdmissionPolicy"
+    try:
+        client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION, _request_timeout=_TIMEOUT)
+    except ApiException as error:
+        if error.status == HTTPStatus.NOT_FOUND:
+            return f"the cluster serves no {GROUP}/{VERSION} {PARAMETER_KIND} (apply the CRD)"
+        return f"{GROUP}/{VERSION} unreadable: {short_error(error)}"
+    return ""
+
+
+class ImagePlatformsStore:
+    """Reads and writes the one ImagePlatforms object."""
+
+    def __init__(self, api: client.ApiClient, name: str) -> None:
+        self._objects = client.CustomObjectsApi(api)
+        self._name = name
+        self._version = ""
+
+    async def read(self) -> dict[str, Any] | None:
+        """The object's spec, or None when there is none."""
+        return await asyncio.to_thread(self._read)
+
+    async def write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        """Create or replace the object, guarded by the resourceVersion last read or
+        written (ParameterConflict on 409)."""
+        await asyncio.to_thread(self._write, spec, status)
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            found = _mapping(
+                self._objects.get_cluster_custom_object(
+                    GROUP, VERSION, PLURAL, self._name, _request_timeout=_TIMEOUT
+                )
+            )
+        except ApiException as error:
+            if error.status == HTTPStatus.NOT_FOUND:
+                self._version = ""
+                return None
+            raise
+        self._version = str(found.get("metadata", {}).get("resourceVersion") or "")
+        spec: dict[str, Any] = found.get("spec") or {}
+        return spec
+
+    def _write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": PARAMETER_KIND,
+            "metadata": {
+                "name": self._name,
+                "labels": {"app.kubernetes.io/name": "archfit"},
+            },
+            "spec": spec,
+            "status": status,
+        }
+        written: dict[str, Any]
+        try:
+            if self._version:
+                body["metadata"]["resourceVersion"] = self._version
+                written = _mapping(
+                    self._objects.replace_cluster_custom_object(
+                        GROUP, VERSION, PLURAL, self._name, body, _request_timeout=_TIMEOUT
+                    )
+                )
+            else:
+                written = _mapping(
+                    self._objects.create_cluster_custom_object(
+                        GROUP, VERSION, PLURAL, body, _request_timeout=_TIMEOUT
+                    )
+                )
+        except ApiException as error:
+            if error.status == HTTPStatus.CONFLICT:
+                self._version = ""
+                what = f"{PARAMETER_KIND} {self._name}"
+                raise ParameterConflict(f"{what} changed meanwhile") from error
+            if error.status == HTTPStatus.NOT_FOUND and self._version:
+                self._version = ""  # deleted meanwhile: created on the next write
+            raise
+        self._version = str(written.get("metadata", {}).get("resourceVersion") or "")
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """The custom objects client answers a decoded JSON object (typed `object`)."""
+    return value if isinstance(value, dict) else {}

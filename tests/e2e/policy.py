@@ -1,0 +1,135 @@
+"""archfit's MutatingAdmissionPolicy on a real control plane, installed as operators install it.
+
+The CRD, the policy and the binding are the shipped ones
+(deploy/kustomize/components/admission-policy); archfit's leader publishes the parameter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+COMPONENT = REPO / "deploy" / "kustomize" / "components" / "admission-policy"
+GROUP, VERSION, PLURAL = "archfit.io", "v1alpha1", "imageplatforms"
+PARAMETER = "archfit"
+GATE = "archfit.io/platforms-unknown"
+POLICY_REASON = "platforms unknown to the admission policy"
+
+
+def shipped(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((COMPONENT / name).read_text())
+    return document
+
+
+class AdmissionPolicy:
+    """The shipped CRD, policy and binding on one control plane."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        self.extensions = client.ApiextensionsV1Api(api)
+        self.admission = client.AdmissionregistrationV1Api(api)
+        self.objects = client.CustomObjectsApi(api)
+
+    def install(self, failure_policy: str | None = None) -> AdmissionPolicy:
+        """The CRD (until Established), the policy (with `failure_policy` instead of the
+        shipped Ignore, to see CEL errors), and the binding."""
+        with contextlib.suppress(ApiException):  # 409: there already
+            self.extensions.create_custom_resource_definition(shipped("crd.yaml"))
+
+        def established() -> bool:
+            crd = self.extensions.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
+            return any(
+                c.type == "Established" and c.status == "True" for c in crd.status.conditions or ()
+            )
+
+        wait_for(established, "the ImagePlatforms CRD to be established")
+        policy = shipped("policy.yaml")
+        if failure_policy is not None:
+            policy["spec"]["failurePolicy"] = failure_policy
+        with contextlib.suppress(ApiException):
+            self.admission.delete_mutating_admission_policy(policy["metadata"]["name"])
+        self.admission.create_mutating_admission_policy(policy)
+        self.bind()
+        return self
+
+    def bind(self) -> None:
+        with contextlib.suppress(ApiException):  # 409: bound already
+            self.admission.create_mutating_admission_policy_binding(shipped("binding.yaml"))
+
+    def unbind(self) -> None:
+        with contextlib.suppress(ApiException):  # 404: not bound
+            self.admission.delete_mutating_admission_policy_binding("archfit")
+
+    def parameter(self) -> dict[str, Any]:
+        """The published spec ({} when there is none)."""
+        try:
+            found = self.objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, PARAMETER)
+        except ApiException as error:
+            if error.status == 404:
+                return {}
+            raise
+        spec: dict[str, Any] = found.get("spec") or {}
+        return spec
+
+    def wait_published(self, *images: str) -> dict[str, Any]:
+        """Wait until the parameter lists every one of `images`; its spec."""
+
+        def listed() -> dict[str, Any] | None:
+            spec = self.parameter()
+            return spec if all(i in (spec.get("images") or {}) for i in images) else None
+
+        found: dict[str, Any] = wait_for(listed, f"archfit to publish {images}")  # type: ignore[assignment]
+        return found
+
+    def patch_parameter(self, spec: dict[str, Any]) -> None:
+        """Merge `spec` into the parameter's spec (a hand edit, a broken publisher)."""
+        self.objects.patch_cluster_custom_object(GROUP, VERSION, PLURAL, PARAMETER, {"spec": spec})
+
+    def delete_parameter(self) -> None:
+        with contextlib.suppress(ApiException):
+            self.objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, PARAMETER)
+
+
+def is_gated(pod: Any) -> bool:
+    """Whether archfit's scheduling gate is on the pod (a V1Pod)."""
+    return any(g.name == GATE for g in pod.spec.scheduling_gates or ())
+
+
+def required_arch(pod: Any) -> list[list[str]]:
+    """The `kubernetes.io/arch In` values of each required term (a V1Pod)."""
+    affinity = pod.spec.affinity
+    node = affinity.node_affinity if affinity else None
+    required = node.required_during_scheduling_ignored_during_execution if node else None
+    return [
+        [v for e in term.match_expressions or () if e.key == "kubernetes.io/arch" for v in e.values]
+        for term in (required.node_selector_terms if required else ())
+    ]
+
+
+@contextlib.contextmanager
+def hanging(port: int) -> Iterator[None]:
+    """A listener on 127.0.0.1:`port` that accepts TCP connections and never answers."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(256)
+    try:
+        yield
+    finally:
+        listener.close()
+
+
+def refused(port: int) -> bool:
+    """Whether a connection to 127.0.0.1:`port` is refused (nothing listens)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0

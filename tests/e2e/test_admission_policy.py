@@ -1,0 +1,480 @@
+"""The guarantee without archfit (issue 29): kube-apiserver's MutatingAdmissionPolicy applies
+what archfit published, and holds what it did not, while archfit is killed or unreachable.
+
+Its own control plane: the shipped CRD, policy and binding, archfit's webhook registered as
+shipped, archfit publishing the parameter (admissionPolicy.enabled), and kube-scheduler
+without the extender (the managed layout), so only what is written into a pod keeps it
+off the wrong architecture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.e2e import cluster
+from tests.e2e.archfit import archfit_settings, merge
+from tests.e2e.autoscaler import AutoscaledCluster
+from tests.e2e.catalog import Images
+from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.policy import (
+    POLICY_REASON,
+    AdmissionPolicy,
+    hanging,
+    is_gated,
+    refused,
+    required_arch,
+)
+from tests.e2e.scheduler import Scheduler
+from tests.e2e.stack import Stack
+from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
+from tests.e2e.webhook import PLATFORMS_ANNOTATION, WebhookArchfit
+from tests.support import affinity
+from tests.support.images import Pusher
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+EQUALITY_PODS = int(os.environ.get("ARCHFIT_E2E_EQUALITY_PODS", "20000"))
+"""Random pods the differential test creates in each of the three layouts (docs/webhook.md
+gives its cost; `python -m bench.fuzz` runs more)."""
+EQUALITY_SEED = 29
+
+
+class Plane:
+    """A control plane with archfit's webhook and policy, and a scheduler without extender."""
+
+    def __init__(
+        self,
+        control_plane: ControlPlane,
+        hook: WebhookArchfit,
+        policy: AdmissionPolicy,
+        scheduler: Scheduler,
+    ) -> None:
+        self.control_plane, self.hook, self.policy, self.scheduler = (
+            control_plane,
+            hook,
+            policy,
+            scheduler,
+        )
+        self.core = cluster.core_api(control_plane.admin_kubeconfig)
+
+    def kill_archfit(self) -> None:
+        """SIGKILL every archfit process (a crash: its Leases stay held until they expire)."""
+        process = self.hook.archfit.process
+        if process.running():
+            os.killpg(process.pid, signal.SIGKILL)
+        process.stop()
+        assert refused(self.hook.webhook_port)
+
+    def start_archfit(self) -> None:
+        self.hook.archfit.start()
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+        self.hook.stop()
+        self.control_plane.stop()
+
+
+@pytest.fixture(scope="module")
+def plane(
+    e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Plane]:
+    workdir = tmp_path_factory.mktemp("policy-plane")
+    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
+    hook: WebhookArchfit | None = None
+    scheduler: Scheduler | None = None
+    try:
+        core = cluster.core_api(control_plane.admin_kubeconfig)
+        for node in NODES:
+            cluster.create_node(core, node)
+        # failurePolicy Fail here: a CEL error must show as a failed create, not pass
+        # unseen (test_a_malformed_parameter_never_blocks_a_pod installs it as shipped).
+        policy = AdmissionPolicy(control_plane.admin_kubeconfig).install(failure_policy="Fail")
+        settings = merge(
+            archfit_settings(control_plane.admin_kubeconfig, images),
+            {
+                "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
+                "webhook": {"gate": {"retrySeconds": 0.5, "maxWaitSeconds": 300}},
+            },
+        )
+        hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
+        cluster.create_namespace(core, "probe")
+        hook.wait_called("probe", images.multi.reference)
+        scheduler = Scheduler(
+            e2e_binaries, workdir, control_plane.scheduler_kubeconfig, None, name="scheduler"
+        ).start()
+    except BaseException:
+        if hook is not None:
+            hook.stop()
+        control_plane.stop()
+        raise
+    shared = Plane(control_plane, hook, policy, scheduler)
+    try:
+        yield shared
+    finally:
+        shared.stop()
+
+
+@pytest.fixture
+def space(plane: Plane) -> Iterator[str]:
+    name = f"pol-{uuid.uuid4().hex[:10]}"
+    cluster.create_namespace(plane.core, name)
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace_pods(plane.core, name)
+
+
+@pytest.fixture
+def archfit_back(plane: Plane) -> Iterator[Plane]:
+    """Whatever a test does to archfit, it runs again afterwards."""
+    try:
+        yield plane
+    finally:
+        if not plane.hook.archfit.process.running():
+            plane.start_archfit()
+
+
+def fresh_amd64_image(images: Images) -> str:
+    """A new amd64-only image archfit has never seen."""
+    tag = uuid.uuid4().hex[:10]
+    Pusher(images.public.url).single(f"e2e/policy-{tag}", tag, "linux/amd64")
+    return f"{images.amd64_only.reference.split('/', 1)[0]}/e2e/policy-{tag}:{tag}"
+
+
+def warm(plane: Plane, namespace: str, *references: str) -> None:
+    """Let archfit see each image (a dry-run create through its webhook) and publish it."""
+    for reference in references:
+        plane.core.create_namespaced_pod(
+            namespace, cluster.pod_manifest("warm", [reference]), dry_run="All"
+        )
+    plane.policy.wait_published(*references)
+
+
+def node_arch(plane: Plane, namespace: str, name: str) -> str:
+    return ARCH_OF[cluster.wait_scheduled(plane.core, namespace, name)]
+
+
+def held(plane: Plane, namespace: str, name: str, reference: str) -> None:
+    """Create a pod of an image archfit never saw while archfit is away: the policy must
+    hold it, and kube-scheduler leave it alone."""
+    cluster.create_pod(plane.core, namespace, cluster.pod_manifest(name, [reference]))
+    pod = plane.core.read_namespaced_pod(name, namespace)
+    assert is_gated(pod), "an image the policy does not know must be held"
+    assert pod.metadata.annotations["archfit.io/gated-reason"].startswith(POLICY_REASON)
+
+    def scheduling_gated() -> bool:
+        status = plane.core.read_namespaced_pod(name, namespace).status
+        return any(c.reason == "SchedulingGated" for c in status.conditions or ())
+
+    wait_for(scheduling_gated, "kube-scheduler to mark the held pod SchedulingGated")
+    assert cluster.node_of(plane.core, namespace, name) is None
+
+
+def released(plane: Plane, namespace: str, name: str) -> tuple[list[list[str]], str]:
+    """Start archfit again: its releaser constrains and releases the held pod. Its required
+    terms' arch values and its node's architecture."""
+    plane.start_archfit()
+    arch = node_arch(plane, namespace, name)
+    pod = plane.core.read_namespaced_pod(name, namespace)
+    assert not is_gated(pod)
+    return required_arch(pod), arch
+
+
+# --- archfit down, archfit unreachable ---------------------------------------------------
+
+
+def test_with_archfit_killed_a_known_image_gets_amd64_and_an_unknown_one_is_held_until_it_returns(
+    archfit_back: Plane, space: str, images: Images
+) -> None:
+    """Every archfit process SIGKILLed, its port refusing: the policy writes the webhook's
+    constraint for an image archfit published, holds one it never saw, and archfit's return
+    releases it onto amd64."""
+    plane = archfit_back
+    known = images.amd64_only.reference
+    warm(plane, space, known)
+    plane.kill_archfit()
+
+    cluster.create_pod(plane.core, space, cluster.pod_manifest("known", [known]))
+    pod = plane.core.read_namespaced_pod("known", space)
+    assert [["amd64"]] == required_arch(pod)
+    assert PLATFORMS_ANNOTATION not in (pod.metadata.annotations or {}), "archfit was down"
+    assert "amd64" == node_arch(plane, space, "known")
+
+    held(plane, space, "unseen", fresh_amd64_image(images))
+    assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
+
+
+def test_with_archfit_unreachable_a_known_image_gets_amd64_and_an_unknown_one_is_held(
+    archfit_back: Plane, space: str, images: Images
+) -> None:
+    """archfit's webhook address accepts connections and never answers: the same outcomes,
+    each CREATE after the webhook's timeoutSeconds."""
+    plane = archfit_back
+    known = images.amd64_only.reference
+    warm(plane, space, known)
+    plane.kill_archfit()
+    unseen = fresh_amd64_image(images)
+    with hanging(plane.hook.webhook_port):
+        cluster.create_pod(plane.core, space, cluster.pod_manifest("known", [known]))
+        assert [["amd64"]] == required_arch(plane.core.read_namespaced_pod("known", space))
+        assert "amd64" == node_arch(plane, space, "known")
+        held(plane, space, "unseen", unseen)
+    assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
+
+
+def test_a_malformed_or_missing_parameter_never_blocks_a_pod(
+    archfit_back: Plane, space: str, images: Images
+) -> None:
+    """With the shipped failurePolicy (Ignore), a parameter whose CEL fails (a platform bit
+    of 0 divides by zero) or no parameter at all admits pods unchanged."""
+    plane = archfit_back
+    known = images.amd64_only.reference
+    warm(plane, space, known)
+    plane.kill_archfit()
+    plane.policy.install()  # as shipped: failurePolicy Ignore
+    try:
+        spec = plane.policy.parameter()
+        broken = [{**p, "bit": 0} for p in spec["platforms"]]
+        plane.policy.patch_parameter({"platforms": broken})
+        wait_for(lambda: plane.policy.parameter()["platforms"] == broken, "the broken parameter")
+        for name in ("broken", "no-parameter"):
+            if name == "no-parameter":
+                plane.policy.delete_parameter()
+            manifest = cluster.pod_manifest(name, [known])
+            # Until kube-apiserver's informer has the shipped policy, the test's Fail refuses.
+            wait_for(
+                lambda m=manifest: cluster.create_pod(plane.core, space, m),  # type: ignore[misc]
+                f"{name} created",
+            )
+            pod = plane.core.read_namespaced_pod(name, space)
+            assert ([], False) == (required_arch(pod), is_gated(pod))
+    finally:
+        plane.policy.install(failure_policy="Fail")
+        plane.start_archfit()
+        warm(plane, space, known)
+
+
+def test_on_a_cluster_without_archfits_crd_serve_says_so_once_and_runs_as_before(
+    stack: Stack, core: client.CoreV1Api, namespace: str, images: Images
+) -> None:
+    """admissionPolicy.enabled where the policy cannot run (here: no ImagePlatforms CRD):
+    one `admission_policy_unavailable` line, and the extender filters as ever."""
+    stack.ensure({"admissionPolicy": {"enabled": True}})
+    assert stack.archfit is not None
+    pods = replicas("amd", [images.amd64_only.reference])
+    assert ["amd64"] * REPLICAS == schedule(core, namespace, pods)
+    lines = [
+        json.loads(line)
+        for line in stack.archfit.process.log_path.read_text().splitlines()
+        if line.startswith("{") and "admission_policy" in line
+    ]
+    assert [("admission_policy_unavailable", "warning")] == [
+        (line["event"], line["level"]) for line in lines
+    ]
+    assert "ImagePlatforms" in lines[0]["reason"]
+
+
+# --- with the real Karpenter -----------------------------------------------------------------
+
+
+@pytest.fixture
+def autoscaled_policy(autoscaled: AutoscaledCluster) -> Iterator[AdmissionPolicy]:
+    """The shipped policy on the autoscaled cluster; unbound afterwards (reset() does not)."""
+    policy = AdmissionPolicy(autoscaled.control_plane.admin_kubeconfig).install()
+    try:
+        yield policy
+    finally:
+        policy.unbind()
+        policy.delete_parameter()
+
+
+@pytest.mark.parametrize("away", ["killed", "unreachable"])
+def test_with_archfit_away_karpenter_launches_amd64_only_and_the_held_pod_waits_for_archfit(
+    away: str,
+    autoscaled: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    autoscaled_policy: AdmissionPolicy,
+    images: Images,
+    tmp_path: Path,
+) -> None:
+    """Karpenter's heavier NodePool is arm64: with every archfit process killed (or its port
+    accepting and never answering), the pod of a published amd64-only image still gets amd64
+    capacity, the pod of an image archfit never saw is held (Karpenter acts only on pods
+    kube-scheduler marked Unschedulable), and when archfit starts again the releaser sends it
+    to amd64 too."""
+    namespace = autoscaled_namespace
+    settings = merge(
+        autoscaled_settings,
+        {
+            "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
+            "webhook": {
+                "gate": {"retrySeconds": 0.5, "leaseName": f"releaser-{uuid.uuid4().hex[:8]}"}
+            },
+        },
+    )
+    hook = WebhookArchfit(autoscaled.control_plane.admin_kubeconfig, settings, tmp_path).start()
+    try:
+        hook.wait_called(namespace, images.multi.reference)
+        autoscaled.start_scheduler(None)  # the managed layout: no extender
+        known = images.amd64_only.reference
+        autoscaled.core.create_namespaced_pod(
+            namespace, cluster.pod_manifest("warm", [known]), dry_run="All"
+        )
+        autoscaled_policy.wait_published(known)
+        process = hook.archfit.process
+        os.killpg(process.pid, signal.SIGKILL)
+        process.stop()
+        assert refused(hook.webhook_port)
+
+        unseen = fresh_amd64_image(images)
+        with contextlib.ExitStack() as stack:
+            if away == "unreachable":
+                stack.enter_context(hanging(hook.webhook_port))
+            core = autoscaled.core
+            cluster.create_pod(core, namespace, cluster.pod_manifest("unseen", [unseen]))
+            assert is_gated(core.read_namespaced_pod("unseen", namespace))
+            cluster.create_pod(core, namespace, cluster.pod_manifest("known", [known]))
+            assert [["amd64"]] == required_arch(core.read_namespaced_pod("known", namespace))
+            autoscaled.wait_scheduled(namespace, "known")
+            assert is_gated(core.read_namespaced_pod("unseen", namespace))
+        while_down = sorted({(launch.arch, launch.nodepool) for launch in autoscaled.launches()})
+
+        hook.archfit.start()
+        node = autoscaled.wait_scheduled(namespace, "unseen")
+        arches = {launch.name: launch.arch for launch in autoscaled.launches()}
+        print(f"\nkarpenter, archfit {away}: {while_down}; after its return: {arches}")
+        assert [("amd64", "general")] == while_down
+        assert ("amd64", {"amd64"}) == (arches[node], set(arches.values()))
+    finally:
+        hook.stop()
+
+
+# --- equality: policy alone, webhook alone, both --------------------------------------------
+
+
+LAYOUTS = ("policy", "webhook", "both")
+TIMED = ("none", *LAYOUTS)
+"""`none` (neither) is timed only: the cost each layout adds to a CREATE."""
+
+
+def random_pod(rng: random.Random, pool: list[str], names: list[str]) -> dict[str, Any]:
+    """A realistic pod (tests/support/affinity: existing, empty and arch terms, preferred
+    terms) with images of the catalog, init containers and tolerations."""
+    images = rng.sample(pool, rng.randint(1, 2))
+    pod = affinity.random_pod(rng, images, names)
+    spec = pod["spec"]
+    if rng.random() < 0.3:
+        spec["initContainers"] = [{"name": "init", "image": rng.choice(pool)}]
+    if rng.random() < 0.4:
+        spec["tolerations"] = [
+            rng.choice(
+                [
+                    {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+                     "effect": "NoSchedule"},
+                    {"key": "kubernetes.io/arch", "operator": "Exists"},
+                    {"operator": "Exists"},
+                    {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+                     "effect": "NoExecute"},
+                    {"key": "dedicated", "operator": "Equal", "value": "batch"},
+                ]
+            )
+        ]  # fmt: skip
+    return {"metadata": {"generateName": "eq-"}, "spec": spec}
+
+
+def outcome(plane: Plane, namespace: str, pod: dict[str, Any]) -> str:
+    """The created pod's affinity and tolerations as JSON (a server-side dry run, which runs
+    admission in full), or the apiserver's refusal."""
+    try:
+        created = plane.core.create_namespaced_pod(namespace, pod, dry_run="All")
+    except ApiException as error:
+        return f"refused {error.status}"
+    except ValueError:  # the client's own validation (a term list that is not a list)
+        return "invalid"
+    spec = plane.core.api_client.sanitize_for_serialization(created.spec)
+    return json.dumps([spec.get("affinity"), spec.get("tolerations")], sort_keys=True)
+
+
+def use_layout(plane: Plane, namespace: str, layout: str, probe: str, known_image: str) -> None:
+    """Bind the policy and register the webhook as `layout` says, and wait until
+    kube-apiserver admits that way: an unknown image's hold names the policy when it is
+    bound, and a known image gets archfit's annotation only from the webhook."""
+    policy, webhook = layout in ("policy", "both"), layout in ("webhook", "both")
+    if policy:
+        plane.policy.bind()
+    else:
+        plane.policy.unbind()
+    if webhook:
+        plane.hook.register()
+    else:
+        plane.hook.unregister()
+    unknown = cluster.pod_manifest("probe", [probe])
+    known = cluster.pod_manifest("probe", [known_image])
+
+    def admitted_as_asked() -> bool:
+        held = plane.core.create_namespaced_pod(namespace, unknown, dry_run="All")
+        reason = (held.metadata.annotations or {}).get("archfit.io/gated-reason", "")
+        seen = plane.core.create_namespaced_pod(namespace, known, dry_run="All")
+        annotated = PLATFORMS_ANNOTATION in (seen.metadata.annotations or {})
+        return reason.startswith(POLICY_REASON) == policy and annotated == webhook
+
+    wait_for(admitted_as_asked, f"kube-apiserver to admit as '{layout}'")
+
+
+def test_policy_alone_webhook_alone_and_both_write_byte_identical_affinity_and_tolerations(
+    plane: Plane, space: str, images: Images
+) -> None:
+    """Seeded random pods through the real apiserver, in each layout: the same affinity and
+    tolerations (or the same refusal), so the policy decides as the webhook does and the
+    two together add nothing twice."""
+    pool = [
+        images.amd64_only.reference,
+        images.arm64_only.reference,
+        images.multi.reference,
+        images.s390x_only.reference,
+        images.armv7_only.reference,
+    ]
+    warm(plane, space, *pool)
+    unknown = images.unreachable_s390x_only.reference
+    rng = random.Random(EQUALITY_SEED)
+    names = [node.name for node in NODES]
+    pods = [random_pod(rng, pool, names) for _ in range(EQUALITY_PODS)]
+    results: dict[str, list[str]] = {}
+    took: dict[str, float] = {}
+    try:
+        for layout in TIMED:
+            use_layout(plane, space, layout, unknown, images.multi.reference)
+            started = time.monotonic()
+            results[layout] = [outcome(plane, space, pod) for pod in pods]
+            took[layout] = time.monotonic() - started
+    finally:
+        use_layout(plane, space, "both", unknown, images.multi.reference)
+    webhook = results["webhook"]
+    admitted = sum(1 for r in webhook if r.startswith("["))
+    constrained = sum(1 for r in webhook if "kubernetes.io/arch" in r)
+    print(
+        f"\nequality: {EQUALITY_PODS} pods per layout ({admitted} admitted, {constrained} with "
+        "an arch term), seconds " + ", ".join(f"{k} {v:.1f}" for k, v in took.items())
+    )
+    differ = [
+        (i, {layout: results[layout][i] for layout in LAYOUTS})
+        for i in range(len(pods))
+        if len({results[layout][i] for layout in LAYOUTS}) > 1
+    ]
+    assert constrained > EQUALITY_PODS // 4, "the pods must exercise the constraint"
+    assert [] == [(pods[i], found) for i, found in differ[:3]], f"{len(differ)} pods differ"
