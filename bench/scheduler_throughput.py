@@ -26,7 +26,12 @@ Variants:
   pod (archfit's watch is JSON, kube-scheduler's protobuf) and archfit one decoding, on the
   same two cores as everything else. In a real cluster the control plane has its own
   machines; this row is the extender alone;
-- archfit-full-nodes: nodeCacheCapable false, full Node objects in every request.
+- archfit-full-nodes: nodeCacheCapable false, full Node objects in every request;
+- policy-no-extender: no extender; archfit's MutatingAdmissionPolicy (the shipped CRD, policy
+  and binding) writes each pod's constraint at creation from the parameter an archfit
+  publisher filled (it is stopped before the pods are made), so kube-scheduler's own
+  NodeAffinity plugin does the filtering in process. Admission is not in the figure (the
+  pods exist before the scheduler starts): bench/policy_latency measures what a CREATE costs.
 
 The client rate limit is lifted to qps/burst 1000, so CPU is what limits. `--default-qps`
 adds a round at the shipped limit (client-go's default, qps 50, burst 100), which caps
@@ -67,6 +72,7 @@ from bench import harness
 from tests.e2e import binaries, cluster
 from tests.e2e.archfit import Archfit
 from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.policy import AdmissionPolicy, required_arch
 from tests.e2e.processes import Process, http_ok
 from tests.e2e.scheduler import Scheduler
 from tests.support.images import Pusher
@@ -113,6 +119,8 @@ class Variant:
     watcher: bool = True
     """Whether archfit's mismatch watcher runs (as shipped): it list-watches every pod, so
     kube-apiserver encodes each pod change once more, for archfit, on the same two cores."""
+    policy: bool = False
+    """Whether archfit's admission policy constrains the pods as they are created."""
 
 
 VARIANTS = (
@@ -121,6 +129,7 @@ VARIANTS = (
     Variant("archfit", "archfit"),
     Variant("archfit-no-watcher", "archfit", watcher=False),
     Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
+    Variant("policy-no-extender", "none", policy=True),
 )
 
 
@@ -335,6 +344,7 @@ class Bench:
         self.arm64_nodes = {name for name in self.node_names if name.endswith("arm64")}
         self.shapes: list[list[str]] = []
         self.settings: dict[str, Any] = {}
+        self.policy: AdmissionPolicy | None = None
 
     def start(self) -> Bench:
         """Start etcd, kube-apiserver and the registry; create the nodes; push the images."""
@@ -388,7 +398,15 @@ class Bench:
         namespace = f"bench-{run}"
         cluster.create_namespace(self.core, namespace)
         manifests = self.pods(pods or self.pod_count)
-        parallel(partial(cluster.create_pod, self.core, namespace, m) for m in manifests)
+        if variant.policy:
+            self.publish_policy(run, namespace)
+        try:
+            parallel(partial(cluster.create_pod, self.core, namespace, m) for m in manifests)
+        finally:
+            if self.policy is not None:
+                self.policy.unbind()  # the other variants' pods are created without it
+        if variant.policy:
+            self.check_constrained(namespace, manifests)
         extender = self.start_extender(variant, run, namespace)
         try:
             scheduler = Scheduler(
@@ -434,6 +452,37 @@ class Bench:
             "span_s": round(span, 3),
             "cpu_ms_per_pod": per_pod,
         }
+
+    def publish_policy(self, run: str, namespace: str) -> None:
+        """Install and bind archfit's admission policy, and have an archfit publish every
+        image the pods name; that archfit is stopped before the pods are made."""
+        if self.policy is None:
+            self.policy = AdmissionPolicy(self.plane.admin_kubeconfig).install()
+        else:
+            self.policy.bind()
+        settings = {
+            **self.settings,
+            "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
+            "watcher": {"enabled": False},
+        }
+        name = f"archfit-publisher-{run}"
+        archfit = Archfit(self.workdir / name, settings, name=name, env=self.archfit_env)
+        archfit.start()
+        try:
+            self.warm(archfit, Variant("publisher", "archfit"), namespace)
+            self.policy.wait_published(*{image for shape in self.shapes for image in shape})
+        finally:
+            archfit.stop()
+
+    def check_constrained(self, namespace: str, manifests: Sequence[Mapping[str, Any]]) -> None:
+        """The arm64-only pods carry `kubernetes.io/arch In [arm64]`, or the policy did not
+        apply and the row would be the no-extender one."""
+        arm64_only = next(
+            m for m in manifests if m["spec"]["containers"][0]["image"] == self.shapes[-1][0]
+        )
+        pod = self.core.read_namespaced_pod(arm64_only["metadata"]["name"], namespace)
+        if [["arm64"]] != required_arch(pod):
+            raise RuntimeError(f"the admission policy did not constrain {pod.metadata.name}")
 
     def start_extender(self, variant: Variant, run: str, namespace: str) -> Extender | None:
         """Start the variant's extender, warm and ready (None for no extender)."""
