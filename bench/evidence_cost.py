@@ -13,14 +13,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from extender.evidence import EvidenceBook, LearnedResolver
-from extender.platforms import normalize
-from extender.pods import PullSecretsRef, WorkloadId
+from extender.core.platforms import normalize
+from extender.core.pods import PullSecretsRef, WorkloadId
+from extender.lookups.evidence import EvidenceBook, LearnedResolver
+from extender.lookups.resolution import Resolution
 from extender.registry.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification
-from extender.resolution import Resolution
 
 IMAGES = ("registry.example/app:1", "registry.example/sidecar:1")
 BOTH = frozenset({normalize("linux", "amd64"), normalize("linux", "arm64")})

@@ -42,8 +42,8 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from extender.mutation import MutationRules, decide_mutation
-from extender.platforms import Rule
+from extender.core.mutation import MutationRules, decide_mutation
+from extender.core.platforms import Rule
 from tests.objects import args_full, args_names, node, pod
 from tests.support import affinity
 from tests.support.archfit_process import Archfit, post, running

@@ -7,7 +7,7 @@ failure, a StartError with exec format error, or a crash-loop) as a paged list (
 `continue`, 500 a page, as the watcher asks) and then a watch of status updates (one per
 pod: kubelet's status writes are most of a real cluster's pod events). The measured process
 runs the real path: the kubernetes client, extender.kube.pod_watch's paged list and watch
-decoding, and extender.watcher on the event loop, with 5,000 nodes in its node view; API
+decoding, and extender.controllers.watcher on the event loop, with 5,000 nodes in its node view; API
 writes (Events) go to a recorder. Sampled: CPU seconds (process_time) and wall time of the
 list and the watch, VmRSS before and after, VmHWM.
 
@@ -328,12 +328,12 @@ class _NoResolver:
 async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
     from kubernetes import client
 
-    from extender.config import WatcherSettings
+    from extender.config.settings import WatcherSettings
+    from extender.controllers.watcher import Watcher
+    from extender.core.platforms import Rule, normalize
     from extender.kube.pod_watch import PodWatch
+    from extender.lookups.resolution import Resolution
     from extender.metrics import Metrics
-    from extender.platforms import Rule, normalize
-    from extender.resolution import Resolution
-    from extender.watcher import Watcher
 
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{port}"

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from extender.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef
 from extender.registry.resolver import RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.images import Pusher

@@ -37,7 +37,7 @@
 The classes live where they are raised and are declared on the family here; the ones that
 were ValueErrors stay ValueErrors too, so no caller changes. `cli._serve` catches the two
 start-up roots (SetupError, ListenError); the extender's middleware and the admission
-skeleton (extender.admission) catch InputError.
+skeleton (extender.admission.skeleton) catch InputError.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from extender.placement import FilterDecision, Policy, ScoreDecision
-from extender.platforms import Resolved, Unknown, summarise_platforms
-from extender.pods import PodFacts
+from extender.core.placement import FilterDecision, Policy, ScoreDecision
+from extender.core.platforms import Resolved, Unknown, summarise_platforms
+from extender.core.pods import PodFacts
 
 if TYPE_CHECKING:  # the webhook's type: the extender alone need not import the mutation code
-    from extender.mutation import Mutation
+    from extender.core.mutation import Mutation
 
 log = structlog.get_logger("archfit")
 

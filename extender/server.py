@@ -30,17 +30,17 @@ import structlog
 from aiohttp import web
 
 from extender import __version__
-from extender.config import Settings
+from extender.config.settings import Settings
 from extender.errors import ListenError, SetupError, WebhookSetupError
 from extender.event_loop import loop_factory
-from extender.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.http.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.http.tls import CertificateRefused, ReloadingCertificate
 from extender.logs import configure
+from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
-from extender.resolution import PlatformResolver
 from extender.services import NodeSource, Services, open_services
-from extender.tls import CertificateRefused, ReloadingCertificate
 
 log = structlog.get_logger("archfit")
 
@@ -114,7 +114,7 @@ def writing_controllers(settings: Settings) -> list[str]:
 
 
 async def _run_until_signalled(app: web.Application) -> None:
-    """What web.run_app does, except that the listener is extender.listener's, which caps
+    """What web.run_app does, except that the listener is extender.http.listener's, which caps
     connections and times out slow headers."""
     server = app[SETTINGS].server
     # Before the runner starts the services: a taken port is then the only line, not one
@@ -235,7 +235,7 @@ def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertif
 
 
 async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
-    """Serve a rotated certificate without a restart (extender.tls)."""
+    """Serve a rotated certificate without a restart (extender.http.tls)."""
     async with _task(app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)):
         yield
 
@@ -244,7 +244,12 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
     """The admission webhook's TLS listener, its self-managed certificate if asked, and the
     releaser of held pods."""
     # Imported here: a serve without the webhook (the default) never loads its modules.
-    from extender.webhook import MUTATION, WEBHOOK_GUARD, create_webhook_app, release_held
+    from extender.admission.pod_webhook import (
+        MUTATION,
+        WEBHOOK_GUARD,
+        create_webhook_app,
+        release_held,
+    )
 
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     hook = settings.webhook
@@ -289,8 +294,8 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _watcher(app: web.Application) -> AsyncIterator[None]:
-    """The mismatch watcher, on whichever replica holds its Lease (extender.watcher)."""
-    from extender.watcher import leading
+    """The mismatch watcher, on whichever replica holds its Lease (extender.controllers.watcher)."""
+    from extender.controllers.watcher import leading
 
     async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
         yield
@@ -298,17 +303,17 @@ async def _watcher(app: web.Application) -> AsyncIterator[None]:
 
 async def _admission_policy(app: web.Application) -> AsyncIterator[None]:
     """The admission policy's parameter, on whichever replica holds its Lease
-    (extender.publisher); and, without the webhook, the releaser of the pods the policy
+    (extender.controllers.publisher); and, without the webhook, the releaser of the pods the policy
     holds."""
-    from extender.publisher import publishing
+    from extender.controllers.publisher import publishing
 
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(publishing(settings, metrics, services))
         hold = settings.webhook.unknown_images == "gate" and settings.policy.mode != "dry-run"
         if not settings.webhook.enabled and hold and services.kube is not None:
-            from extender.rules import mutation_rules_of
-            from extender.webhook import release_held
+            from extender.admission.pod_webhook import release_held
+            from extender.config.rules import mutation_rules_of
 
             releaser = release_held(settings, metrics, services, mutation_rules_of(settings))
             await stack.enter_async_context(_task(releaser))

@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from extender.config import Settings
+from extender.config.settings import Settings
+from extender.core.image_table import ImageTable
+from extender.core.platforms import Platform
+from extender.core.pods import PodFacts, PullSecretsRef
+from extender.core.runtimes import NodeFacts
+from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
-from extender.evidence import (
+from extender.lookups.evidence import (
     EvidenceBook,
     LearnedResolver,
     SharedEvidence,
     evidence_book,
     runs_on_some_node,
 )
-from extender.image_table import ImageTable
+from extender.lookups.resolution import PlatformResolver, Resolution
 from extender.metrics import Metrics
-from extender.platforms import Platform
-from extender.pods import PodFacts, PullSecretsRef
 from extender.registry.keychain import QueuedSecretSource, SecretSource
-from extender.resolution import PlatformResolver, Resolution
-from extender.runtimes import NodeFacts
-from extender.steering import SteeringSource
 
 if TYPE_CHECKING:
     from extender.registry.resolver import RegistryResolver
@@ -74,7 +74,8 @@ class Services:
     kube: Any | None = None
     """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
     evidence: EvidenceBook | None = None
-    """Learned evidence the resolver believes (extender.evidence); None with a given resolver."""
+    """Learned evidence the resolver believes (extender.lookups.evidence); None with a given
+    resolver."""
     steering: SteeringSource | None = None
     """Namespace preferences and arm64 shares (webhook.steering with API access)."""
     images: ImageTable | None = None

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.audit.workloads import Owners, WorkloadKey
-from extender.mismatch import EXEC_FORMAT, PULL_TEXTS
-from extender.text import cut
+from extender.core.mismatch import EXEC_FORMAT, PULL_TEXTS
+from extender.core.text import cut
 
 NO_MATCHING_MANIFEST = "no matching manifest"
 EXEC_FORMAT_ERROR = EXEC_FORMAT
 
-# The runtimes' own texts (extender.mismatch cites where each comes from).
+# The runtimes' own texts (extender.core.mismatch cites where each comes from).
 _MANIFEST_WORDS = PULL_TEXTS
 _PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
 _IMAGE_IN_MESSAGE = re.compile(r'image "([^"]+)"')

@@ -29,13 +29,13 @@ from extender.audit.run import (
     progress,
 )
 from extender.audit.workloads import Workload
-from extender.config import Settings
+from extender.config.settings import Settings
+from extender.core.pods import PullSecretsRef
+from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
-from extender.pods import PullSecretsRef
 from extender.registry.credentials import PullSecret
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.registry.resolver import RegistryResolver, build_resolver
-from extender.resolution import PlatformResolver
 
 _READERS = 8
 """Clusters read at once (each read is a few paged lists, on its own thread)."""

@@ -17,8 +17,8 @@ from extender.audit import newer_tags
 from extender.audit.lookups import Pair
 from extender.audit.newer_tags import TagHint
 from extender.audit.report import same_image
-from extender.platforms import Resolved, Unknown, any_accepts, describe_failure, normalize
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Resolved, Unknown, any_accepts, describe_failure, normalize
+from extender.core.pods import PullSecretsRef
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.reference import parse

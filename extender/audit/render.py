@@ -23,9 +23,9 @@ from rich.table import Table
 from rich.text import Text
 
 from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
+from extender.core.text import printable
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
-from extender.text import printable
 
 _STYLE = {READY: "green", BLOCKED: "red"}
 _CELL = 120

@@ -14,8 +14,8 @@ from typing import Any
 from extender.audit.breakage import Breakage
 from extender.audit.newer_tags import TagHint
 from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
-from extender.platforms import Resolved, Unknown, any_accepts, normalize
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Resolved, Unknown, any_accepts, normalize
+from extender.core.pods import PullSecretsRef
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse as parse_reference
 

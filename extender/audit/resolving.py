@@ -15,14 +15,14 @@ from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
 from extender.audit.lookups import Looker, Pair
 from extender.audit.newer_tags import TagHint
 from extender.audit.report import Disagreement, Lookups, same_image
+from extender.core.platforms import Platform, Unknown, any_accepts
+from extender.core.pods import PullSecretsRef
+from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
-from extender.platforms import Platform, Unknown, any_accepts
-from extender.pods import PullSecretsRef
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse
 from extender.registry.resolver import RegistryResolver
-from extender.resolution import PlatformResolver
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from extender.audit.workloads import (
     node_architectures,
     running,
 )
-from extender.config import Settings
+from extender.config.settings import Settings
 
 SECRET_LOOKUPS = 4
 """Pull-secret lookups in flight at once per cluster; each reads a ServiceAccount and its

@@ -1,7 +1,7 @@
 """Workloads as the audit sees them: pod template, replicas, requests, and whose pods are whose.
 
 Pure functions over Kubernetes objects as the API serves them (camelCase JSON). A pod
-template's spec is a pod spec, so images and pull secrets come from `extender.pods`.
+template's spec is a pod spec, so images and pull secrets come from `extender.core.pods`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from extender import pods
 from extender.audit import quantities
+from extender.core import pods
+from extender.core.platforms import node_platform
+from extender.core.pods import PodError, PullSecretsRef, read_mapping
+from extender.core.steering import CHOICE_LABEL, SIDES
 from extender.errors import AuditInputError
-from extender.platforms import node_platform
-from extender.pods import PodError, PullSecretsRef, read_mapping
-from extender.steering import CHOICE_LABEL, SIDES
 
 AUDITED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
 """What the audit reads, in the order reports list them."""
@@ -247,7 +247,7 @@ def _containers(spec: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]
 
 
 def _pull(namespace: str, spec: Mapping[str, Any]) -> PullSecretsRef:
-    # Build a one-off pod so kubelet's lookup order comes from one place (extender.pods).
+    # Build a one-off pod so kubelet's lookup order comes from one place (extender.core.pods).
     facts = pods.facts({"metadata": {"namespace": namespace, "name": "-"}, "spec": spec})
     return facts.pull
 

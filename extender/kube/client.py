@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from extender.config import KubernetesSettings
+from extender.config.settings import KubernetesSettings
 from extender.kube.errors import KubeConfigError
 from extender.registry.errors import snippet
 

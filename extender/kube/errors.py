@@ -4,8 +4,8 @@ the client (~20 MB, ~0.4 s to import) must not be loaded at all."""
 
 from __future__ import annotations
 
+from extender.core.text import cut
 from extender.errors import SetupError, WebhookSetupError
-from extender.text import cut
 
 _MAX_ERROR = 300
 

@@ -4,7 +4,7 @@ Redis: the watcher's leader writes each entry as one key, every replica reads it
 kubeconfig (docs/operations.md, "Learned evidence").
 
 A ConfigMap holds at most 1 MiB; the evidence book keeps far fewer entries than fit
-(extender.evidence.MAX_ENTRIES). Writes are merge patches of `data` keys, so the leader
+(extender.lookups.evidence.MAX_ENTRIES). Writes are merge patches of `data` keys, so the leader
 and an operator's `clear` never overwrite each other's other keys.
 """
 
@@ -27,7 +27,7 @@ _LABELS = {"app.kubernetes.io/name": "archfit", "app.kubernetes.io/component": "
 
 
 class ConfigMapEvidence:
-    """extender.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
+    """extender.lookups.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
         self._core = client.CoreV1Api(api)

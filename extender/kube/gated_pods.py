@@ -17,13 +17,14 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender.gates import (
+from extender.core.gates import (
     GATED_SELECTOR,
     PodChanged,
     ReleaseRefused,
     is_gated,
     release_operations,
 )
+from extender.core.pods import Pod
 from extender.kube.pod_watch import write_event
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
@@ -33,7 +34,6 @@ from extender.kube.watching import (
     stop_watching,
     watch_lines,
 )
-from extender.pods import Pod
 
 log = structlog.get_logger("archfit.gates")
 

@@ -1,6 +1,6 @@
 """The ImagePlatforms object (archfit.io/v1alpha1, cluster-scoped) that archfit's
 MutatingAdmissionPolicy reads as its parameter: whether the cluster serves the API, and
-writing the object (extender.publisher decides when)."""
+writing the object (extender.controllers.publisher decides when)."""
 
 from __future__ import annotations
 

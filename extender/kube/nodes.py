@@ -3,7 +3,7 @@
 What it keeps is node name → one shared NodeFacts tuple, and what it reads is kept as small:
 - The list comes in pages of `_PAGE` nodes (`limit`/`continue`), so the peak holds one page
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
-- Each page and each watch event is decoded by msgspec into extender.node_parts' Structs,
+- Each page and each watch event is decoded by msgspec into extender.core.node_parts' Structs,
   the same ones full-Node requests use, which hold only the fields runtimes.node_facts
   reads: the name, four labels, the resourceVersion and three fields of status.nodeInfo.
   Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
@@ -29,6 +29,9 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.core.node_parts import FactsOf, NodeParts, decode_node
+from extender.core.platforms import Platform
+from extender.core.runtimes import NodeFacts
 from extender.kube.watching import (
     Expired,
     ListMeta,
@@ -40,9 +43,6 @@ from extender.kube.watching import (
     watch_error,
     watch_lines,
 )
-from extender.node_parts import FactsOf, NodeParts, decode_node
-from extender.platforms import Platform
-from extender.runtimes import NodeFacts
 
 log = structlog.get_logger("archfit.nodes")
 
@@ -76,7 +76,7 @@ class NodeIndex:
         self._page_size = page_size
         self._nodes: Mapping[str, NodeFacts] = {}
         # Thousands of nodes share a handful of (platform, rule) pairs: keep one copy of each,
-        # which also lets the extender group candidates by identity (extender.placement).
+        # which also lets the extender group candidates by identity (extender.core.placement).
         self._facts_of = FactsOf()
         self._platforms: frozenset[Platform] = frozenset()
         self._stop = threading.Event()

@@ -22,6 +22,8 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.core.mismatch import ContainerState, Launch
+from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
@@ -32,8 +34,6 @@ from extender.kube.watching import (
     stop_watching,
     watch_error,
 )
-from extender.mismatch import ContainerState, Launch
-from extender.pods import PullSecretsRef, WorkloadId, workload_of
 
 log = structlog.get_logger("archfit.watcher")
 

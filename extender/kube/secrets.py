@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 from kubernetes import client
 
+from extender.core.pods import PullSecretsRef
 from extender.kube.daemon_calls import DaemonCalls
-from extender.pods import PullSecretsRef
 from extender.registry.credentials import PullSecret
 from extender.ttlmap import Clock, TTLMap
 

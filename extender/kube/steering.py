@@ -22,16 +22,8 @@ import msgspec
 import structlog
 from kubernetes import client
 
-from extender.kube.watching import (
-    LIST_PAGE,
-    Expired,
-    ListMeta,
-    follow_watch,
-    list_watch_forever,
-    stop_watching,
-)
-from extender.pods import PREFER_ARCH_ANNOTATION
-from extender.steering import (
+from extender.core.pods import PREFER_ARCH_ANNOTATION
+from extender.core.steering import (
     CHOICE_LABEL,
     SHARE_ANNOTATION,
     OwnerKey,
@@ -40,6 +32,14 @@ from extender.steering import (
     owner_of,
     preference_order,
     steer,
+)
+from extender.kube.watching import (
+    LIST_PAGE,
+    Expired,
+    ListMeta,
+    follow_watch,
+    list_watch_forever,
+    stop_watching,
 )
 
 log = structlog.get_logger("archfit.steering")
@@ -198,7 +198,7 @@ class FleetSteering:
         return self._namespace_watch.synced.is_set() and self._pod_watch.synced.is_set()
 
     def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
-        """What the pod's namespace, workload and own annotations say (extender.steering)."""
+        """What the pod's namespace, workload and own annotations say (extender.core.steering)."""
         metadata = pod.get("metadata")
         namespace = metadata.get("namespace", "") if isinstance(metadata, Mapping) else ""
         now = self._clock()
@@ -211,7 +211,7 @@ class FleetSteering:
         )
 
     def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
-        """The prefer-arch order of the level that decides for `pod` (extender.steering)."""
+        """The prefer-arch order of the level that decides for `pod` (extender.core.steering)."""
         metadata = pod.get("metadata")
         if not isinstance(metadata, Mapping):
             return ()

@@ -31,8 +31,8 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from extender import certs
-from extender.config import WebhookSettings
+from extender.config.settings import WebhookSettings
+from extender.http import certs
 from extender.kube.errors import CertificateSetupError, short_error
 from extender.kube.watching import (
     decode_watch_event,

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
+from extender.core.platforms import normalize
+from extender.core.shared import Interner
 from extender.metrics import Metrics
-from extender.platforms import normalize
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import request_seconds_left, skip_remembered_failures
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
-from extender.shared import Interner
 from extender.ttlmap import Clock, TTLMap
 
 if TYPE_CHECKING:

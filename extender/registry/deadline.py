@@ -1,5 +1,6 @@
 """The deadline of the request a lookup serves, and whether it may be answered by a remembered
-failure: set by `extender.resolution` around its lookups, read by the registry client and cache.
+failure: set by `extender.lookups.resolution` around its lookups, read by the registry client
+and cache.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterable
 from functools import cache
 
+from extender.core.text import cut, printable
 from extender.errors import ArchfitError
-from extender.text import cut, printable
 
 _SNIPPET = 200
 _REDACTED = "[redacted]"

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import structlog
 
-from extender.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef
 from extender.registry.credentials import (
     Credential,
     CredentialChain,

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from extender.platforms import Platform, normalize
+from extender.core.platforms import Platform, normalize
 from extender.registry.errors import DigestMismatch, ManifestInvalid, Schema1Unsupported
 from extender.registry.reference import parse_digest
 

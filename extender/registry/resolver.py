@@ -14,9 +14,9 @@ from typing import Protocol
 
 import structlog
 
+from extender.core.platforms import Platform, describe_failure
+from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.platforms import Platform, describe_failure
-from extender.pods import PullSecretsRef
 from extender.registry.cache import CachedSource, KnownDigest, Store
 from extender.registry.client import RegistryClient, TagList
 from extender.registry.credentials import CredentialChain
@@ -79,7 +79,8 @@ class ImageResolution:
 
 
 class RegistryResolver:
-    """Implements extender.resolution.PlatformResolver by asking registries (through a cache)."""
+    """Implements extender.lookups.resolution.PlatformResolver by asking registries (through a
+    cache)."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from extender.platforms import Platform
+from extender.core.platforms import Platform
 from extender.registry.client import RegistryClient
 from extender.registry.credentials import CredentialChain
 from extender.registry.errors import TooLarge

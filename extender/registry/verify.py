@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from extender.platforms import Platform, normalize
+from extender.core.platforms import Platform, normalize
 from extender.registry.cache import Store
 from extender.registry.credentials import CredentialChain
 from extender.registry.manifests import Entry, Index, config_check, index_entries

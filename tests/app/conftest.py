@@ -9,10 +9,10 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
-from extender.app import create_app
-from extender.config import Settings, from_mapping
-from extender.platforms import Platform, parse
-from extender.pods import PullSecretsRef
+from extender.config.settings import Settings, from_mapping
+from extender.core.platforms import Platform, parse
+from extender.core.pods import PullSecretsRef
+from extender.scheduler.app import create_app
 from tests.support.function_resolver import FunctionResolver
 from tests.support.static_nodes import StaticNodes
 

@@ -1,4 +1,5 @@
-"""A second kind of admission plugs into the skeleton the pod webhook uses (extender.admission)."""
+"""A second kind of admission plugs into the skeleton the pod webhook uses
+(extender.admission.skeleton)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from extender.admission import Admission, Admissions
-from extender.admission_api import AdmissionRequest
+from extender.admission.skeleton import Admission, Admissions
 from extender.errors import InputError
 from extender.metrics import Metrics
 from extender.once import OncePerCause
+from extender.wire.admission_api import AdmissionRequest
 
 
 class WarnOnDeployments:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from extender import certs
+from extender.http import certs
 from tests.support.archfit_process import Archfit, read_responses, running
 from tests.support.waiting import wait_for
 

@@ -212,7 +212,7 @@ async def test_a_skipped_pod_passes_node_names_even_without_a_node_index(make_cl
 
 async def test_a_rejection_line_shows_a_huge_images_platforms_as_a_sample_and_a_count(make_client):
     """An index with 5,000 platforms logs 8 of them and `+4992 more`, not all 5,000."""
-    from extender.platforms import Platform
+    from extender.core.platforms import Platform
     from tests.support.function_resolver import FunctionResolver
 
     huge = frozenset(Platform("linux", "s390x", f"v{i}") for i in range(5000))

@@ -11,9 +11,9 @@ from aiohttp import web
 from kubernetes import client
 from structlog.testing import capture_logs
 
+from extender.core.platforms import Rule, parse
+from extender.core.runtimes import node_facts
 from extender.kube.nodes import NodeIndex
-from extender.platforms import Rule, parse
-from extender.runtimes import node_facts
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
 from tests.support.function_resolver import FunctionResolver

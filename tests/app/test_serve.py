@@ -89,7 +89,9 @@ def test_sigterm_lets_an_in_flight_request_finish_before_exiting(tmp_path):
 
 def _run(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """`archfit ARGS` in a fresh interpreter; `prelude` runs first (to hide a library)."""
-    code = f"import sys\n{prelude}\nfrom extender.cli import main\nsys.exit(main({list(args)!r}))"
+    code = (
+        f"import sys\n{prelude}\nfrom extender.cli.main import main\nsys.exit(main({list(args)!r}))"
+    )
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )

@@ -20,7 +20,7 @@ from tests.support.process import free_port
 # Both scripts below start with this: a wait until /readyz answers 200 (30 s at most).
 WAIT_UNTIL_READY = """
 import json, os, signal, sys, threading, time, urllib.request
-from extender.cli import main
+from extender.cli.main import main
 
 def wait_until_ready():
     for _ in range(1500):
@@ -110,7 +110,11 @@ def serve_and_list_modules(tmp_path, kubernetes: str) -> tuple[int, list[str]]:
 
 NOT_FOR_SERVING = ("kubernetes", "rich", "cryptography")
 #: The admission webhook's own modules, which webhook.enabled: false (the default) never runs.
-WEBHOOK_MODULES = ("extender.webhook", "extender.admission", "extender.workload_admission")
+WEBHOOK_MODULES = (
+    "extender.admission.pod_webhook",
+    "extender.admission.skeleton",
+    "extender.admission.workloads",
+)
 
 
 def test_serve_with_kubernetes_off_never_imports_the_kubernetes_client(tmp_path):

@@ -18,10 +18,10 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from extender.app import METRICS, WEBHOOK_CERTIFICATE, create_app
-from extender.config import Settings, WebhookSettings
-from extender.platforms import Platform
-from extender.pods import PullSecretsRef
+from extender.config.settings import Settings, WebhookSettings
+from extender.core.platforms import Platform
+from extender.core.pods import PullSecretsRef
+from extender.scheduler.app import METRICS, WEBHOOK_CERTIFICATE, create_app
 from tests.app.conftest import TABLE, settings, table_resolver
 from tests.objects import node, pod
 from tests.support.function_resolver import FunctionResolver

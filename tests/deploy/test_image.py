@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.config import Settings
+from extender.config.settings import Settings
 from tests.deploy import image
 from tests.deploy.render import Object, one
 
@@ -72,6 +72,6 @@ def test_the_build_context_holds_the_package_and_nothing_else() -> None:
     files = image.build_context()
     metadata = ("pyproject.toml", "README.md", "LICENSE", "requirements.lock")
     unexpected = [f for f in files if not (f in metadata or f.startswith("extender/"))]
-    assert {"requirements.lock", "extender/cli.py", "extender/__main__.py"} <= set(files)
+    assert {"requirements.lock", "extender/cli/main.py", "extender/__main__.py"} <= set(files)
     assert [] == unexpected
     assert [] == [f for f in files if "__pycache__" in f or f.endswith(".pyc")]

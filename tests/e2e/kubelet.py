@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from extender.platforms import ARCH_LABEL, OS_LABEL
+from extender.core.platforms import ARCH_LABEL, OS_LABEL
 from tests.e2e import cluster
 from tests.e2e.karpenter import INSTANCE_TYPE_LABEL, KWOK_NODE_ANNOTATION, NODEPOOL_LABEL
 

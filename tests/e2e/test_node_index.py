@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client, config
 
+from extender.core.platforms import Rule, parse
 from extender.kube.nodes import NodeIndex
-from extender.platforms import Rule, parse
 from tests.e2e import cluster
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import ControlPlane

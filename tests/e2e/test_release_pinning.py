@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from extender.gates import PodChanged, ReleaseRefused, release_operations
+from extender.core.gates import PodChanged, ReleaseRefused, release_operations
 from extender.kube.gated_pods import GatedPods
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings

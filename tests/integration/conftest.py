@@ -16,8 +16,8 @@ import pytest
 import structlog
 from aiohttp.test_utils import TestServer
 
+from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.pods import PullSecretsRef
 from extender.registry.credentials import PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings

@@ -15,8 +15,8 @@ from extender.audit.html_report import page
 from extender.audit.newer_tags import TagHint
 from extender.audit.report import Pricing, build
 from extender.audit.workloads import WorkloadKey
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
 from tests.support.browser import load
 from tests.unit.audit_objects import workload
 

@@ -11,10 +11,10 @@ from extender.audit.lookups import distinct_pairs, look_up
 from extender.audit.resolving import CheckedIndexes
 from extender.audit.run import AuditOptions
 from extender.audit.workloads import Workload, WorkloadKey
-from extender.config import Settings
+from extender.config.settings import Settings
+from extender.core.platforms import Unknown
+from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.platforms import Unknown
-from extender.pods import PullSecretsRef
 from tests.integration.conftest import ResolverFactory, local_settings
 from tests.support.fixtures import PublishedRegistry
 from tests.support.images import Pusher

@@ -12,9 +12,9 @@ from aiohttp import web
 
 from extender.audit import newer_tags
 from extender.audit.resolving import metric_remaining, resolve
+from extender.core.platforms import Unknown
+from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.platforms import Unknown
-from extender.pods import PullSecretsRef
 from tests.integration.conftest import ResolverFactory, RunningFaults, local_settings
 from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
 from tests.support.images import Pusher

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from extender.app import create_app
-from extender.config import from_mapping
+from extender.config.settings import from_mapping
 from extender.metrics import Metrics
 from extender.registry.errors import NoCredentials
 from extender.registry.plugins import CredentialPlugins
 from extender.registry.settings import CredentialProviderSettings
+from extender.scheduler.app import create_app
 from tests.app.conftest import post
 from tests.integration.conftest import ResolverFactory, local_settings, pod
 from tests.objects import args_full, node

@@ -1,4 +1,4 @@
-"""Learned evidence (extender.evidence) through a real redis-server: a restart and a second
+"""Learned evidence (extender.lookups.evidence) through a real redis-server: a restart and a second
 replica keep it, a clear reaches every replica, and the resolver believes it over the index."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from extender.evidence import EvidenceBook, LearnedResolver
-from extender.mismatch import Evidence
-from extender.platforms import normalize
-from extender.pods import PullSecretsRef
+from extender.core.mismatch import Evidence
+from extender.core.platforms import normalize
+from extender.core.pods import PullSecretsRef
+from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.registry.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings

@@ -9,8 +9,9 @@ import time
 import pytest
 from aiohttp import web
 
-from extender.placement import Candidates, Policy, decide_filter
-from extender.platforms import Rule, Unknown, describe_failure, normalize, summarise_platforms
+from extender.core.placement import Candidates, Policy, decide_filter
+from extender.core.platforms import Rule, Unknown, describe_failure, normalize, summarise_platforms
+from extender.lookups.resolution import Resolution
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -22,7 +23,6 @@ from extender.registry.errors import (
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse
 from extender.registry.transport import Transport
-from extender.resolution import Resolution
 from tests.integration.conftest import (
     POD,
     ResolverFactory,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.inspect import run_inspect
+from extender.cli.inspect_images import run_inspect
 from extender.registry.resolver import build_resolver
 from extender.registry.settings import CacheSettings, CredentialProviderSettings
 from tests.integration.conftest import local_settings

@@ -11,8 +11,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes import client
 
+from extender.core.pods import PullSecretsRef
 from extender.kube.secrets import KubeSecretSource
-from extender.pods import PullSecretsRef
 from extender.registry.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
 from tests.support.pull_secrets import auth_field, secret_manifest

@@ -153,7 +153,7 @@ FIRST_LOOKUP_AFTER_A_DEFERRED_IMPORT = """
 import asyncio, json, sys
 from extender.registry import system_cas
 system_cas.import_aiohttp()
-from extender.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef
 from extender.registry.resolver import build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import pytest
 from structlog.testing import capture_logs
 
-from extender.inspect import run_inspect
+from extender.cli.inspect_images import run_inspect
+from extender.core.platforms import Unknown
+from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.platforms import Unknown
 from extender.registry.errors import NotFound, Unauthorized, UnexpectedStatus
 from extender.registry.resolver import ImageResolution, RegistryResolver
 from extender.registry.settings import CacheSettings, RegistrySettings
-from extender.resolution import Resolution
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.platforms import Platform, parse
+from extender.core.platforms import Platform, parse
 
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"

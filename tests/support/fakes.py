@@ -7,7 +7,7 @@ from extender.kube.pod_watch import WatchedPod
 
 
 class RecordingPodCalls:
-    """extender.watcher.Calls: previous logs from `logs`, every call recorded."""
+    """extender.controllers.watcher.Calls: previous logs from `logs`, every call recorded."""
 
     def __init__(self) -> None:
         self.logs: dict[tuple[str, str], str] = {}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from extender.platforms import Platform
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Platform
+from extender.core.pods import PullSecretsRef
 
 
 class FunctionResolver:
-    """Adapts `func(image, pull)` to extender.resolution.PlatformResolver."""
+    """Adapts `func(image, pull)` to extender.lookups.resolution.PlatformResolver."""
 
     def __init__(
         self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]

@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
-from extender.node_parts import FactsOf, decode_node
-from extender.platforms import Platform
-from extender.runtimes import NodeFacts
+from extender.core.node_parts import FactsOf, decode_node
+from extender.core.platforms import Platform
+from extender.core.runtimes import NodeFacts
 
 
 class StaticNodes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.audit.workloads import Workload, WorkloadKey
-from extender.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef
 
 
 def container(name: str, image: str, cpu: str | None = "100m", memory: str = "64Mi") -> dict:

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from extender.audit.run import AuditOptions, run_audit
-from extender.cli import main
-from extender.config import KubernetesSettings, Settings
+from extender.cli.main import main
+from extender.config.settings import KubernetesSettings, Settings
 from extender.kube.client import current_namespace
 from tests.support.process import free_port
 

@@ -13,8 +13,8 @@ from extender.audit.fleet_report import ClusterReport, combine, fleet_document, 
 from extender.audit.html_report import page
 from extender.audit.newer_tags import TagHint
 from extender.audit.report import Pricing, build
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 
 PULL = PullSecretsRef("shop")

@@ -8,8 +8,8 @@ import re
 
 from extender.audit.render import CSV_COLUMNS, headline, write
 from extender.audit.report import Disagreement, LeftOut, Pricing, build, document
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 
 PULL = PullSecretsRef("shop")

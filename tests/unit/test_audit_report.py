@@ -14,8 +14,8 @@ from extender.audit.report import (
     document,
     judge,
 )
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
 
 MULTI = frozenset({parse("linux/amd64"), parse("linux/arm64")})

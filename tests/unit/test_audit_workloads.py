@@ -10,7 +10,7 @@ from extender.audit.workloads import (
     node_architectures,
     running,
 )
-from extender.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import (
     arch_node,
     container,

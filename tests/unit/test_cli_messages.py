@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.cli import main
-from extender.scheduler_config import Registration
+from extender.cli.main import main
+from extender.cli.scheduler_config import Registration
 from tests.support.process import free_port
 
 

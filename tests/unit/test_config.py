@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender import settings_doc
-from extender.cli import main
-from extender.config import ConfigError, Settings, from_mapping, ignored_env, load
+from extender.cli.main import main
+from extender.config import docs as settings_doc
+from extender.config.settings import ConfigError, Settings, from_mapping, ignored_env, load
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,6 +35,6 @@ def test_every_exception_archfit_defines_hangs_under_archfit_error() -> None:
 
 def test_the_extender_and_the_webhook_raise_one_wire_error() -> None:
     """scheduler_api and admission_api name the same class, so one handler catches both."""
-    from extender import admission_api, scheduler_api
+    from extender.wire import admission_api, scheduler_api
 
     assert scheduler_api.WireError is admission_api.WireError

@@ -1,5 +1,6 @@
-"""Learned evidence no tenant can forge (extender.mismatch.provenance, extender.evidence): a
-finding teaches its own workload, and counts in every namespace only when corroborated."""
+"""Learned evidence no tenant can forge (extender.core.mismatch.provenance,
+extender.lookups.evidence): a finding teaches its own workload, and counts in every namespace
+only when corroborated."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import dataclasses
 import orjson
 import pytest
 
-from extender.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
+from extender.core.mismatch import SERVICE_ACCOUNT_MOUNT, Evidence, Launch, provenance
+from extender.core.platforms import Platform, Rule, normalize
+from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
+from extender.core.runtimes import NodeFacts
+from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
+from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.mismatch import SERVICE_ACCOUNT_MOUNT, Evidence, Launch, provenance
-from extender.platforms import Platform, Rule, normalize
-from extender.pods import PullSecretsRef, WorkloadId, controller_of, facts
 from extender.registry.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification
-from extender.resolution import Resolution
-from extender.runtimes import NodeFacts
 from tests.support.clock import FakeClock
 
 DIGEST = "sha256:" + "cd" * 32

@@ -1,8 +1,8 @@
 """A seeded property of learned evidence: whatever one tenant's pods do to crash, no pod of
 another namespace loses a platform its images really run on.
 
-The watcher (extender.watcher), its evidence book and the resolver that believes it are the
-real ones; the pods are decoded as the pod watch decodes them. What stands in for kubelet
+The watcher (extender.controllers.watcher), its evidence book and the resolver that believes it
+are the real ones; the pods are decoded as the pod watch decodes them. What stands in for kubelet
 writes only what a real kubelet could write for that pod: a tenant controls its spec, its
 logs and its termination message, and can cause a genuine start error by executing a file
 it chose (a command, a volume, a working directory, PATH), but cannot make the runtime fail
@@ -17,19 +17,19 @@ from typing import Any
 
 import orjson
 
-from extender.config import WatcherSettings
-from extender.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
+from extender.config.settings import WatcherSettings
+from extender.controllers.watcher import Watcher
+from extender.core.platforms import Platform, Rule, normalize
+from extender.core.pods import PullSecretsRef, WorkloadId
+from extender.core.runtimes import NodeFacts
 from extender.kube.pod_watch import decode_pod
+from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
+from extender.lookups.resolution import RECENT_SECONDS, Resolution
 from extender.metrics import Metrics
-from extender.platforms import Platform, Rule, normalize
-from extender.pods import PullSecretsRef, WorkloadId
 from extender.registry.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import EntryCheck, Verification
-from extender.resolution import RECENT_SECONDS, Resolution
-from extender.runtimes import NodeFacts
-from extender.watcher import Watcher
 from tests.support.clock import FakeClock
 from tests.support.fakes import RecordingPodCalls
 

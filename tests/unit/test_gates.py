@@ -11,7 +11,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from extender.gates import (
+from extender.core.gates import (
     GATE,
     GATED_LABEL,
     GATED_REASON_ANNOTATION,

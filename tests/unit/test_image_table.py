@@ -6,10 +6,10 @@ from typing import Any
 
 import orjson
 
-from extender.image_table import ImageTable, Switches, parameter_spec, preferred_terms
-from extender.mutation import MutationRules, TaintRule, decide_mutation
-from extender.platforms import parse
-from extender.pods import PullSecretsRef
+from extender.core.image_table import ImageTable, Switches, parameter_spec, preferred_terms
+from extender.core.mutation import MutationRules, TaintRule, decide_mutation
+from extender.core.platforms import parse
+from extender.core.pods import PullSecretsRef
 from tests.support.clock import FakeClock
 
 AMD = frozenset({parse("linux/amd64")})
@@ -50,7 +50,7 @@ def test_a_32_bit_arm_build_under_pull_rule_runs_on_arm64_but_not_natively() -> 
 
 
 def test_the_preferred_terms_weigh_what_the_webhook_writes() -> None:
-    """The policy's preferred terms are the webhook's (extender.mutation), best first."""
+    """The policy's preferred terms are the webhook's (extender.core.mutation), best first."""
     preference = {"arm64": 10, "amd64": 5, "s390x": 0}
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "m:1"}]}}
     written = decide_mutation(pod, ["m:1"], {"m:1": CLUSTER}, rules(arch_preference=preference))

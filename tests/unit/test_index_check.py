@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from extender.platforms import parse
+from extender.core.platforms import parse
 from extender.registry.manifests import config_check, index_entries
 
 _NO_PLATFORM = "index says linux/arm64; its config names no os/architecture"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.config import KubernetesSettings
+from extender.config.settings import KubernetesSettings
 from extender.kube.client import access
 
 

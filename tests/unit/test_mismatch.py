@@ -1,4 +1,4 @@
-"""The classifier of platform failures (extender.mismatch), against the runtimes' own texts.
+"""The classifier of platform failures (extender.core.mismatch), against the runtimes' own texts.
 
 Each message below is what the runtime writes, built from its source:
 - containerd: core/images/handlers.go `no match for platform in manifest: %w` (errdefs
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.mismatch import (
+from extender.core.mismatch import (
     ContainerState,
     classify,
     digest_in_image_id,
@@ -26,7 +26,7 @@ from extender.mismatch import (
     wants_log,
     without_failing,
 )
-from extender.platforms import normalize
+from extender.core.platforms import normalize
 
 DIGEST = "sha256:" + "ab" * 32
 CONTAINERD_PULL = (

@@ -14,7 +14,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from extender.mutation import (
+from extender.core.mutation import (
     PLATFORMS_ANNOTATION,
     MutationRules,
     ShapeError,
@@ -22,7 +22,7 @@ from extender.mutation import (
     decide_mutation,
     fits_of,
 )
-from extender.platforms import Platform, Resolved, Rule, Unknown, parse
+from extender.core.platforms import Platform, Resolved, Rule, Unknown, parse
 from tests.objects import pod
 from tests.support import affinity
 

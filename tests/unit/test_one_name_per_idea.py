@@ -111,11 +111,11 @@ def test_no_private_constant_or_helper_is_copied_into_another_module():
 
 
 def test_text_is_cut_short_only_by_the_one_helper_in_text_py():
-    """`text[:n - 3] + "..."` is written only in extender/text.py (`cut`); everything else
+    """`text[:n - 3] + "..."` is written only in extender/core/text.py (`cut`); everything else
     that cuts text short calls it."""
     cuts = []
     for module, tree in modules():
-        if module == "extender/text.py":
+        if module == "extender/core/text.py":
             continue
         for node in ast.walk(tree):
             if (

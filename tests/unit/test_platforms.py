@@ -2,7 +2,15 @@
 
 import pytest
 
-from extender.platforms import Platform, Rule, accepts, any_accepts, node_platform, normalize, parse
+from extender.core.platforms import (
+    Platform,
+    Rule,
+    accepts,
+    any_accepts,
+    node_platform,
+    normalize,
+    parse,
+)
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 
 from bench.pod_watch import pod as realistic_pod
+from extender.core.mismatch import ContainerState
+from extender.core.pods import PullSecretsRef
 from extender.kube.pod_watch import decode_pod, decode_pod_page
-from extender.mismatch import ContainerState
-from extender.pods import PullSecretsRef
 
 
 def test_a_failing_pod_decodes_to_its_owner_node_images_and_container_states() -> None:

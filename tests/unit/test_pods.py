@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.pods import PodError, PullSecretsRef, facts
+from extender.core.pods import PodError, PullSecretsRef, facts
 from tests.objects import pod
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.config import AdmissionPolicySettings
+from extender.config.settings import AdmissionPolicySettings
+from extender.controllers.publisher import Publisher
+from extender.core.image_table import ImageTable, Switches
+from extender.core.mutation import MutationRules
+from extender.core.platforms import Platform, parse
+from extender.core.pods import PullSecretsRef
 from extender.errors import ConflictError
-from extender.image_table import ImageTable, Switches
+from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.mutation import MutationRules
-from extender.platforms import Platform, parse
-from extender.pods import PullSecretsRef
-from extender.publisher import Publisher
-from extender.resolution import Resolution
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver
 

@@ -4,8 +4,8 @@ import msgspec
 import orjson
 import pytest
 
-from extender.scheduler_api import WireError
-from extender.verbs import RecentPods
+from extender.scheduler.verbs import RecentPods
+from extender.wire.scheduler_api import WireError
 from tests.objects import pod
 
 

@@ -17,15 +17,15 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from extender.config import WebhookGateSettings
-from extender.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
+from extender.config.settings import WebhookGateSettings
+from extender.controllers.releaser import Releaser
+from extender.core.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
+from extender.core.mutation import MutationRules
+from extender.core.platforms import Platform, parse
+from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
+from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
+from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.mutation import MutationRules
-from extender.platforms import Platform, parse
-from extender.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
-from extender.releaser import Releaser
-from extender.resolution import Resolution
-from extender.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
 from tests.objects import pod
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver
@@ -170,7 +170,7 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
 
 class Steered:
     """What the steering watches would hold (namespace annotations, the owners' splits), read
-    through the pure extender.steering, as extender.kube.steering.FleetSteering reads it."""
+    through the pure extender.core.steering, as extender.kube.steering.FleetSteering reads it."""
 
     def __init__(self, namespaces: dict[str, dict[str, str]]) -> None:
         self.namespaces = namespaces

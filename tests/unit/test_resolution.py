@@ -2,9 +2,9 @@
 
 import asyncio
 
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
-from extender.resolution import Resolution
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
+from extender.lookups.resolution import Resolution
 from tests.support.function_resolver import FunctionResolver
 
 PULL = PullSecretsRef("default")
@@ -84,7 +84,7 @@ async def test_closing_cancels_lookups_still_running():
 async def test_a_known_answer_is_reused_for_a_few_seconds_and_an_unknown_never():
     """filter then prioritize, and a Deployment's replicas, repeat one question: the second
     asks nothing; after RECENT_SECONDS the resolver is asked again; failures are not kept."""
-    from extender.resolution import RECENT_SECONDS
+    from extender.lookups.resolution import RECENT_SECONDS
     from tests.support.clock import FakeClock
 
     asked: list[str] = []

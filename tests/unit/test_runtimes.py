@@ -2,8 +2,8 @@
 
 import pytest
 
-from extender.platforms import Rule
-from extender.runtimes import runtime_rule
+from extender.core.platforms import Rule
+from extender.core.runtimes import runtime_rule
 
 
 @pytest.mark.parametrize(

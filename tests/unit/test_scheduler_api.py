@@ -3,8 +3,8 @@
 import orjson
 import pytest
 
-from extender.node_parts import NodeDecodeError, decode_node
-from extender.scheduler_api import (
+from extender.core.node_parts import NodeDecodeError, decode_node
+from extender.wire.scheduler_api import (
     WireError,
     parse_args,
     render_filter,

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.cli import main
-from extender.scheduler_config import SERVICE_URL, Registration, render
+from extender.cli.main import main
+from extender.cli.scheduler_config import SERVICE_URL, Registration, render
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
-"""Namespace and workload preferences and the arm64 share (extender.steering), and the
-patch the webhook writes from them (extender.mutation)."""
+"""Namespace and workload preferences and the arm64 share (extender.core.steering), and the
+patch the webhook writes from them (extender.core.mutation)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from extender.mutation import MutationRules, decide_mutation
-from extender.platforms import Resolved, parse
-from extender.pods import annotation_preference, facts
-from extender.services import steered_facts
-from extender.steering import (
+from extender.core.mutation import MutationRules, decide_mutation
+from extender.core.platforms import Resolved, parse
+from extender.core.pods import annotation_preference, facts
+from extender.core.steering import (
     CHOICE_LABEL,
     SHARE_ANNOTATION,
     OwnerKey,
@@ -27,6 +26,7 @@ from extender.steering import (
     preference_order,
     steer,
 )
+from extender.services import steered_facts
 from tests.objects import pod
 from tests.support.clock import FakeClock
 

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from extender import inspect
 from extender.audit import render, render_fleet
 from extender.audit.fleet_report import ClusterReport, combine
 from extender.audit.report import Pricing, build
-from extender.platforms import Unknown, parse
-from extender.pods import PullSecretsRef
+from extender.cli import inspect_images as inspect
+from extender.core.platforms import Unknown, parse
+from extender.core.pods import PullSecretsRef
 from extender.registry import reference
 from extender.registry.resolver import ImageResolution
 from extender.tables import Column, fit

@@ -1,5 +1,5 @@
-"""The watcher's previous-log reads (extender.watcher): one queued read per crash-looping
-container, its latest restart, dropped when the pod goes, counted in a gauge."""
+"""The watcher's previous-log reads (extender.controllers.watcher): one queued read per
+crash-looping container, its latest restart, dropped when the pod goes, counted in a gauge."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import orjson
 
-from extender.config import WatcherSettings
+from extender.config.settings import WatcherSettings
+from extender.controllers.watcher import Watcher
 from extender.kube.pod_watch import WatchedPod, decode_pod
+from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.resolution import Resolution
-from extender.watcher import Watcher
 from tests.support.fakes import RecordingPodCalls
 from tests.support.function_resolver import FunctionResolver
 

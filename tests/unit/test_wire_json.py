@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender import wire_json
 from extender.once import OncePerCause
+from extender.wire import wire_json
 from tests.support.clock import FakeClock
 
 

@@ -1,4 +1,4 @@
-"""Warnings on workloads (extender.workload_warnings): what a template's images mean for it."""
+"""Warnings on workloads (extender.core.workload_warnings): what a template's images mean for it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from extender.mutation import MutationRules
-from extender.platforms import Unknown, parse
-from extender.workload_warnings import template, template_changed, warnings
+from extender.core.mutation import MutationRules
+from extender.core.platforms import Unknown, parse
+from extender.core.workload_warnings import template, template_changed, warnings
 
 AMD64, ARM64 = parse("linux/amd64"), parse("linux/arm64")
 BOTH = frozenset({AMD64, ARM64})

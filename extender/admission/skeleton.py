@@ -1,0 +1,137 @@
+"""The admission skeleton: one request path for every AdmissionReview archfit answers.
+
+`Admissions.serve` is bind → read → decode → admit → count → render, whatever is admitted;
+what differs is an `AdmissionPolicy` (extender.admission.pod_webhook's `PodMutation` for
+pods). It answers an `Admission` value, counted and rendered here, once. Errors map to answers
+here, once: a body that is no AdmissionReview is a 400 (kube-apiserver never sends one), an
+object the policy cannot read (InputError) and archfit's own failure are "allowed" unchanged,
+so nothing archfit does can stop an object (docs/architecture.md, "The admission skeleton").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+
+from extender.errors import InputError
+from extender.http.listener import BodyTimeout, answer_and_close, client_problem, read_body
+from extender.logs import bind_request
+from extender.metrics import Metrics
+from extender.once import OncePerCause
+from extender.wire.admission_api import AdmissionRequest, parse_review, render_allowed
+from extender.wire.wire_json import JsonError
+
+log = structlog.get_logger("archfit")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What a policy answers for one review: always allowed, with a patch and warnings or not."""
+
+    outcome: str
+    """How the review is counted (`AdmissionPolicy.count`): skipped, mutated, gated, ..."""
+    patch: Sequence[Mapping[str, Any]] = ()
+    """RFC 6902 operations on the object."""
+    warnings: Sequence[str] = ()
+    """What kubectl prints to whoever sent the object."""
+
+
+SKIPPED = Admission("skipped")
+"""Allowed unchanged: not the object the policy examines, or one it leaves alone."""
+_FAILED = Admission("error")
+
+
+class AdmissionPolicy(Protocol):
+    """What one kind of admission supplies; `Admissions.serve` is the skeleton they share."""
+
+    @property
+    def verb(self) -> str:
+        """The `verb` of the request's log lines (`mutate`)."""
+        ...
+
+    @property
+    def unreadable(self) -> str:
+        """The client problem an InputError of `admit` counts as (`admission_unreadable_pod`)."""
+        ...
+
+    @property
+    def failed(self) -> str:
+        """The log event of archfit's own failure (`admission_internal_error`)."""
+        ...
+
+    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+        """Decide, explain and count what is the policy's own. Raises InputError when the
+        object cannot be read (answered allowed, unchanged, and counted skipped)."""
+        ...
+
+    def count(self, outcome: str, seconds: float | None) -> None:
+        """Count one review by outcome; `seconds` since it arrived, None when the body was
+        not an AdmissionReview."""
+        ...
+
+
+class Admissions:
+    """The handler of one admission path: `serve` is its aiohttp handler."""
+
+    def __init__(
+        self,
+        policy: AdmissionPolicy,
+        metrics: Metrics,
+        warnings: OncePerCause,
+        body_timeout_seconds: float,
+    ) -> None:
+        self.policy = policy
+        self._metrics = metrics
+        self._warnings = warnings
+        self._body_timeout = body_timeout_seconds
+
+    async def serve(self, request: web.Request) -> web.StreamResponse:
+        """bind → read → decode → admit → count → render."""
+        started = time.perf_counter()
+        policy = self.policy
+        bind_request(request.headers.get("X-Request-Id"), policy.verb)
+        try:
+            review = parse_review(await read_body(request, self._body_timeout))
+        except (BodyTimeout, ConnectionResetError) as error:
+            cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
+            self._problem(cause, path=request.path)
+            answer = web.json_response({"error": "request body not received"}, status=408)
+            return await answer_and_close(request, answer)
+        except (InputError, web.HTTPRequestEntityTooLarge) as error:
+            # kube-apiserver never sends this; failurePolicy Ignore admits the object anyway.
+            problem, status = (
+                (str(error), 400) if isinstance(error, InputError) else (error.reason, 413)
+            )
+            self._problem("bad_request", path=request.path, problem=problem)
+            policy.count("bad_request", None)
+            return web.json_response({"error": problem}, status=status)
+        try:
+            admission = await policy.admit(review, started)
+        except InputError as error:
+            # The API server's validation will answer the client; nothing to add here.
+            self._problem(policy.unreadable, uid=review.uid, problem=str(error))
+            admission = SKIPPED
+        except Exception as error:
+            # archfit's own failure must never stop an object: allow it unchanged, loudly.
+            cause = f"{policy.failed}:{type(error).__name__}:{error}"
+            if self._warnings.admit(cause) is not None:
+                log.exception(policy.failed, uid=review.uid)
+            admission = _FAILED
+        body = self._render(review.uid, admission)
+        policy.count(admission.outcome, time.perf_counter() - started)
+        return web.Response(body=body, content_type="application/json")
+
+    def _render(self, uid: str, admission: Admission) -> bytes:
+        try:
+            return render_allowed(uid, admission.patch, admission.warnings)
+        except JsonError as error:  # nested deeper than JSON allows, or text JSON cannot carry
+            self._problem(self.policy.unreadable, uid=uid, problem=str(error))
+            return render_allowed(uid)
+
+    def _problem(self, cause: str, **fields: Any) -> None:
+        client_problem(self._metrics, self._warnings, cause, **fields)

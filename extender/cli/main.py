@@ -1,0 +1,619 @@
+"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `config`, `scheduler-config`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from extender import __version__
+from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
+from extender.config import extras
+from extender.config import settings as config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not archfit's: that is where the flag was looked for
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the operator knows; no traceback
+        print("archfit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        settings = config.load(args.config, os.environ)
+    except config.ConfigError as error:
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
+    for warning in config.ignored_env(os.environ):
+        print(f"archfit: warning: {warning}", file=sys.stderr)
+    if args.command == "scheduler-config":  # reads only server.prefix and the deadline
+        return _scheduler_config(args, settings)
+    problems = extras.missing(settings)
+    if problems:
+        for problem in problems:
+            print(f"archfit: bad config: {problem}", file=sys.stderr)
+        return 2
+    command: str = args.command
+    if command == "serve":
+        # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
+        borrowed = _borrowed_kubeconfig(settings, args)
+    if command in CLUSTER_COMMANDS:
+        from extender.kube.client import KubeConfigError
+
+        try:
+            settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
+        except KubeConfigError as error:
+            print(f"archfit {command}: {error}", file=sys.stderr)
+            return 2
+    if command == "serve":
+        settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
+        return _serve(settings, config.source(args.config), withheld)
+    if command in ("inspect", "audit"):
+        from extender.logs import configure
+
+        # stdout carries the report: warnings (a missing pull secret, say) go to stderr, and
+        # the service's info lines stay quiet unless debug is asked for.
+        level = "warning" if settings.logging.level == "info" else settings.logging.level
+        configure(level, settings.logging.format, sys.stderr)
+    if command == "inspect":
+        from extender.cli.inspect_images import run_inspect
+
+        as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
+        try:
+            return asyncio.run(
+                run_inspect(
+                    args.images,
+                    settings.registry,
+                    settings.cache,
+                    as_json,
+                    sys.stdout,
+                    verify=args.verify,
+                )
+            )
+        except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+            print(f"archfit: bad config: {error}", file=sys.stderr)
+            return 2
+    if command == "audit":
+        return _audit(settings, args)
+    if command == "release":
+        return _release(settings, args)
+    if command == "evidence":
+        return _evidence(settings, args)
+    # Only `archfit config` needs these; `serve` should not pay for them at start.
+    import yaml
+
+    from extender.config import docs as settings_doc
+
+    if args.table:
+        print(settings_doc.markdown_table(), end="")
+    elif args.defaults:
+        print(settings_doc.commented_defaults(), end="")
+    elif args.docs:
+        print(settings_doc.configuration_page(), end="")
+    else:
+        print(_config_origin(config.source(args.config), os.environ))
+        shown = _without_passwords(config.to_mapping(settings))
+        print(yaml.safe_dump(shown, sort_keys=False), end="")
+    return 0
+
+
+def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
+    """A YAML comment saying which file was read (the default is relative to the current
+    directory, so elsewhere none is) and which ARCHFIT_ variables override it."""
+    if source is not None:
+        origin = f"# archfit config: read {source.resolve()}"
+    else:
+        origin = (
+            f"# archfit config: no file read ({config.DEFAULT_CONFIG} is not in {Path.cwd()}; "
+            "--config PATH names one): built-in defaults"
+        )
+    overrides = sorted(k for k in environ if k.startswith(config.ENV_PREFIX) and "__" in k)
+    return origin + (f", overridden by {', '.join(overrides)}" if overrides else "")
+
+
+def _without_passwords(value: Any) -> Any:
+    """Settings as `archfit config` shows them: every URL's password (a proxy's, Redis's)
+    replaced by `***`, so the output can be pasted into an issue."""
+    if isinstance(value, dict):
+        return {key: _without_passwords(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_passwords(item) for item in value]
+    if isinstance(value, str) and "://" in value and "@" in value:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(value)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        if at and ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return value
+
+
+def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> int:
+    from extender.cli.scheduler_config import Registration, render
+
+    try:
+        registration = Registration(
+            url=args.url,
+            ca_file=args.ca_file or "",
+            kubeconfig=args.kubeconfig,
+            node_cache_capable=not args.full_nodes,
+            http_timeout=args.http_timeout,
+            client_cert=args.client_cert or "",
+            client_key=args.client_key or "",
+        )
+    except ValueError as error:
+        print(f"archfit scheduler-config: {error}", file=sys.stderr)
+        return 2
+    for warning in (
+        registration.prefix_warning(settings.server.prefix),
+        registration.timeout_warning(settings.policy.resolve_deadline_seconds),
+    ):
+        if warning:
+            print(f"archfit scheduler-config: warning: {warning}", file=sys.stderr)
+    print(render(registration), end="")
+    return 0
+
+
+def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) -> bool:
+    """Whether `serve` reaches a cluster through a kubeconfig the settings did not name: one
+    found on the machine ($KUBECONFIG, ~/.kube/config, under kubernetes.mode auto) or given
+    with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
+    name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
+    outside the cluster, such as one beside a kubeadm control plane."""
+    from extender.kube.client import resolved_mode
+
+    if args.kubeconfig is not None or args.context is not None:
+        return True
+    kube = settings.kubernetes
+    return kube.mode == "auto" and not kube.kubeconfig and resolved_mode(kube) == "kubeconfig"
+
+
+def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[config.Settings, str]:
+    """The settings without the controllers that write to the cluster when `withhold` (a
+    borrowed kubeconfig without --controllers), and what was withheld, for the start-up
+    line. Someone trying archfit against a real cluster must not become its watcher (a
+    Lease, Events, evictions with watcher.remediate) by accident. The webhook's writers run
+    only when webhook.enabled asks for them anyway."""
+    import dataclasses
+
+    if not withhold or not settings.watcher.enabled:
+        return settings, ""
+    watcher = dataclasses.replace(settings.watcher, enabled=False)
+    return dataclasses.replace(settings, watcher=watcher), (
+        "watcher: from a kubeconfig the settings do not name, it would take the watcher's "
+        "Lease and write Events; `archfit serve --controllers` runs it"
+    )
+
+
+def _serve(settings: config.Settings, source: Path | None, withheld: str = "") -> int:
+    _import_structlog_without_rich()
+    from extender.registry.system_cas import import_aiohttp
+
+    import_aiohttp()  # before anything else imports it: the CA store is read once ready
+    from extender.errors import ListenError, SetupError
+    from extender.scheduler.app import create_app
+    from extender.server import serve
+
+    try:
+        serve(settings, source, create_app, withheld=withheld)
+    except SetupError as error:  # the settings cannot work: the message names the setting
+        print(f"archfit: {error.summary}: {error}", file=sys.stderr)
+        return 2
+    except ListenError as error:  # the port is taken, the address does not exist
+        print(f"archfit: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog with `rich` hidden, before anything else imports either.
+
+    structlog.dev imports rich (with pygments and attrs: ~60 modules, about a tenth of
+    start-up) as it loads, in case its ConsoleRenderer pretty-prints a traceback. `serve`
+    never draws a table, and in production it logs JSON; without rich, the console renderer
+    prints plain tracebacks. rich stays importable for whatever asks for it later.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
+def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.audit.report import Pricing
+    from extender.audit.run import AuditOptions, run_audit
+    from extender.kube.client import KubeConfigError, current_namespace
+
+    contexts: list[str] = args.context or []
+    try:
+        settings = _connect(settings, args.kubeconfig, contexts)
+    except KubeConfigError as error:
+        print(f"archfit audit: {error}", file=sys.stderr)
+        return 2
+    namespace = None if args.all_namespaces else args.namespace
+    if namespace is None and not args.all_namespaces:
+        namespace = current_namespace(settings.kubernetes)
+    options = AuditOptions(
+        namespace=namespace,
+        selector=args.selector,
+        output=args.output,
+        fail_on_blockers=args.fail_on == "blockers",
+        pricing=Pricing(args.price_per_vcpu_hour, args.arm64_discount),
+        newer_tags=args.newer_tags,
+        verify=args.verify,
+    )
+    if len(contexts) > 1 or args.all_contexts:
+        return _audit_clusters(settings, args, contexts, options)
+    return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _connect(
+    settings: config.Settings, kubeconfig: str | None, contexts: list[str]
+) -> config.Settings:
+    """The settings with kubectl's connection flags applied: --kubeconfig, and one
+    --context, choose the kubeconfig and the cluster, whatever kubernetes.mode says.
+
+    Raises KubeConfigError naming the flag: a file that does not exist, a context the
+    kubeconfig does not have (with the ones it has)."""
+    import dataclasses
+
+    from extender.kube.client import KubeConfigError, context_names
+
+    if kubeconfig is None and not contexts:
+        return settings
+    if kubeconfig is not None:
+        paths = [path for path in kubeconfig.split(os.pathsep) if path]
+        if not any(Path(path).expanduser().is_file() for path in paths):
+            raise KubeConfigError(f"--kubeconfig {kubeconfig}: no such file")
+    kube = dataclasses.replace(
+        settings.kubernetes,
+        mode="kubeconfig",
+        kubeconfig=kubeconfig or settings.kubernetes.kubeconfig,
+        context=contexts[0] if len(contexts) == 1 else settings.kubernetes.context,
+    )
+    if contexts:
+        known = context_names(kube)
+        for context in contexts:
+            if context not in known:
+                raise KubeConfigError(
+                    f"--context {context}: the kubeconfig has no such context (it has: "
+                    f"{', '.join(known) or 'none'})"
+                )
+    return dataclasses.replace(settings, kubernetes=kube)
+
+
+def _audit_clusters(
+    settings: config.Settings, args: argparse.Namespace, contexts: list[str], options: Any
+) -> int:
+    """`--context a --context b` or `--all-contexts`: one report for several clusters."""
+    import dataclasses
+
+    from extender.audit.clusters import run_fleet_audit
+    from extender.kube.client import KubeConfigError, context_names, current_namespace
+
+    if args.all_contexts:
+        try:
+            contexts = context_names(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    namespaces: dict[str, str | None] = {}
+    for name in dict.fromkeys(contexts):  # each once, in the order given
+        kube = dataclasses.replace(settings.kubernetes, mode="kubeconfig", context=name)
+        namespaces[name] = (
+            None if args.all_namespaces else args.namespace or current_namespace(kube)
+        )
+    return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.gated_pods import release_all
+
+    try:
+        api = build_api_client(settings.kubernetes, required=True)
+    except KubeConfigError as error:
+        print(f"archfit: {error}", file=sys.stderr)
+        return 2
+    assert api is not None  # required=True: a client or KubeConfigError
+    with api:
+        released = asyncio.run(
+            release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
+        )
+    for namespace, name in released:
+        print(f"released {namespace}/{name}")
+    where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
+    print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
+    return 0
+
+
+def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
+    shares it through (the operator's kubeconfig)."""
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.lookups.evidence import evidence_command
+    from extender.services import evidence_config_map
+
+    api = None
+    if not settings.cache.is_redis:
+        try:
+            api = build_api_client(settings.kubernetes)
+        except KubeConfigError as error:
+            print(f"archfit: {error}", file=sys.stderr)
+            return 2
+    with api if api is not None else contextlib.nullcontext():
+        return asyncio.run(
+            evidence_command(
+                settings,
+                args.action,
+                args.digest,
+                args.platform,
+                args.output,
+                sys.stdout,
+                evidence_config_map(settings, api, args.namespace),
+            )
+        )
+
+
+_VERIFY_HELP = (
+    "check each index entry's platform against its image config (a manifest and a config "
+    "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
+    "and believe the config (exit status 1 when an index disagrees)"
+)
+
+
+CLUSTER_COMMANDS = ("serve", "release", "evidence")
+"""The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
+--context (evidence reads the watcher's ConfigMap when there is no Redis)."""
+_KUBECONFIG_HELP = (
+    "kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); "
+    "with it, the kubeconfig is read whatever kubernetes.mode says"
+)
+_CONTEXT_HELP = "kubeconfig context (default: kubernetes.context or current-context)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archfit",
+        description="kube-scheduler extender that keeps pods off nodes their images can't run on",
+    )
+    parser.add_argument("--version", action="version", version=f"archfit {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML settings file (default: config/archfit.yaml if present); "
+        "ARCHFIT_* env vars override it",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
+    serve.add_argument(
+        "--controllers",
+        action="store_true",
+        help="from a kubeconfig the settings do not name ($KUBECONFIG, ~/.kube/config, "
+        "--kubeconfig), also run the controllers that write to the cluster: the mismatch "
+        "watcher (its Lease, Events; evictions with watcher.remediate). In a pod, or with "
+        "kubernetes.kubeconfig set, they run as the settings say",
+    )
+    inspect = commands.add_parser(
+        "inspect", parents=[common], help="print the digest and platforms of images"
+    )
+    inspect.add_argument("images", nargs="+", metavar="IMAGE")
+    inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
+    inspect.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default=None,
+        help="table or json (default: a table on a terminal, else JSON)",
+    )
+    inspect.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
+    register = commands.add_parser(
+        "scheduler-config",
+        parents=[common],
+        help="print the KubeSchedulerConfiguration that registers archfit",
+        description="Print a KubeSchedulerConfiguration with archfit as an extender. "
+        "See deploy/README.md for which --url fits your control plane.",
+    )
+    register.add_argument(
+        "--url",
+        default=SERVICE_URL,
+        help=f"the extender urlPrefix (default: {SERVICE_URL}; a kubeadm scheduler "
+        "needs the Service's ClusterIP instead)",
+    )
+    register.add_argument(
+        "--ca-file",
+        help="for an https --url: the CA bundle that signed archfit's certificate (for a "
+        "public CA, the system bundle: /etc/ssl/certs/ca-certificates.crt)",
+    )
+    register.add_argument(
+        "--client-cert",
+        metavar="PATH",
+        help="for archfit's server.clientCaFile (mutual TLS): the certificate kube-scheduler "
+        "presents, with --client-key",
+    )
+    register.add_argument("--client-key", metavar="PATH", help="the key of --client-cert")
+    register.add_argument(
+        "--http-timeout",
+        default="2s",
+        help="the extender's httpTimeout (default: 2s); keep it above "
+        "policy.resolveDeadlineSeconds",
+    )
+    register.add_argument(
+        "--kubeconfig", default=KUBEADM_KUBECONFIG, help="kube-scheduler's own kubeconfig"
+    )
+    register.add_argument(
+        "--full-nodes",
+        action="store_true",
+        help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
+    )
+    _audit_parser(commands, common)
+    release = commands.add_parser(
+        "release",
+        parents=[common],
+        help="remove archfit's scheduling gate from held pods (when uninstalling)",
+        description="Remove archfit's scheduling gate (archfit.io/platforms-unknown) from "
+        "every pod it holds, without constraints, and write an Event on each. For "
+        "uninstalling archfit, or when it is down for long: see deploy/README.md.",
+    )
+    release.add_argument(
+        "--all", action="store_true", required=True, help="every held pod (required)"
+    )
+    release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    evidence = commands.add_parser(
+        "evidence",
+        parents=[common],
+        help="list, confirm or clear learned evidence (digest D does not run on platform P)",
+        description="The evidence the mismatch watcher learned, shared through Redis "
+        "(cache.url) or else the ConfigMap watcher.evidenceConfigMap in archfit's namespace, "
+        "with where each entry came from and whom it applies to: one workload, or every "
+        "namespace once corroborated. `confirm` makes a digest's workload entries count in "
+        'every namespace. See docs/operations.md, "Learned evidence".',
+    )
+    evidence.add_argument(
+        "-n",
+        "--namespace",
+        default="",
+        help="archfit's namespace, where the ConfigMap is (default: the context's)",
+    )
+    evidence.add_argument("action", choices=("list", "confirm", "clear"))
+    evidence.add_argument(
+        "--digest", default="", help="confirm (required), clear: only this digest's entries"
+    )
+    evidence.add_argument(
+        "--platform", default="", help="confirm: only this platform's entries (os/arch)"
+    )
+    evidence.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="list: a table (default) or JSON",
+    )
+    show = commands.add_parser("config", parents=[common], help="print the effective settings")
+    what = show.add_mutually_exclusive_group()
+    what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
+    what.add_argument("--defaults", action="store_true", help="a commented default config file")
+    what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    for name, command in commands.choices.items():
+        command.set_defaults(command_parser=command)  # for errors in the command's usage
+        if name in CLUSTER_COMMANDS:
+            # What every command that talks to a cluster takes, as kubectl names it (audit's
+            # --context may be repeated: its own).
+            command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+            command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
+    return parser
+
+
+def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    # From the package, not audit.render: that loads rich and the report, which only
+    # `archfit audit` needs, and every command builds this parser.
+    from extender.audit import FORMATS
+
+    audit = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="report which workloads can move to arm64, what blocks the rest, and the saving",
+    )
+    where = audit.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n", "--namespace", help="one namespace (default: the kubeconfig context's)"
+    )
+    where.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace except policy.excludedNamespaces",
+    )
+    audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
+    audit.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+    clusters = audit.add_mutually_exclusive_group()
+    clusters.add_argument(
+        "--context",
+        action="append",
+        metavar="CONTEXT",
+        help=f"{_CONTEXT_HELP}; repeat it to audit several clusters in one run, with one "
+        "lookup per distinct image",
+    )
+    clusters.add_argument(
+        "--all-contexts",
+        action="store_true",
+        help="audit the cluster of every context in the kubeconfig, in one run",
+    )
+    audit.add_argument(
+        "--newer-tags",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="for each image that blocks arm64 and has a version tag, look up the N highest "
+        "newer tags of the same shape and name the lowest that runs on arm64 (default 3; 0: off)",
+    )
+    audit.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help=f"report format: {', '.join(FORMATS)} (default: table; csv is one row per "
+        "workload, json for scripts)",
+    )
+    audit.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
+    audit.add_argument(
+        "--fail-on",
+        choices=("blockers", "never"),
+        default="never",
+        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
+        "(default: never)",
+    )
+    audit.add_argument(
+        "--price-per-vcpu-hour",
+        type=_non_negative,
+        default=None,
+        metavar="PRICE",
+        help="on-demand price of one vCPU-hour, for the monthly saving estimate",
+    )
+    audit.add_argument(
+        "--arm64-discount",
+        type=_fraction,
+        default=0.20,
+        metavar="FRACTION",
+        help="how much cheaper arm64 is (default 0.20, the commonly quoted Graviton saving)",
+    )
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    value = _non_negative(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be below 1 (0.20 is 20%)")
+    return value

@@ -1,0 +1,614 @@
+"""Learned evidence, "digest D does not run on platform P", kept in the cache's tiers, and the
+resolver that believes it over the index (docs/operations.md, "Learned evidence").
+
+The mismatch watcher learns it from a container that failed with exec format error, for
+that pod's own workload; it counts for every namespace only when something no tenant can
+forge corroborates it (EvidenceBook). Every replica keeps all of it in memory (a handful of
+entries: a lookup is a dict read) and, with a Redis URL (`cache.url`), shares it through one
+Redis hash, read again every `watcher.evidenceSyncSeconds`; so a restart or a second replica
+keeps what was learned, and `archfit evidence clear` reaches every replica. Each entry
+expires (`watcher.evidenceTtlSeconds`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import hashlib
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+import orjson
+import structlog
+
+from extender.core.mismatch import Evidence, without_failing
+from extender.core.platforms import Platform, Resolved, any_accepts
+from extender.core.platforms import parse as parse_platform
+from extender.core.pods import PullSecretsRef
+from extender.core.runtimes import NodeFacts
+from extender.once import OncePerCause
+from extender.registry.settings import CacheSettings
+from extender.ttlmap import TTLMap
+
+if TYPE_CHECKING:
+    from extender.config.settings import Settings
+    from extender.metrics import Metrics
+    from extender.registry.resolver import ImageResolution
+    from extender.registry.verify import Verification
+
+log = structlog.get_logger("archfit.evidence")
+
+_NONE: frozenset[Platform] = frozenset()
+MAX_ENTRIES = 500
+"""Entries kept at most, the most recently learned: far more than a cluster's failing images,
+and at about 1.5 KiB an entry at the most, within a ConfigMap's 1 MiB."""
+
+
+class SharedEvidence(Protocol):
+    """Where the replicas and the CLI share evidence: entries by key, as encoded text."""
+
+    async def read(self) -> dict[str, str] | None:
+        """Every entry; None when the store did not answer."""
+        ...
+
+    async def write(self, entries: dict[str, str]) -> bool:
+        """Add or replace these entries; False when the store did not take them."""
+        ...
+
+    async def delete(self, keys: list[str]) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class RedisEvidence:
+    """Evidence in the Redis hash `<cache.namespace>:evidence` (with `cache.url`)."""
+
+    def __init__(self, cache: CacheSettings, metrics: Metrics | None = None) -> None:
+        from extender.registry.redis_tier import RedisTier
+
+        self._hash = f"{cache.namespace}:evidence"
+        self._redis = RedisTier(cache, time.monotonic, metrics)
+
+    async def read(self) -> dict[str, str] | None:
+        found = await self._redis.command("hgetall", self._hash)
+        if not isinstance(found, dict):
+            return None
+        return {_text(key): _text(value) for key, value in found.items()}
+
+    async def write(self, entries: dict[str, str]) -> bool:
+        return await self._redis.command("hset", self._hash, mapping=entries) is not None
+
+    async def delete(self, keys: list[str]) -> None:
+        if keys:
+            await self._redis.command("hdel", self._hash, *keys)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+def _field(key: str) -> str:
+    """An entry's name in the shared store: its key's hash, a valid Redis field and
+    ConfigMap key alike (a key holds `:`, `/` and `|`)."""
+    return "e-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class EvidenceBook:
+    """Evidence in memory, and in the Redis hash `<cache.namespace>:evidence` if configured.
+
+    A workload entry counts for its own workload only; it becomes cluster-wide when
+    corroborated: its index's config says another architecture (the watcher checks), the
+    same digest failed the same way, with a provenance no pod chose, in
+    `corroborating_namespaces` namespaces, or an operator confirms it (`confirm`).
+    """
+
+    def __init__(
+        self,
+        cache: CacheSettings,
+        metrics: Metrics | None = None,
+        *,
+        corroborating_namespaces: int = 3,
+        store: SharedEvidence | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._wall = wall
+        self._metrics = metrics
+        self._corroborating = corroborating_namespaces
+        self._entries: dict[str, Evidence] = {}
+        self._cluster: dict[str, dict[Platform, Evidence]] = {}
+        """digest → platform → its cluster-wide entry."""
+        self._workloads: dict[tuple[str, str], dict[str, dict[Platform, Evidence]]] = {}
+        """(namespace, workload) → digest → platform → its workload entry."""
+        self._unsaved: set[str] = set()
+        """Keys learned here that Redis has not taken yet: written again at the next sync."""
+        self.on_change: Callable[[], None] | None = None
+        """Told when what the book believes changes (Resolution forgets its recent answers,
+        so what was learned counts from the next request on)."""
+        self._store = store
+        if store is None and cache.is_redis:
+            self._store = RedisEvidence(cache, metrics)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the evidence is shared (Redis or a ConfigMap), so the CLI and every replica
+        see it."""
+        return self._store is not None
+
+    def failing(self, digest: str) -> frozenset[Platform]:
+        """The platforms `digest` is known, cluster-wide, not to run on now (a dict read: hot
+        path)."""
+        found = self._cluster.get(digest)
+        if not found:
+            return _NONE
+        return self._unexpired(found)
+
+    def failing_for(self, namespace: str, workload: str) -> dict[str, frozenset[Platform]] | None:
+        """digest → the platforms it is known not to run on for this workload alone; None
+        when nothing is known for it (a dict read: hot path)."""
+        found = self._workloads.get((namespace, workload))
+        if not found:
+            return None
+        return {digest: self._unexpired(platforms) for digest, platforms in found.items()}
+
+    def covering(self, evidence: Evidence) -> Evidence:
+        """The widest entry held that says what `evidence` says: the cluster-wide one of its
+        digest and platform, else `evidence`'s own."""
+        wide = self._cluster.get(evidence.digest, {}).get(evidence.platform)
+        return wide if wide is not None and wide.expires > self._wall() else evidence
+
+    def entries(self) -> list[Evidence]:
+        """Every unexpired entry, oldest first."""
+        now = self._wall()
+        return sorted((e for e in self._entries.values() if e.expires > now), key=_learned)
+
+    async def learn(self, evidence: Evidence) -> Evidence | None:
+        """Keep `evidence`, and a cluster-wide entry when it is corroborated or its namespace
+        is the last of enough that saw the same; returns the widest entry it added, or None
+        when everything it says was known already (unexpired)."""
+        added = self._add(evidence)
+        if evidence.scope == "workload" and not evidence.provenance:
+            alike = self._alike_namespaces(evidence)
+            if len(alike) >= self._corroborating:
+                named = ", ".join(sorted(alike)[:3]) + (", …" if len(alike) > 3 else "")
+                widened = dataclasses.replace(
+                    evidence,
+                    corroboration=f"failed alike in {len(alike)} namespaces: {named}",
+                )
+                added = self._add(widened) or added
+        if added is not None:
+            await self._save()
+        return added
+
+    async def confirm(self, digest: str, platform: Platform | None = None) -> int:
+        """An operator's word: the workload entries of `digest` (on `platform`, or every one)
+        count cluster-wide; returns how many cluster-wide entries were added."""
+        await self.sync()
+        now = self._wall()
+        confirmed = 0
+        for entry in list(self._entries.values()):
+            if entry.digest != digest or entry.expires <= now or entry.scope == "cluster":
+                continue
+            if platform is not None and entry.platform != platform:
+                continue
+            widened = dataclasses.replace(entry, corroboration="confirmed by an operator")
+            confirmed += self._add(widened) is not None
+        await self._save()
+        return confirmed
+
+    async def sync(self) -> bool:
+        """Read the shared hash again (and write what it lacks); False when Redis failed."""
+        if self._store is None:
+            return True
+        await self._save()
+        found = await self._store.read()
+        if found is None:
+            return False
+        now = self._wall()
+        entries: dict[str, Evidence] = {}
+        expired: list[str] = []
+        for field, value in found.items():
+            evidence = _decode(value)
+            if evidence is None or evidence.expires <= now:
+                expired.append(field)
+                continue
+            entries[evidence.key] = evidence
+        for key in self._unsaved:
+            if key in self._entries:
+                entries[key] = self._entries[key]
+        for evidence in _beyond_bound(entries):
+            del entries[evidence.key]
+            expired.append(_field(evidence.key))
+        self._replace(entries)
+        if expired:
+            await self._store.delete(expired)
+        return True
+
+    async def clear(self, digest: str = "") -> int:
+        """Forget every entry, or those of `digest`; returns how many."""
+        await self.sync()
+        gone = [e for e in self._entries.values() if not digest or e.digest == digest]
+        self._replace({k: e for k, e in self._entries.items() if e not in gone})
+        self._unsaved.difference_update(e.key for e in gone)
+        if gone and self._store is not None:
+            await self._store.delete([_field(e.key) for e in gone])
+        return len(gone)
+
+    async def run(self, every_seconds: float) -> None:
+        """Keep in step with the other replicas until cancelled."""
+        while True:
+            await self.sync()
+            await asyncio.sleep(every_seconds)
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.aclose()
+
+    def _add(self, evidence: Evidence) -> Evidence | None:
+        known = self._entries.get(evidence.key)
+        if known is not None and known.expires > self._wall():
+            return None
+        entries = {**self._entries, evidence.key: evidence}
+        for oldest in _beyond_bound(entries):
+            del entries[oldest.key]
+        self._replace(entries)
+        self._unsaved.add(evidence.key)
+        return evidence
+
+    def _alike_namespaces(self, evidence: Evidence) -> set[str]:
+        """The namespaces with a workload entry of the same digest, platform and reason, from
+        a finding no pod chose."""
+        now = self._wall()
+        return {
+            e.namespace
+            for e in self._entries.values()
+            if e.scope == "workload"
+            and not e.provenance
+            and e.expires > now
+            and (e.digest, e.platform, e.reason)
+            == (evidence.digest, evidence.platform, evidence.reason)
+        }
+
+    def _unexpired(self, found: dict[Platform, Evidence]) -> frozenset[Platform]:
+        now = self._wall()
+        return frozenset(p for p, e in found.items() if e.expires > now)
+
+    async def _save(self) -> None:
+        if self._store is None or not self._unsaved:
+            return
+        pending = {k: self._entries[k] for k in self._unsaved if k in self._entries}
+        mapping = {_field(k): _encode(e) for k, e in pending.items()}
+        if not mapping:
+            self._unsaved.clear()
+            return
+        if await self._store.write(mapping):
+            self._unsaved.difference_update(pending)
+
+    def _replace(self, entries: dict[str, Evidence]) -> None:
+        cluster: dict[str, dict[Platform, Evidence]] = {}
+        workloads: dict[tuple[str, str], dict[str, dict[Platform, Evidence]]] = {}
+        for evidence in entries.values():
+            if evidence.scope == "cluster":
+                cluster.setdefault(evidence.digest, {})[evidence.platform] = evidence
+            else:
+                scope = workloads.setdefault((evidence.namespace, evidence.workload), {})
+                scope.setdefault(evidence.digest, {})[evidence.platform] = evidence
+        changed = entries != self._entries
+        # swaps: readers see old or new
+        self._entries, self._cluster, self._workloads = entries, cluster, workloads
+        if changed and self.on_change is not None:
+            self.on_change()
+        if self._metrics is not None:
+            self._metrics.evidence_entries.set(len(entries))
+
+
+def _learned(evidence: Evidence) -> float:
+    return evidence.learned
+
+
+def _beyond_bound(entries: dict[str, Evidence]) -> list[Evidence]:
+    """The entries past MAX_ENTRIES, least recently learned first."""
+    if len(entries) <= MAX_ENTRIES:
+        return []
+    return sorted(entries.values(), key=_learned)[: len(entries) - MAX_ENTRIES]
+
+
+_FIELDS = {
+    "d": "digest",
+    "i": "image",
+    "l": "learned",
+    "e": "expires",
+    "n": "namespace",
+    "w": "workload",
+    "o": "pod",
+    "s": "said",
+    "v": "provenance",
+    "c": "corroboration",
+}
+"""Short field name in the shared hash → Evidence attribute (besides "p" and "r")."""
+
+
+def _encode(evidence: Evidence) -> str:
+    document: dict[str, object] = {k: getattr(evidence, a) for k, a in _FIELDS.items()}
+    document |= {"p": str(evidence.platform), "r": evidence.reason, "version": 2}
+    return orjson.dumps(document).decode()
+
+
+def _decode(raw: object) -> Evidence | None:
+    """An entry from its text, or None (damaged, or written before evidence had a scope:
+    such an entry came from a finding nothing corroborated, so it is dropped)."""
+    try:
+        document = orjson.loads(raw if isinstance(raw, bytes | str) else b"")
+        reason = str(document["r"])
+        if reason not in ("pull", "start", "run") or document.get("version") != 2:
+            return None
+        texts = {a: str(document[k]) for k, a in _FIELDS.items() if k not in ("l", "e")}
+        return Evidence(
+            platform=parse_platform(str(document["p"])),
+            reason=reason,  # type: ignore[arg-type]  # checked above
+            learned=float(document["l"]),
+            expires=float(document["e"]),
+            **texts,
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@asynccontextmanager
+async def evidence_book(
+    cache: CacheSettings,
+    sync_seconds: float,
+    metrics: Metrics | None = None,
+    *,
+    corroborating_namespaces: int = 3,
+    store: SharedEvidence | None = None,
+) -> AsyncIterator[EvidenceBook]:
+    """A book kept in step with Redis, else `store`, in the background while the context is
+    open."""
+    book = EvidenceBook(
+        cache, metrics, corroborating_namespaces=corroborating_namespaces, store=store
+    )
+    syncing = asyncio.create_task(book.run(sync_seconds), name="archfit-evidence-sync")
+    try:
+        yield book
+    finally:
+        syncing.cancel()
+        await asyncio.gather(syncing, return_exceptions=True)
+        await book.aclose()
+
+
+class DigestResolver(Protocol):
+    """What LearnedResolver needs of the resolver it wraps (registry.resolver.RegistryResolver)."""
+
+    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution: ...
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]: ...
+
+    async def aclose(self) -> None: ...
+
+
+Runnable = Callable[[Sequence[frozenset[Platform]]], bool]
+"""Whether some node known now runs a pod whose images run on these platforms (True when no
+node is known: nothing to judge by)."""
+
+_DIGEST_SECONDS = 3600.0
+"""How long the digest an image resolved to is remembered for workload evidence: refreshed at
+every lookup, so it follows a moved tag within the cache's tag TTL."""
+
+
+class LearnedResolver:
+    """A PlatformResolver that believes learned evidence over the index: a platform the
+    digest was seen failing on is not among its platforms, whatever the index claims.
+
+    Cluster-wide evidence narrows every lookup; workload evidence narrows only the answers
+    of that workload's pods (`narrow`, which Resolution calls with the pod's workload).
+    Evidence is never worse than knowing nothing: what would leave an image no platform,
+    or a pod no node that runs it, is ignored, logged and counted.
+    """
+
+    def __init__(
+        self,
+        inner: DigestResolver,
+        book: EvidenceBook,
+        *,
+        runnable: Runnable | None = None,
+        metrics: Metrics | None = None,
+        max_entries: int = 10_000,
+    ) -> None:
+        self._inner = inner
+        self.book = book
+        self._runnable = runnable
+        self._metrics = metrics
+        self._digests: TTLMap[tuple[str, PullSecretsRef | None], str] = TTLMap(max_entries)
+        """(image, pull) → the digest it resolved to last: what workload evidence is keyed by."""
+        self._once = OncePerCause()
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        return (await self.resolve(image, pull)).platforms
+
+    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
+        found = await self._inner.resolve(image, pull)
+        self._digests.put((image, pull), found.digest, _DIGEST_SECONDS)
+        failing = self.book.failing(found.digest)
+        if not failing:
+            return found
+        narrowed = without_failing(found.platforms, failing)
+        if not self._believable(found.digest, (narrowed,), failing):
+            return found
+        return dataclasses.replace(found, platforms=narrowed)
+
+    def narrow(
+        self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
+    ) -> Mapping[str, Resolved]:
+        """`resolved` with the evidence of this workload alone believed too (no I/O)."""
+        failing_for = self.book.failing_for(namespace, workload)
+        if not failing_for:
+            return resolved
+        narrowed = dict(resolved)
+        failing_here: set[Platform] = set()
+        digests: list[str] = []
+        for image, found in resolved.items():
+            digest = self._digests.get((image, pull))
+            failing = failing_for.get(digest, _NONE) if digest is not None else _NONE
+            if failing and digest is not None and isinstance(found, frozenset):
+                narrowed[image] = without_failing(found, failing)
+                failing_here |= failing
+                digests.append(digest)
+        if not failing_here:
+            return resolved
+        sets = [found for found in narrowed.values() if isinstance(found, frozenset)]
+        if not self._believable(", ".join(digests), sets, frozenset(failing_here)):
+            return resolved
+        return narrowed
+
+    def _believable(
+        self, digest: str, narrowed: Sequence[frozenset[Platform]], failing: frozenset[Platform]
+    ) -> bool:
+        """False (logged once a minute, counted) when believing the evidence would leave an
+        image no platform, or the pod no node that runs it."""
+        if all(narrowed):
+            if self._runnable is None or self._runnable(narrowed):
+                return True
+            why = "no_node"
+        else:
+            why = "no_platform"
+        if self._metrics is not None:
+            self._metrics.evidence_ignored.labels(why).inc()
+        if self._once.admit(f"{why} {digest}") is not None:
+            log.warning(
+                "evidence_ignored",
+                digest=digest,
+                failing=sorted(map(str, failing)),
+                why=(
+                    "it would leave an image no platform"
+                    if why == "no_platform"
+                    else "it would leave the pod no node that runs it"
+                ),
+            )
+        return False
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]:
+        """The index's entries against their configs, as the registry has them (evidence
+        does not enter: this is what corroborates it)."""
+        return await self._inner.verify(image, pull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)  # tags(), aclose(): the wrapped resolver's
+
+
+def runs_on_some_node(known: Callable[[], Iterable[NodeFacts]]) -> Runnable:
+    """A Runnable over the nodes `known()` gives now (each node's platform and runtime rule)."""
+
+    def runnable(images: Sequence[frozenset[Platform]]) -> bool:
+        nodes = set(known())
+        if not nodes:
+            return True
+        return any(
+            all(any_accepts(platform, found, rule=rule, aarch32=aarch32) for found in images)
+            for platform, rule, aarch32 in nodes
+            if platform is not None
+        )
+
+    return runnable
+
+
+async def evidence_command(
+    settings: Settings,
+    action: str,
+    digest: str,
+    platform: str,
+    output: str,
+    out: TextIO,
+    store: SharedEvidence | None = None,
+) -> int:
+    """`archfit evidence list|confirm|clear`, on Redis (`cache.url`), else on `store` (the
+    ConfigMap): 0, 1 when the store fails, 2 when there is none or the arguments are wrong."""
+    try:
+        only = parse_platform(platform) if platform else None
+    except ValueError as error:
+        print(f"archfit: --platform: {error}", file=sys.stderr)
+        return 2
+    if action == "confirm" and not digest:
+        print("archfit: evidence confirm needs --digest", file=sys.stderr)
+        return 2
+    book = EvidenceBook(settings.cache, store=store)
+    try:
+        if not book.shared:
+            print(
+                "archfit: no shared evidence to read: set cache.url (Redis), or give this "
+                "command the cluster (kubernetes.mode, --kubeconfig) to read the ConfigMap "
+                f"{settings.watcher.evidence_config_map!r} in archfit's namespace",
+                file=sys.stderr,
+            )
+            return 2
+        if not await book.sync():
+            print("archfit: the evidence store did not answer (see the log line)", file=sys.stderr)
+            return 1
+        if action == "clear":
+            print(f"cleared {await book.clear(digest)} entries", file=out)
+            return 0
+        if action == "confirm":
+            confirmed = await book.confirm(digest, only)
+            print(f"confirmed {confirmed} entries: they now count in every namespace", file=out)
+            return 0 if confirmed else 1
+        _print_entries(book.entries(), output, out)
+        return 0
+    finally:
+        await book.aclose()
+
+
+def _print_entries(entries: list[Evidence], output: str, out: TextIO) -> None:
+    if output == "json":
+        rows = [
+            {
+                "digest": e.digest,
+                "platform": str(e.platform),
+                "scope": e.scope,
+                "image": e.image,
+                "reason": e.reason,
+                "namespace": e.namespace,
+                "workload": e.workload,
+                "pod": e.pod,
+                "finding": e.said,
+                "provenance": e.provenance,
+                "corroboration": e.corroboration,
+                "learned": _utc(e.learned),
+                "expires": _utc(e.expires),
+            }
+            for e in entries
+        ]
+        out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    from rich.table import Table
+
+    from extender.tables import print_table
+
+    table = Table(box=None, title=f"{len(entries)} learned evidence entries")
+    for column in ("DIGEST", "PLATFORM", "SCOPE", "FROM", "REASON", "WHY", "EXPIRES"):
+        table.add_column(column, overflow="fold" if column != "DIGEST" else "ignore")
+    for e in entries:
+        why = e.corroboration or f"uncorroborated{': ' + e.provenance if e.provenance else ''}"
+        table.add_row(
+            e.digest,
+            str(e.platform),
+            e.scope,
+            f"{e.namespace}/{e.workload} (pod {e.pod})",
+            e.reason,
+            why,
+            _utc(e.expires),
+        )
+    print_table(table, out)
+
+
+def _utc(seconds: float) -> str:
+    return f"{datetime.datetime.fromtimestamp(seconds, datetime.UTC):%Y-%m-%dT%H:%M:%SZ}"

@@ -1,0 +1,189 @@
+"""Resolving a pod's images to platforms within the request's deadline.
+
+The registry-backed resolver lives in `extender.registry`; this module only
+declares what it must provide and bounds how long a request waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from extender.core.platforms import (
+    Platform,
+    PlatformSets,
+    Resolved,
+    SharedPlatforms,
+    SharedResolved,
+    Unknown,
+    describe_failure,
+)
+from extender.core.pods import PullSecretsRef, WorkloadId
+from extender.registry.deadline import request_deadline, skip_remembered_failures
+from extender.ttlmap import TTLMap
+
+
+class PlatformResolver(Protocol):
+    """Answers which platforms an image provides.
+
+    Raises any exception when it cannot tell; the caller then treats the
+    image as unknown under the failure policy, never as unsupported.
+    """
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]: ...
+
+
+class WorkloadEvidence(Protocol):
+    """What one workload's own failures taught (extender.lookups.evidence.LearnedResolver): believed
+    for that workload's pods only."""
+
+    def narrow(
+        self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
+    ) -> Mapping[str, Resolved]:
+        """`resolved` narrowed by the workload's evidence; `resolved` itself when none."""
+        ...
+
+
+RECENT_SECONDS = 5.0
+"""How long a known answer is reused without asking the resolver (see Resolution)."""
+
+
+class Resolution:
+    """Runs lookups, keeping unfinished ones alive after a request's deadline.
+
+    A lookup that outlives its request keeps running so that the scheduler's
+    next attempt finds the answer cached; the set below holds a reference so
+    the task is not garbage-collected mid-flight.
+
+    Known answers are reused for RECENT_SECONDS without asking the resolver: kube-scheduler
+    calls filter and then prioritize for each pod, and a Deployment's replicas arrive
+    together, so most calls repeat a question just answered. Answering from this map costs a
+    dict lookup, where a task per image and `asyncio.wait` cost far more than the request's
+    own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
+    once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
+
+    Platforms are answered as SharedPlatforms: equal answers are one object (extender.core.shared).
+    """
+
+    def __init__(
+        self,
+        resolver: PlatformResolver,
+        *,
+        max_recent: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        on_recent: Callable[[int], None] | None = None,
+        evidence: WorkloadEvidence | None = None,
+        on_known: Callable[[str, PullSecretsRef, SharedPlatforms], None] | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self._evidence = evidence
+        self._background: set[asyncio.Task[frozenset[Platform]]] = set()
+        self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
+            max_recent, clock
+        )
+        self._shared = PlatformSets()
+        """Every answer as the one object of its value, whatever the resolver hands out: the
+        verbs' judgements are found again by the ids of their answers."""
+        self._on_recent = on_recent
+        """Told how many images a request answered from the recent map (a metric)."""
+        self._on_known = on_known
+        """Told every image a request knows (the admission policy's table,
+        extender.core.image_table)."""
+
+    async def resolve(
+        self,
+        images: Iterable[str],
+        pull: PullSecretsRef,
+        budget_seconds: float,
+        *,
+        fresh_failures: bool = False,
+        workload: WorkloadId | None = None,
+    ) -> dict[str, SharedResolved]:
+        """Resolve every image concurrently; what is unfinished after `budget_seconds` is
+        Unknown.
+
+        The lookups carry the deadline that makes (`request_deadline`, an instant), so
+        registry requests can be bounded by it rather than by a timeout the request never
+        waits for. With
+        `fresh_failures` they ask the registry again rather than repeat a failure the cache
+        remembers (`skip_remembered_failures`).
+        """
+        images = tuple(images)
+        recent = self._recent
+        answered: dict[str, SharedResolved] = {}
+        for image in images:
+            known = recent.get((image, pull))
+            if known is None:
+                break
+            answered[image] = known
+        else:
+            if answered and self._on_recent is not None:
+                self._on_recent(len(answered))
+            if self._on_known is not None:
+                for image, platforms in answered.items():
+                    if isinstance(platforms, frozenset):  # the recent map holds only these
+                        self._on_known(image, pull, platforms)
+            return self._believed(answered, pull, workload)
+        token = request_deadline.set(time.monotonic() + max(budget_seconds, 0.0))
+        fresh = skip_remembered_failures.set(fresh_failures)
+        try:  # tasks copy the context as it is now, the deadline included
+            tasks = {
+                image: asyncio.ensure_future(self.resolver.platforms(image, pull))
+                for image in images
+            }
+        finally:
+            skip_remembered_failures.reset(fresh)
+            request_deadline.reset(token)
+        if not tasks:
+            return {}
+        _, pending = await asyncio.wait(tasks.values(), timeout=max(budget_seconds, 0.0))
+        results: dict[str, SharedResolved] = {}
+        for image, task in tasks.items():
+            if task in pending:
+                self._background.add(task)
+                task.add_done_callback(self._forget)
+                results[image] = Unknown(
+                    f"registry slower than the {round(budget_seconds, 2):g} s deadline "
+                    "(still looking: the next attempt finds the answer cached)"
+                )
+            elif task.cancelled():
+                results[image] = Unknown("lookup cancelled")
+            elif (error := task.exception()) is not None:
+                results[image] = Unknown(describe_failure(error))
+            else:
+                results[image] = platforms = self._shared(task.result())
+                recent.put((image, pull), platforms, RECENT_SECONDS)
+                if self._on_known is not None:
+                    self._on_known(image, pull, platforms)
+        return self._believed(results, pull, workload)
+
+    def _believed(
+        self, results: dict[str, SharedResolved], pull: PullSecretsRef, workload: WorkloadId | None
+    ) -> dict[str, SharedResolved]:
+        if workload is None or self._evidence is None:
+            return results
+        narrowed = self._evidence.narrow(results, pull, workload.namespace, workload.name)
+        if narrowed is results:
+            return results
+        return {
+            image: self._shared(found) if isinstance(found, frozenset) else found
+            for image, found in narrowed.items()
+        }
+
+    def forget_recent(self) -> None:
+        """Ask the resolver again for every image (what it believes has changed)."""
+        self._recent.clear()
+
+    def _forget(self, task: asyncio.Task[frozenset[Platform]]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # mark retrieved: its error was already reported as Unknown
+
+    async def aclose(self) -> None:
+        """Cancel lookups still running in the background (at shutdown)."""
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)

@@ -1,0 +1,1 @@
+"""The scheduler extender: its app and the filter and prioritize verbs."""
