@@ -33,14 +33,14 @@ from extender import __version__
 from extender.config.settings import Settings
 from extender.errors import ListenError, SetupError, WebhookSetupError
 from extender.event_loop import loop_factory
-from extender.http.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
-from extender.http.tls import CertificateRefused, ReloadingCertificate
 from extender.logs import configure
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
 from extender.services import NodeSource, Services, open_services
+from extender.serving.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.serving.tls import CertificateRefused, ReloadingCertificate
 
 log = structlog.get_logger("archfit")
 
@@ -114,7 +114,7 @@ def writing_controllers(settings: Settings) -> list[str]:
 
 
 async def _run_until_signalled(app: web.Application) -> None:
-    """What web.run_app does, except that the listener is extender.http.listener's, which caps
+    """What web.run_app does, except that the listener is extender.serving.listener's, which caps
     connections and times out slow headers."""
     server = app[SETTINGS].server
     # Before the runner starts the services: a taken port is then the only line, not one
@@ -235,7 +235,7 @@ def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertif
 
 
 async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
-    """Serve a rotated certificate without a restart (extender.http.tls)."""
+    """Serve a rotated certificate without a restart (extender.serving.tls)."""
     async with _task(app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)):
         yield
 

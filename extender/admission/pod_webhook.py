@@ -27,10 +27,10 @@ from extender.core.gates import gate_operations, lift_operations
 from extender.core.mutation import MutationRules, decide_mutation
 from extender.core.platforms import Platform, Resolved
 from extender.core.pods import PodFacts, facts, skip_reason
-from extender.http.listener import ConnectionGuard
 from extender.metrics import Metrics, tally_request_lookups
 from extender.once import OncePerCause
 from extender.services import Services
+from extender.serving.listener import ConnectionGuard
 from extender.wire.admission_api import AdmissionRequest
 
 log = structlog.get_logger("archfit")

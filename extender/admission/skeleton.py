@@ -19,10 +19,10 @@ import structlog
 from aiohttp import web
 
 from extender.errors import InputError
-from extender.http.listener import BodyTimeout, answer_and_close, client_problem, read_body
 from extender.logs import bind_request
 from extender.metrics import Metrics
 from extender.once import OncePerCause
+from extender.serving.listener import BodyTimeout, answer_and_close, client_problem, read_body
 from extender.wire.admission_api import AdmissionRequest, parse_review, render_allowed
 from extender.wire.wire_json import JsonError
 

@@ -32,7 +32,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from extender.config.settings import WebhookSettings
-from extender.http import certs
 from extender.kube.errors import CertificateSetupError, short_error
 from extender.kube.watching import (
     decode_watch_event,
@@ -41,6 +40,7 @@ from extender.kube.watching import (
     stop_watching,
     watch_error,
 )
+from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
 

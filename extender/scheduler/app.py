@@ -16,7 +16,6 @@ from aiohttp import web
 
 from extender.config.settings import Settings
 from extender.errors import InputError
-from extender.http.listener import BodyTimeout, answer_and_close, client_problem
 from extender.lookups.resolution import PlatformResolver
 from extender.scheduler.verbs import (
     FILTER,
@@ -33,6 +32,7 @@ from extender.server import WARNINGS as WARNINGS
 from extender.server import WEBHOOK_CERTIFICATE as WEBHOOK_CERTIFICATE
 from extender.server import attach
 from extender.services import NodeSource
+from extender.serving.listener import BodyTimeout, answer_and_close, client_problem
 from extender.wire.scheduler_api import render_error
 
 log = structlog.get_logger("archfit")

@@ -39,10 +39,10 @@ from extender.core.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.core.pods import PodFacts, facts, skip_reason
 from extender.core.runtimes import NodeFacts
 from extender.errors import SetupError
-from extender.http.listener import read_body
 from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
 from extender.services import Services, steered_facts
+from extender.serving.listener import read_body
 from extender.ttlmap import TTLMap
 from extender.wire.scheduler_api import (
     ExtenderArgs,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.http.certs import covers
+from extender.serving.certs import covers
 
 SERVICE = "archfit-webhook.archfit-system.svc"
 
