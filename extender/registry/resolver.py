@@ -189,13 +189,14 @@ class RegistryResolver:
 
 
 def _credentials_hint(creds: CredentialChain) -> str:
-    """Why a refusal is about credentials, first, so that a cut reason still says it."""
+    """Why a refusal is about credentials, first, so that a cut reason still says it; short,
+    so that the registry's answer (its status) still fits in a cut reason after it."""
     if creds.failed_providers:
         names = ", ".join(creds.failed_providers)
         return f"credential provider {names} failed (see credential_provider_failed)"
     return (
-        "no credentials for this image: add an imagePullSecret, or set"
-        " registry.credentialProviders.configPath or registry.dockerConfigPath"
+        "no credentials for this image: set an imagePullSecret, registry.dockerConfigPath"
+        " or registry.credentialProviders.configPath"
     )
 
 
