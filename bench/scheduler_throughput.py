@@ -43,10 +43,16 @@ which merges `allNodeExtendersScores` into the nodes it holds). Only tie-breakin
 a returned host gets `Randomizer = rand.Int()`, a host left out keeps 0 and loses ties to them.
 
 `--source DIR` runs archfit from another checkout (DIR/extender first on PYTHONPATH, this
-venv's Python), so one script measures two commits alike.
+venv's Python), so one script measures two commits alike. `--before DIR` adds a variant,
+archfit-before, that runs DIR's archfit on the same control plane beside this one's.
+
+`--runs N` measures the variants N times on one control plane, each run in a rotated order;
+runs after the first measure only the rows the goal's ratio needs (the do-nothing extender
+and archfit's). A 2-core machine shared with anything moves one run's figures by 10% or
+more, so a figure to quote is the spread of three runs, printed under the table.
 
     .venv/bin/python -m bench.scheduler_throughput [--pods 500] [--nodes 500] [--source DIR]
-        [--default-qps] [--output table|json] [--keep DIR]
+        [--before DIR] [--runs N] [--default-qps] [--output table|json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -121,6 +128,8 @@ class Variant:
     kube-apiserver encodes each pod change once more, for archfit, on the same two cores."""
     policy: bool = False
     """Whether archfit's admission policy constrains the pods as they are created."""
+    before: bool = False
+    """Whether archfit runs from the `--before` checkout."""
 
 
 VARIANTS = (
@@ -131,6 +140,9 @@ VARIANTS = (
     Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
     Variant("policy-no-extender", "none", policy=True),
 )
+BEFORE = Variant("archfit-before", "archfit", before=True)
+REPEATED = frozenset({"noop-extender", "archfit", "archfit-no-watcher", BEFORE.name})
+"""The variants the runs after the first measure again: the goal's ratio and its reference."""
 
 
 class Extender(Protocol):
@@ -293,8 +305,10 @@ def limit_client(scheduler: Scheduler, qps: int) -> None:
 def has_watcher(source: Path | None) -> bool:
     """Whether the archfit measured has the mismatch watcher (older checkouts, which have
     none, run only the rows that need none)."""
-    config = (source or harness.ROOT) / "extender" / "config.py"
-    return "class WatcherSettings" in config.read_text()
+    package = (source or harness.ROOT) / "extender"
+    # Settings moved from extender/config.py into the extender/config/ package.
+    modules = (package / "config.py", *sorted((package / "config").glob("*.py")))
+    return any("class WatcherSettings" in m.read_text() for m in modules if m.is_file())
 
 
 def archfit_env(source: Path | None) -> dict[str, str] | None:
@@ -329,10 +343,18 @@ def parallel(calls: Iterable[Callable[[], object]]) -> None:
 class Bench:
     """A control plane with nodes and a registry with images, and the variants to run on it."""
 
-    def __init__(self, workdir: Path, pods: int, nodes: int, source: Path | None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        pods: int,
+        nodes: int,
+        source: Path | None,
+        before: Path | None = None,
+    ) -> None:
         self.workdir = workdir
         self.pod_count, self.node_count = pods, nodes
         self.archfit_env = archfit_env(source)
+        self.before_env = archfit_env(before) if before is not None else None
         self.binaries = Binaries(binaries.build())
         noop = binaries.run_build_script(GO_BUILD_SCRIPT, ("noop-extender",), ("noop-extender",))
         self.noop_executable = noop / "noop-extender"
@@ -392,9 +414,11 @@ class Bench:
             for i in range(count)
         ]
 
-    def measure(self, variant: Variant, qps: int, pods: int | None = None) -> dict[str, Any]:
-        """Run one variant at one client qps; its row without the ratios."""
-        run = f"{variant.name}-qps{qps}"
+    def measure(
+        self, variant: Variant, qps: int, pods: int | None = None, number: int = 1
+    ) -> dict[str, Any]:
+        """Run one variant at one client qps in run `number`; its row without the ratios."""
+        run = f"{variant.name}-qps{qps}" + (f"-r{number}" if number > 1 else "")
         namespace = f"bench-{run}"
         cluster.create_namespace(self.core, namespace)
         manifests = self.pods(pods or self.pod_count)
@@ -447,6 +471,7 @@ class Bench:
         }
         return {
             "variant": variant.name,
+            "run": number,
             "qps": qps,
             "pods_per_s": round((len(times) - 1) / span, 1) if span > 0 else float("inf"),
             "span_s": round(span, 3),
@@ -495,7 +520,8 @@ class Bench:
             "kubernetes": {**self.settings["kubernetes"], "nodeIndex": variant.node_cache_capable},
             **({} if variant.watcher else {"watcher": {"enabled": False}}),
         }
-        archfit = Archfit(self.workdir / run, settings, name=f"archfit-{run}", env=self.archfit_env)
+        env = self.before_env if variant.before else self.archfit_env
+        archfit = Archfit(self.workdir / run, settings, name=f"archfit-{run}", env=env)
         archfit.start()
         try:
             self.warm(archfit, variant, namespace)
@@ -566,11 +592,12 @@ class Bench:
 
 def with_ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each row with its pods/s as a ratio to the no-extender and noop rows at its qps."""
-    reference = {(row["variant"], row["qps"]): row["pods_per_s"] for row in rows}
+    # Each ratio is to the reference of the same run: a busy moment moves both alike.
+    reference = {(r.get("run", 1), r["variant"], r["qps"]): r["pods_per_s"] for r in rows}
     out = []
     for row in rows:
-        noop = reference.get(("noop-extender", row["qps"]))
-        none = reference.get(("no-extender", row["qps"]))
+        noop = reference.get((row.get("run", 1), "noop-extender", row["qps"]))
+        none = reference.get((row.get("run", 1), "no-extender", row["qps"]))
         out.append(
             {
                 **row,
@@ -587,8 +614,11 @@ def run(
     source: Path | None = None,
     default_qps: bool = False,
     keep: Path | None = None,
+    runs: int = 1,
+    before: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Measure every variant unthrottled (and at the shipped qps with default_qps).
+    """Measure every variant unthrottled (and at the shipped qps with default_qps), `runs`
+    times (the later runs only the REPEATED variants), with archfit-before from `before`.
 
     One row per variant and qps: variant, qps, pods_per_s, span_s (first to last bind),
     cpu_ms_per_pod {process: ms}, ratio_noop and ratio_none (pods/s over that reference's
@@ -600,24 +630,79 @@ def run(
     """
     if pods < 2 or nodes < 2:
         raise ValueError(f"need at least 2 pods and 2 nodes, not {pods} and {nodes}")
+    if runs < 1:
+        raise ValueError(f"need at least 1 run, not {runs}")
     rounds = [UNTHROTTLED_QPS, SHIPPED_QPS] if default_qps else [UNTHROTTLED_QPS]
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
-        bench = Bench(keep or Path(tmp), pods, nodes, source)
+        bench = Bench(keep or Path(tmp), pods, nodes, source, before)
         try:
             bench.start()
             # Unreported: the first scheduler on a fresh control plane meets a colder
             # kube-apiserver and etcd than the ones after it.
             bench.measure(Variant("warm-up", "none"), UNTHROTTLED_QPS, min(pods, WARM_UP_PODS))
             variants = [v for v in VARIANTS if v.watcher or has_watcher(source)]
-            rows = [bench.measure(v, qps) for qps in rounds for v in variants]
+            if before is not None:
+                variants.append(BEFORE)
+            rows = []
+            for number in range(1, runs + 1):
+                measured = variants if number == 1 else [v for v in variants if v.name in REPEATED]
+                # Rotated, so no variant always follows the same one into a busy moment.
+                turn = (number - 1) % len(measured)
+                order = measured[turn:] + measured[:turn]
+                rows += [bench.measure(v, qps, number=number) for qps in rounds for v in order]
         finally:
             bench.stop()
     return with_ratios(rows)
 
 
+def spread(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per variant and qps measured in more than one run: the x-noop ratio's and archfit's
+    CPU per pod's lowest, median and highest over the runs."""
+    grouped: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault((row["variant"], row["qps"]), []).append(row)
+    out = []
+    for (variant, qps), group in grouped.items():
+        if len(group) < 2:
+            continue
+        ratios = sorted(r["ratio_noop"] for r in group if r.get("ratio_noop") is not None)
+        cpu = sorted(
+            r["cpu_ms_per_pod"]["extender"]
+            for r in group
+            if r["cpu_ms_per_pod"].get("extender") is not None
+        )
+        out.append(
+            {
+                "variant": variant,
+                "qps": qps,
+                "runs": len(group),
+                "ratio_noop": _low_mid_high(ratios),
+                "extender_cpu_ms": _low_mid_high(cpu),
+            }
+        )
+    return out
+
+
+def _low_mid_high(values: Sequence[float]) -> list[float] | None:
+    return [values[0], statistics.median(values), values[-1]] if values else None
+
+
+def render_spread(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The spread over the runs, one line per variant: low, median, high."""
+
+    def span(values: Sequence[float] | None) -> str:
+        return "-" if values is None else f"{values[0]:.2f} / {values[1]:.2f} / {values[2]:.2f}"
+
+    return "\n".join(
+        f"{r['variant']} (qps {r['qps']}, {r['runs']} runs): x noop {span(r['ratio_noop'])}, "
+        f"extender ms/pod {span(r['extender_cpu_ms'])} (low / median / high)"
+        for r in spread(rows)
+    )
+
+
 def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as an aligned text table, CPU per pod in one column per process."""
-    header = ["variant", "qps", "pods/s", "span s", "x noop", "x none"]
+    header = ["variant", "run", "qps", "pods/s", "span s", "x noop", "x none"]
     header += [f"{p} ms/pod" for p in PROCESSES]
 
     def cell(value: float | None) -> str:
@@ -626,6 +711,7 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
     body = [
         [
             row["variant"],
+            str(row.get("run", 1)),
             str(row["qps"]),
             f"{row['pods_per_s']:.1f}",
             f"{row['span_s']:.2f}",
@@ -656,11 +742,15 @@ def main() -> int:
         action="store_true",
         help=f"also run every variant at the shipped client limit (qps {SHIPPED_QPS})",
     )
+    parser.add_argument("--before", type=Path, help="also run this checkout's archfit beside")
+    parser.add_argument("--runs", type=int, default=1, help="measure the ratio's rows N times")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--keep", type=Path, help="keep logs and configs in this directory")
     args = parser.parse_args()
     try:
-        rows = run(args.pods, args.nodes, args.source, args.default_qps, args.keep)
+        rows = run(
+            args.pods, args.nodes, args.source, args.default_qps, args.keep, args.runs, args.before
+        )
     except (Unavailable, BuildFailed, ValueError) as error:
         print(f"scheduler_throughput: {error}", file=sys.stderr)
         return 2
@@ -676,6 +766,9 @@ def main() -> int:
         f"qps {SHIPPED_QPS} is the shipped client limit"
     )
     print(render_table(rows))
+    if spread(rows):
+        print()
+        print(render_spread(rows))
     return 0
 
 
