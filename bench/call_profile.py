@@ -186,7 +186,7 @@ def floor_app(answer: bytes) -> Any:
 
 
 def archfit_app(nodes: int, platforms: str) -> Any:
-    from extender.config.settings import from_mapping
+    from extender.config.loading import from_mapping
     from extender.core.platforms import parse
     from extender.scheduler.app import create_app
     from tests.support.function_resolver import FunctionResolver

@@ -13,7 +13,7 @@ from typing import Any
 
 from extender import __version__
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
-from extender.config import extras
+from extender.config import extras, loading
 from extender.config import settings as config
 
 
@@ -31,11 +31,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        settings = config.load(args.config, os.environ)
-    except config.ConfigError as error:
+        settings = loading.load(args.config, os.environ)
+    except loading.ConfigError as error:
         print(f"archfit: bad config: {error}", file=sys.stderr)
         return 2
-    for warning in config.ignored_env(os.environ):
+    for warning in loading.ignored_env(os.environ):
         print(f"archfit: warning: {warning}", file=sys.stderr)
     if args.command == "scheduler-config":  # reads only server.prefix and the deadline
         return _scheduler_config(args, settings)
@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     if command == "serve":
         settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
-        return _serve(settings, config.source(args.config), withheld)
+        return _serve(settings, loading.source(args.config), withheld)
     if command in ("inspect", "audit"):
         from extender.logs import configure
 
@@ -102,8 +102,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
     else:
-        print(_config_origin(config.source(args.config), os.environ))
-        shown = _without_passwords(config.to_mapping(settings))
+        print(_config_origin(loading.source(args.config), os.environ))
+        shown = _without_passwords(loading.to_mapping(settings))
         print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
 
@@ -115,10 +115,10 @@ def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
         origin = f"# archfit config: read {source.resolve()}"
     else:
         origin = (
-            f"# archfit config: no file read ({config.DEFAULT_CONFIG} is not in {Path.cwd()}; "
+            f"# archfit config: no file read ({loading.DEFAULT_CONFIG} is not in {Path.cwd()}; "
             "--config PATH names one): built-in defaults"
         )
-    overrides = sorted(k for k in environ if k.startswith(config.ENV_PREFIX) and "__" in k)
+    overrides = sorted(k for k in environ if k.startswith(loading.ENV_PREFIX) and "__" in k)
     return origin + (f", overridden by {', '.join(overrides)}" if overrides else "")
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from extender.config.settings import ENV_PREFIX, Settings, camel, to_mapping
+from extender.config.loading import env_variable, to_mapping
+from extender.config.settings import Settings, camel
 
 _FIELD_DOC = re.compile(r"^\s+(\w+):[^\n]*\n\s+\"\"\"(.*?)\"\"\"", re.M | re.S)
 
@@ -43,8 +44,9 @@ def table(cls: type[Any] = Settings, prefix: str = "") -> list[tuple[str, str, s
         if dataclasses.is_dataclass(hints[f.name]):
             rows.extend(table(hints[f.name], key + "."))
             continue
-        env = ENV_PREFIX + "__".join(_snake(part).upper() for part in key.split("."))
-        rows.append((key, env, _flow(getattr(defaults, f.name)), docs.get(f.name, "")))
+        rows.append(
+            (key, env_variable(key), _flow(getattr(defaults, f.name)), docs.get(f.name, ""))
+        )
     return rows
 
 
@@ -119,7 +121,3 @@ def _flow(value: Any) -> str:
         value = list(value)
     text: str = yaml.safe_dump(value, default_flow_style=True, width=1000)
     return text.removesuffix("\n").removesuffix("\n...").strip()
-
-
-def _snake(key: str) -> str:
-    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in key)

@@ -9,7 +9,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
-from extender.config.settings import Settings, from_mapping
+from extender.config.loading import from_mapping
+from extender.config.settings import Settings
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.scheduler.app import create_app

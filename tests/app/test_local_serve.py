@@ -82,7 +82,7 @@ def test_settings_that_name_a_kubeconfig_run_the_watcher_as_a_deployment(tmp_pat
 )
 def test_in_a_pod_the_start_up_line_names_the_controllers_that_write(watcher, expected):
     """In a cluster (its service account), the settings alone decide, and the line lists them."""
-    from extender.config.settings import from_mapping
+    from extender.config.loading import from_mapping
     from extender.server import writing_controllers
 
     settings = from_mapping({"kubernetes": {"mode": "in-cluster"}, "watcher": watcher})

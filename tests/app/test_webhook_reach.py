@@ -13,7 +13,7 @@ from aiohttp import web
 from kubernetes import client
 from structlog.testing import capture_logs
 
-from extender.config.settings import from_mapping
+from extender.config.loading import from_mapping
 from extender.services import warn_unserved_registries
 from tests.app.test_webhook import Start, review, start  # noqa: F401 (the fixture)
 from tests.objects import pod

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.config.settings import from_mapping
+from extender.config.loading import from_mapping
 from extender.registry.plugin_protocol import load_config
 from tests.deploy import render
 from tests.deploy.apiserver import ApiServer

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from extender import __version__
-from extender.config import settings as config
+from extender.config import loading as config
 from tests.deploy import render
 from tests.deploy.render import Object, config_file, generated_base_name, key, one, pod_specs
 

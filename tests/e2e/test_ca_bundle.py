@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from extender.config.settings import from_mapping
+from extender.config.loading import from_mapping
 from extender.kube.webhook_certs import SelfManagedCertificate
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.webhook import SHIPPED_WARNINGS, SHIPPED_WEBHOOK, shipped_configuration

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from extender.config.settings import from_mapping
+from extender.config.loading import from_mapping
 from extender.metrics import Metrics
 from extender.registry.errors import NoCredentials
 from extender.registry.plugins import CredentialPlugins

@@ -65,3 +65,16 @@ def test_a_new_module_in_core_that_imports_a_layer_above_breaks_the_layers(tree:
     result = lint_imports(tree)
     assert 1 == result.returncode, result.stdout
     assert "extender.core.fresh -> extender.scheduler.verbs" in result.stdout
+
+
+def test_a_settings_schema_that_reads_yaml_breaks_the_schema_contract(tree: Path) -> None:
+    """The schema says what a setting is, never where it comes from: reading YAML in
+    extender/config/settings.py, even inside a function, is refused."""
+    schema = tree / "extender" / "config" / "settings.py"
+    schema.write_text(
+        schema.read_text() + "\n\ndef late() -> None:\n    import yaml  # noqa: F401\n"
+    )
+    result = lint_imports(tree)
+    assert 1 == result.returncode, result.stdout
+    assert "The settings' schema reads no file and no env var BROKEN" in result.stdout
+    assert "extender.config.settings -> yaml" in result.stdout

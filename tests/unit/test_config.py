@@ -9,7 +9,8 @@ import yaml
 
 from extender.cli.main import main
 from extender.config import docs as settings_doc
-from extender.config.settings import ConfigError, Settings, from_mapping, ignored_env, load
+from extender.config.loading import ConfigError, from_mapping, ignored_env, load
+from extender.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
