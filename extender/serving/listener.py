@@ -122,8 +122,9 @@ class ConnectionGuard:
     def problem(self, cause: str) -> None:
         client_problem(self._metrics, self._warnings, cause)
 
-    def admit(self, conn: _GuardedConnection) -> bool:
-        """Count `conn` in, closing an idle one to make room; False if no room is left."""
+    def take_slot(self, conn: _GuardedConnection) -> bool:
+        """Count `conn` in, closing an idle one to make room; False if no room is left (the
+        slot goes back with `release`)."""
         mine = self._by_client.get(conn.client, {})
         if len(mine) >= self.max_per_client:
             # When every one of them is busy, the global cap below still bounds the client.
@@ -204,7 +205,7 @@ class _GuardedConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        if not self._guard.admit(self):
+        if not self._guard.take_slot(self):
             transport.abort()  # type: ignore[attr-defined]
             return
         self._counted = True
