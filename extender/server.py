@@ -39,7 +39,8 @@ from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
 from extender.services import NodeSource, Services, open_services
-from extender.serving.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.serving.client_problems import ClientNoise
+from extender.serving.listener import ConnectionGuard, GuardedSite, handler_options
 from extender.serving.tls import CertificateRefused, ReloadingCertificate
 
 log = structlog.get_logger("archfit")

@@ -22,7 +22,9 @@ from extender.errors import InputError
 from extender.logs import bind_request
 from extender.metrics import Metrics
 from extender.once import OncePerCause
-from extender.serving.listener import BodyTimeout, answer_and_close, client_problem, read_body
+from extender.serving.client_problems import client_problem
+from extender.serving.error_answers import answer_and_close
+from extender.serving.request_body import BodyTimeout, read_body
 from extender.wire.admission_api import AdmissionRequest, parse_review, render_allowed
 from extender.wire.wire_json import JsonError
 

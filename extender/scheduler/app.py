@@ -32,7 +32,9 @@ from extender.server import WARNINGS as WARNINGS
 from extender.server import WEBHOOK_CERTIFICATE as WEBHOOK_CERTIFICATE
 from extender.server import attach
 from extender.services import NodeSource
-from extender.serving.listener import BodyTimeout, answer_and_close, client_problem
+from extender.serving.client_problems import client_problem
+from extender.serving.error_answers import answer_and_close
+from extender.serving.request_body import BodyTimeout
 from extender.wire.scheduler_api import render_error
 
 log = structlog.get_logger("archfit")

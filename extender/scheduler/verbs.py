@@ -42,7 +42,7 @@ from extender.errors import SetupError
 from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
 from extender.services import Services, steered_facts
-from extender.serving.listener import read_body
+from extender.serving.request_body import read_body
 from extender.ttlmap import TTLMap
 from extender.wire.scheduler_api import (
     ExtenderArgs,
