@@ -11,20 +11,13 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from extender.app_keys import METRICS, SERVICES, SETTINGS, VERBS, WARNINGS, WEBHOOK_CERTIFICATE
 from extender.config.settings import Settings
 from extender.lookups.resolution import PlatformResolver
 from extender.scheduler.verbs import FILTER, PRIORITIZE, Verbs
-from extender.server import METRICS as METRICS
-from extender.server import SERVICES as SERVICES
-from extender.server import SETTINGS as SETTINGS
-from extender.server import WARNINGS as WARNINGS
-from extender.server import WEBHOOK_CERTIFICATE as WEBHOOK_CERTIFICATE
 from extender.server import attach
 from extender.services import NodeSource
 from extender.serving.error_answers import ErrorAnswers
-
-VERBS = web.AppKey("verbs", Verbs)
-"""filter and prioritize, with the Policy built once at start (extender.scheduler.verbs)."""
 
 _JSON = "application/json"
 
