@@ -34,10 +34,11 @@
     ├── RegistryError           a registry lookup failed (extender.registry.errors has its tree)
     └── AuditInputError         a workload or quantity in the cluster cannot be read (audit)
 
-The classes live where they are raised and are declared on the family here; the ones that
-were ValueErrors stay ValueErrors too, so no caller changes. `cli._serve` catches the two
-start-up roots (SetupError, ListenError); the extender's middleware and the admission
-skeleton (extender.admission.skeleton) catch InputError.
+The classes live where they are raised and are declared on the family here, but for those
+raised in one layer and answered in another (WireError, NoNodeIndex), which live here; the
+ones that were ValueErrors stay ValueErrors too, so no caller changes. `cli._serve` catches
+the two start-up roots (SetupError, ListenError); errors raised serving a request become
+HTTP answers in one place, extender.serving.error_answers, for both apps.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ class SetupError(ArchfitError):
 
     summary = "bad config"
     """What `archfit serve` prints before the message: `archfit: <summary>: <message>`."""
+
+
+class NoNodeIndex(SetupError):
+    """NodeNames arrived but archfit list-watches no Nodes: the extender's `Error` says so."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "archfit got NodeNames (nodeCacheCapable: true) but has no node index: "
+            "enable kubernetes.nodeIndex with API access, or set nodeCacheCapable: false"
+        )
 
 
 class WebhookSetupError(SetupError):

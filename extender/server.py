@@ -30,6 +30,17 @@ import structlog
 from aiohttp import web
 
 from extender import __version__
+from extender.app_keys import (
+    GUARD,
+    METRICS,
+    MUTATION,
+    SERVER_CERTIFICATE,
+    SERVICES,
+    SETTINGS,
+    WARNINGS,
+    WEBHOOK_CERTIFICATE,
+    WEBHOOK_GUARD,
+)
 from extender.config.settings import Settings
 from extender.errors import ListenError, SetupError, WebhookSetupError
 from extender.event_loop import loop_factory
@@ -39,18 +50,11 @@ from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
 from extender.services import NodeSource, Services, open_services
-from extender.serving.listener import ClientNoise, ConnectionGuard, GuardedSite, handler_options
+from extender.serving.client_problems import ClientNoise
+from extender.serving.listener import ConnectionGuard, GuardedSite, handler_options
 from extender.serving.tls import CertificateRefused, ReloadingCertificate
 
 log = structlog.get_logger("archfit")
-
-SETTINGS = web.AppKey("settings", Settings)
-METRICS = web.AppKey("metrics", Metrics)
-SERVICES = web.AppKey("services", Services)
-WARNINGS = web.AppKey("warnings", OncePerCause)
-GUARD = web.AppKey("connection_guard", ConnectionGuard)
-SERVER_CERTIFICATE = web.AppKey("server_certificate", ReloadingCertificate)
-WEBHOOK_CERTIFICATE = web.AppKey("webhook_certificate", ReloadingCertificate)
 
 _FIRST_CERTIFICATE_SECONDS = 10.0
 
@@ -244,12 +248,7 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
     """The admission webhook's TLS listener, its self-managed certificate if asked, and the
     releaser of held pods."""
     # Imported here: a serve without the webhook (the default) never loads its modules.
-    from extender.admission.pod_webhook import (
-        MUTATION,
-        WEBHOOK_GUARD,
-        create_webhook_app,
-        release_held,
-    )
+    from extender.admission.pod_webhook import create_webhook_app, release_held
 
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     hook = settings.webhook

@@ -21,6 +21,7 @@ from aiohttp import web
 from extender import explain
 from extender.admission.skeleton import SKIPPED, Admission, Admissions
 from extender.admission.workloads import WorkloadWarner
+from extender.app_keys import MUTATION, WEBHOOK_GUARD
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
 from extender.core.gates import gate_operations, lift_operations
@@ -46,10 +47,6 @@ class Hold:
 
 
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-
-
-WEBHOOK_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
-"""The webhook listener's connection caps (extender.server opens the listener with it)."""
 
 
 def create_webhook_app(settings: Settings, metrics: Metrics, services: Services) -> web.Application:
@@ -140,10 +137,6 @@ class PodMutation:
         self.metrics.admissions.labels(outcome).inc()
         if seconds is not None:
             self.metrics.admission_seconds.observe(seconds)
-
-
-MUTATION = web.AppKey("webhook_mutation", PodMutation)
-"""The webhook's policy: its rules and whether it holds pods (the releaser needs both)."""
 
 
 def _hold_of(settings: Settings, services: Services) -> Hold | None:

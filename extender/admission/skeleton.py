@@ -2,10 +2,11 @@
 
 `Admissions.serve` is bind → read → decode → admit → count → render, whatever is admitted;
 what differs is an `AdmissionPolicy` (extender.admission.pod_webhook's `PodMutation` for
-pods). It answers an `Admission` value, counted and rendered here, once. Errors map to answers
-here, once: a body that is no AdmissionReview is a 400 (kube-apiserver never sends one), an
-object the policy cannot read (InputError) and archfit's own failure are "allowed" unchanged,
-so nothing archfit does can stop an object (docs/architecture.md, "The admission skeleton").
+pods). It answers an `Admission` value, counted and rendered here, once. A body that is no
+AdmissionReview is answered by the error boundary both apps share
+(extender.serving.error_answers: 400, 408, 413); once it is one, an object the policy cannot
+read (InputError) and archfit's own failure are "allowed" unchanged, so nothing archfit does
+can stop an object (docs/architecture.md, "The admission skeleton").
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from extender.errors import InputError
 from extender.logs import bind_request
 from extender.metrics import Metrics
 from extender.once import OncePerCause
-from extender.serving.listener import BodyTimeout, answer_and_close, client_problem, read_body
+from extender.serving.client_problems import client_problem
+from extender.serving.error_answers import ErrorAnswers
+from extender.serving.request_body import read_body
 from extender.wire.admission_api import AdmissionRequest, parse_review, render_allowed
 from extender.wire.wire_json import JsonError
 
@@ -89,6 +92,7 @@ class Admissions:
         self._metrics = metrics
         self._warnings = warnings
         self._body_timeout = body_timeout_seconds
+        self._errors = ErrorAnswers(metrics, warnings, self._count_unread)
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         """bind → read → decode → admit → count → render."""
@@ -97,19 +101,10 @@ class Admissions:
         bind_request(request.headers.get("X-Request-Id"), policy.verb)
         try:
             review = parse_review(await read_body(request, self._body_timeout))
-        except (BodyTimeout, ConnectionResetError) as error:
-            cause = "body_timeout" if isinstance(error, BodyTimeout) else "disconnected"
-            self._problem(cause, path=request.path)
-            answer = web.json_response({"error": "request body not received"}, status=408)
-            return await answer_and_close(request, answer)
-        except (InputError, web.HTTPRequestEntityTooLarge) as error:
-            # kube-apiserver never sends this; failurePolicy Ignore admits the object anyway.
-            problem, status = (
-                (str(error), 400) if isinstance(error, InputError) else (error.reason, 413)
-            )
-            self._problem("bad_request", path=request.path, problem=problem)
-            policy.count("bad_request", None)
-            return web.json_response({"error": problem}, status=status)
+        except Exception as error:
+            # kube-apiserver never sends a body that is no AdmissionReview; failurePolicy
+            # Ignore admits the object anyway.
+            return await self._errors.answer(request, error)
         try:
             admission = await policy.admit(review, started)
         except InputError as error:
@@ -125,6 +120,10 @@ class Admissions:
         body = self._render(review.uid, admission)
         policy.count(admission.outcome, time.perf_counter() - started)
         return web.Response(body=body, content_type="application/json")
+
+    def _count_unread(self, request: web.Request, failed: bool) -> None:
+        """Count a review the error boundary answered: its body was no AdmissionReview."""
+        self.policy.count(_FAILED.outcome if failed else "bad_request", None)
 
     def _render(self, uid: str, admission: Admission) -> bytes:
         try:

@@ -38,11 +38,11 @@ from extender.core.placement import (
 from extender.core.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.core.pods import PodFacts, facts, skip_reason
 from extender.core.runtimes import NodeFacts
-from extender.errors import SetupError
+from extender.errors import NoNodeIndex
 from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
 from extender.services import Services, steered_facts
-from extender.serving.listener import read_body
+from extender.serving.request_body import read_body
 from extender.ttlmap import TTLMap
 from extender.wire.scheduler_api import (
     ExtenderArgs,
@@ -53,11 +53,6 @@ from extender.wire.scheduler_api import (
 )
 
 log = structlog.get_logger("archfit")
-
-NO_NODE_INDEX = (
-    "archfit got NodeNames (nodeCacheCapable: true) but has no node index: "
-    "enable kubernetes.nodeIndex with API access, or set nodeCacheCapable: false"
-)
 
 
 class RecentPods:
@@ -94,10 +89,6 @@ class RecentPods:
         """The facts of `pod`: those worked out with it when `decode` handed it out last."""
         last = self._last
         return last[1] if last is not None and last[0] is pod else facts(pod)
-
-
-class NoNodeIndex(SetupError):
-    """NodeNames arrived but archfit list-watches no Nodes."""
 
 
 def json_answer(body: bytes) -> web.Response:

@@ -1,86 +1,29 @@
-"""archfit's own listeners: a connection cap, a header read timeout, a body read timeout.
+"""archfit's own listeners: connections capped, slow TLS handshakes and headers cut off.
 
 aiohttp times out idle keep-alive connections, but not a new connection that never
-finishes its first request's headers, nor a body that trickles in: a thousand slow
-clients would hold a thousand connections open for ever (slowloris). The guard wraps
-each connection aiohttp makes, so nothing of aiohttp's own protocol is changed.
+finishes its first request's headers, nor a body that trickles in (a request's body is
+timed by extender.serving.request_body): a thousand slow clients would hold a thousand
+connections open for ever (slowloris). The guard wraps each connection aiohttp makes, so
+nothing of aiohttp's own protocol is changed. Requests are not this module's business.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import ssl
 from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-from aiohttp import http_exceptions, web
+from aiohttp import web
 
 from extender.config.settings import ServerSettings
-from extender.errors import ClientError
 from extender.metrics import Metrics
 from extender.once import OncePerCause
-
-log = structlog.get_logger("archfit")
+from extender.serving.client_problems import client_problem
 
 _END_OF_HEADERS = b"\r\n\r\n"
-
-
-class BodyTimeout(ClientError):
-    """The request body did not arrive within server.bodyTimeoutSeconds."""
-
-
-async def read_body(request: web.Request, seconds: float) -> bytes:
-    """The whole request body, or BodyTimeout if it takes longer than `seconds`."""
-    if request.content.is_eof():
-        # The whole body came with the headers (most extender calls): reading it cannot
-        # wait, so it needs no timer.
-        return await _read(request)
-    try:
-        async with asyncio.timeout(seconds):
-            return await _read(request)
-    except TimeoutError as error:
-        raise BodyTimeout from error
-
-
-async def _read(request: web.Request) -> bytes:
-    """request.read(), with its limit and 413, but the chunks joined once: its bytearray
-    grows by copies and is copied again into bytes, each time into fresh pages, which
-    costs 1.3 ms of a 1.2 MB full-Node body against 0.04 ms for one join."""
-    content, limit = request.content, request.client_max_size
-    raise_limits = getattr(content, "set_read_chunk_size", None)  # aiohttp >= 3.12 only
-    if limit and raise_limits is not None:
-        raise_limits(limit)  # as request.read() does: fewer, larger chunks
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await content.readany():
-        size += len(chunk)
-        if limit and size > limit:
-            raise web.HTTPRequestEntityTooLarge(limit, size)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def answer_and_close(request: web.Request, response: web.Response) -> web.Response:
-    """Send `response`, then close the connection: the rest of a body that never came is
-    not waited for (aiohttp would linger to read it)."""
-    response.force_close()
-    await response.prepare(request)
-    await response.write_eof()
-    if request.transport is not None:
-        request.transport.close()
-    return response
-
-
-def client_problem(metrics: Metrics, warnings: OncePerCause, cause: str, **fields: Any) -> None:
-    """Count a client's (or a configuration's) problem, and log it once per cause."""
-    metrics.client_problems.labels(cause).inc()
-    held_back = warnings.admit(f"{cause}:{fields.get('problem', '')}")
-    if held_back is not None:
-        log.warning(cause, held_back=held_back, **fields)
 
 
 class ConnectionGuard:
@@ -122,8 +65,9 @@ class ConnectionGuard:
     def problem(self, cause: str) -> None:
         client_problem(self._metrics, self._warnings, cause)
 
-    def admit(self, conn: _GuardedConnection) -> bool:
-        """Count `conn` in, closing an idle one to make room; False if no room is left."""
+    def take_slot(self, conn: _GuardedConnection) -> bool:
+        """Count `conn` in, closing an idle one to make room; False if no room is left (the
+        slot goes back with `release`)."""
         mine = self._by_client.get(conn.client, {})
         if len(mine) >= self.max_per_client:
             # When every one of them is busy, the global cap below still bounds the client.
@@ -204,7 +148,7 @@ class _GuardedConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        if not self._guard.admit(self):
+        if not self._guard.take_slot(self):
             transport.abort()  # type: ignore[attr-defined]
             return
         self._counted = True
@@ -350,32 +294,3 @@ class GuardedSite(web.BaseSite):
             reuse_address=True,
             family=socket.AF_INET6 if ":" in self._host else socket.AF_INET,
         )
-
-
-class ClientNoise(logging.Filter):
-    """Turns aiohttp's tracebacks for malformed HTTP and lost clients into throttled, counted
-    warnings; anything else (archfit's own defect) passes as it is."""
-
-    def __init__(self, metrics: Metrics, warnings: OncePerCause) -> None:
-        super().__init__()
-        self._metrics = metrics
-        self._warnings = warnings
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, http_exceptions.HttpProcessingError):
-            cause = "malformed_http"
-        elif isinstance(error, ConnectionError | ssl.SSLError | asyncio.IncompleteReadError):
-            cause = "disconnected"
-        else:
-            return True
-        problem = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-        self._metrics.client_problems.labels(cause).inc()
-        held_back = self._warnings.admit(f"{cause}:{problem}")
-        if held_back is None:
-            return False
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.msg, record.args = cause, ()
-        record.exc_info, record.exc_text = None, None
-        record.problem, record.held_back = problem, held_back
-        return True

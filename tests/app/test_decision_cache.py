@@ -1,8 +1,8 @@
 """The verbs' decision cache finds a question again by identity: a copy must not hide it."""
 
+from extender.app_keys import VERBS
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
-from extender.scheduler.app import VERBS
 from tests.app.conftest import TABLE, post
 from tests.objects import args_names, node, pod
 from tests.support.function_resolver import FunctionResolver

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from extender.app_keys import METRICS
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
-from extender.scheduler.app import METRICS
 from tests.app import test_webhook
 from tests.app.conftest import table_resolver
 from tests.app.test_webhook import Start, Webhook
