@@ -119,7 +119,7 @@ class Admissions:
         except Exception as error:
             # archfit's own failure must never stop an object: allow it unchanged, loudly.
             cause = f"{policy.failed}:{type(error).__name__}:{error}"
-            if self._warnings.admit(cause) is not None:
+            if self._warnings.log_now(cause) is not None:
                 log.exception(policy.failed, uid=review.uid)
             admission = _FAILED
         body = self._render(review.uid, admission)

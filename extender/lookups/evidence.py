@@ -482,7 +482,7 @@ class LearnedResolver:
             why = "no_platform"
         if self._metrics is not None:
             self._metrics.evidence_ignored.labels(why).inc()
-        if self._once.admit(f"{why} {digest}") is not None:
+        if self._once.log_now(f"{why} {digest}") is not None:
             log.warning(
                 "evidence_ignored",
                 digest=digest,

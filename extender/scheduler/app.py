@@ -151,7 +151,7 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
         raise
     except Exception as error:
         # archfit's own defect: say so loudly, but keep the connection for what follows.
-        if app[WARNINGS].admit(f"internal_error:{type(error).__name__}:{error}") is not None:
+        if app[WARNINGS].log_now(f"internal_error:{type(error).__name__}:{error}") is not None:
             log.exception("internal_error", path=request.path)
         _count_bad(request, "internal_error")
         return web.json_response({"error": "internal error"}, status=500)

@@ -78,7 +78,7 @@ async def answer_and_close(request: web.Request, response: web.Response) -> web.
 def client_problem(metrics: Metrics, warnings: OncePerCause, cause: str, **fields: Any) -> None:
     """Count a client's (or a configuration's) problem, and log it once per cause."""
     metrics.client_problems.labels(cause).inc()
-    held_back = warnings.admit(f"{cause}:{fields.get('problem', '')}")
+    held_back = warnings.log_now(f"{cause}:{fields.get('problem', '')}")
     if held_back is not None:
         log.warning(cause, held_back=held_back, **fields)
 
@@ -371,7 +371,7 @@ class ClientNoise(logging.Filter):
             return True
         problem = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         self._metrics.client_problems.labels(cause).inc()
-        held_back = self._warnings.admit(f"{cause}:{problem}")
+        held_back = self._warnings.log_now(f"{cause}:{problem}")
         if held_back is None:
             return False
         record.levelno, record.levelname = logging.WARNING, "WARNING"
