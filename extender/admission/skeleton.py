@@ -1,6 +1,6 @@
 """The admission skeleton: one request path for every AdmissionReview archfit answers.
 
-`Admissions.serve` is bind → read → decode → admit → count → render, whatever is admitted;
+`Admissions.serve` is bind → read → decode → decide → count → render, whatever is admitted;
 what differs is an `AdmissionPolicy` (extender.admission.pod_webhook's `PodMutation` for
 pods). It answers an `Admission` value, counted and rendered here, once. Errors map to answers
 here, once: a body that is no AdmissionReview is a 400 (kube-apiserver never sends one), an
@@ -56,7 +56,7 @@ class AdmissionPolicy(Protocol):
 
     @property
     def unreadable(self) -> str:
-        """The client problem an InputError of `admit` counts as (`admission_unreadable_pod`)."""
+        """The client problem an InputError of `decide` counts as (`admission_unreadable_pod`)."""
         ...
 
     @property
@@ -64,7 +64,7 @@ class AdmissionPolicy(Protocol):
         """The log event of archfit's own failure (`admission_internal_error`)."""
         ...
 
-    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         """Decide, explain and count what is the policy's own. Raises InputError when the
         object cannot be read (answered allowed, unchanged, and counted skipped)."""
         ...
@@ -91,7 +91,7 @@ class Admissions:
         self._body_timeout = body_timeout_seconds
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
-        """bind → read → decode → admit → count → render."""
+        """bind → read → decode → decide → count → render."""
         started = time.perf_counter()
         policy = self.policy
         bind_request(request.headers.get("X-Request-Id"), policy.verb)
@@ -111,7 +111,7 @@ class Admissions:
             policy.count("bad_request", None)
             return web.json_response({"error": problem}, status=status)
         try:
-            admission = await policy.admit(review, started)
+            admission = await policy.decide(review, started)
         except InputError as error:
             # The API server's validation will answer the client; nothing to add here.
             self._problem(policy.unreadable, uid=review.uid, problem=str(error))
