@@ -121,7 +121,7 @@ async def open_services(
         learned = None
         steering = None
         if settings.webhook.enabled and settings.webhook.steering and api is not None:
-            from extender.kube.steering import FleetSteering
+            from extender.kube.steering_watches import FleetSteering
 
             steering = FleetSteering(api)
             steering.start()

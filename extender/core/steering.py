@@ -2,7 +2,7 @@
 applies to a new pod, and which side a pod of a split workload takes.
 
 Pure: plain data in, a Steering out; the watches that feed it (namespaces, chosen pods)
-live in extender.kube.steering. The rules and why are in docs/webhook.md, "Namespaces,
+live in extender.kube.steering_watches. The rules and why are in docs/webhook.md, "Namespaces,
 workloads and the arm64 share".
 """
 
@@ -98,7 +98,7 @@ class Steering:
 
 class SteeringSource(Protocol):
     """Namespace preferences and arm64 shares from memory, for the webhook, the releaser and
-    the extender's verbs (extender.kube.steering.FleetSteering)."""
+    the extender's verbs (extender.kube.steering_watches.FleetSteering)."""
 
     def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
         """What the pod's namespace, workload and own annotations say, from memory."""
