@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
+from extender.core.interning import Interner
 from extender.core.platforms import ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL
 from extender.core.runtimes import AARCH32_LABEL, NodeFacts, node_facts
-from extender.core.shared import Interner
 from extender.errors import WireError
 
 # Labels and nodeInfo are frozen, so hashable: together they are the key of a node's facts.

@@ -323,7 +323,7 @@ def question_key(
     platforms: tuple[SharedPlatforms, ...],
 ) -> QuestionKey:
     """A question by the identities of its answers: only SharedPlatforms (one object per
-    value, extender.core.shared), so equal answers are one key. A copy would never be found
+    value, extender.core.interning), so equal answers are one key. A copy would never be found
     again."""
     return (verb, id(groups), images, *map(id, platforms))
 
