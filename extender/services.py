@@ -13,9 +13,9 @@ import structlog
 
 from extender.config.settings import Settings
 from extender.core.image_table import ImageTable
+from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform
 from extender.core.pods import PodFacts, PullSecretsRef
-from extender.core.runtimes import NodeFacts
 from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
 from extender.lookups.evidence import (
@@ -44,7 +44,7 @@ class NodeSource(Protocol):
     def snapshot(self) -> Mapping[str, NodeFacts]:
         """Node name → facts, as of now: an immutable view a request reads without locks.
 
-        Names it lacks are unknown (runtimes.UNKNOWN_NODE)."""
+        Names it lacks are unknown (node_facts.UNKNOWN_NODE)."""
         ...
 
     def known_platforms(self) -> frozenset[Platform]:
