@@ -12,6 +12,7 @@ from pathlib import Path
 
 import structlog
 
+from extender.core.text import MAX_LOGGED_ERROR, cut
 from extender.registry.cloud import unserved_cloud_registries
 from extender.registry.credentials import CredentialError, config_file_entries
 from extender.registry.plugin_protocol import PluginConfigError, load_config
@@ -30,7 +31,8 @@ def warn_unserved_registries(
     try:
         images = list(node_images())
     except Exception as error:  # a warning's check must never stop serving
-        log.info("cloud_registry_check_skipped", error=f"{type(error).__name__}: {error}"[:200])
+        problem = cut(f"{type(error).__name__}: {error}", MAX_LOGGED_ERROR)
+        log.info("cloud_registry_check_skipped", error=problem)
         return []
     unserved = unserved_cloud_registries(images, _served_keys(registry))
     for cloud, hosts in unserved.items():

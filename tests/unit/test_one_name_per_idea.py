@@ -9,6 +9,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+from extender.core.text import error_text
+
 PACKAGE = Path(__file__).resolve().parents[2] / "extender"
 
 #: Public names more than one module defines on purpose, each with why.
@@ -128,3 +130,38 @@ def test_text_is_cut_short_only_by_the_one_helper_in_text_py():
             ):
                 cuts.append(f"{module}:{node.lineno}")
     assert [] == cuts
+
+
+def test_no_error_text_is_cut_by_slicing():
+    """An error's text (`str(error)`, an f-string naming `error`, archfit's one name for a
+    caught exception) is cut by core/text.py's `error_text` or `cut` at a named width, never
+    by `[:n]`, which cuts mid-word with no sign that anything is missing."""
+    slices = []
+    for module, tree in modules():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Slice)
+                and node.slice.lower is None
+                and isinstance(node.slice.upper, ast.Constant)
+                and (
+                    isinstance(node.value, ast.JoinedStr)
+                    or (isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "str")
+                )
+                and any(
+                    isinstance(part, ast.Name) and part.id == "error"
+                    for part in ast.walk(node.value)
+                )
+            ):
+                slices.append(f"{module}:{node.lineno}")
+    assert [] == slices
+
+
+def test_an_error_text_longer_than_its_width_ends_in_an_ellipsis():
+    """`error_text` keeps a short message whole and cuts a long one to the width, marked."""
+    long = ValueError("x" * 400)
+    assert ("short", 300, "...") == (
+        error_text(ValueError("short")),
+        len(error_text(long)),
+        error_text(long)[-3:],
+    )
