@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.audit.breakage import Breakage
 from extender.audit.newer_tags import TagHint
+from extender.audit.options import Pricing
 from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
 from extender.core.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.core.pods import PullSecretsRef
@@ -26,16 +27,6 @@ HOURS_PER_MONTH = 730  # 8,760 h / 12, as cloud price lists count a month
 
 Lookups = Mapping[tuple[str, PullSecretsRef], Resolved]
 """What each (image, credentials) lookup answered: platforms, or Unknown with the reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pricing:
-    """What moving is worth: the on-demand price of a vCPU-hour and arm64's discount on it."""
-
-    price_per_vcpu_hour: float | None = None
-    """None: the saving is not estimated (the share of vCPU is still reported)."""
-    arm64_discount: float = 0.20
-    """The commonly quoted Graviton saving over comparable x86 instances."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,8 +235,8 @@ def _import_structlog_without_rich() -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.audit.report import Pricing
-    from extender.audit.run import AuditOptions, run_audit
+    from extender.audit.options import AuditOptions, Pricing
+    from extender.audit.run import run_audit
     from extender.kube.client import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
@@ -522,9 +522,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    # From the package, not audit.render: that loads rich and the report, which only
+    # From audit.options, not audit.output: that loads rich and the report, which only
     # `archfit audit` needs, and every command builds this parser.
-    from extender.audit import FORMATS
+    from extender.audit.options import FORMATS
 
     audit = commands.add_parser(
         "audit",

@@ -18,12 +18,12 @@ SHARED_ON_PURPOSE = {
     "log": "each module's own structlog logger",
     "T": "a TypeVar of each generic module",
     "parse": "quantities, platforms and references each parse their own text (module-qualified)",
-    # The single-cluster and the fleet renderer offer one interface (audit/run picks one).
+    # The single-cluster and the fleet renderer offer one interface (audit/output picks one).
     "as_csv": "audit/render and audit/render_fleet",
     "as_markdown": "audit/render and audit/render_fleet",
     "headline": "audit/render and audit/render_fleet",
     "table_parts": "audit/render and audit/render_fleet",
-    "write": "audit/render and audit/render_fleet",
+    "write_table": "audit/render and audit/render_fleet",
     # issue 19 item 5, resolved by the error tree (extender/errors.py): drop this line then.
     "WireError": "scheduler_api and admission_api",
 }
