@@ -22,7 +22,8 @@ new two-architecture pods that must run on arm64; the rest must run on amd64."""
 CHOICE_LABEL = "archfit.io/arch-choice"
 """On each pod the share placed: the side it took (`arm64` or `amd64`)."""
 SIDES = ("arm64", "amd64")
-"""The two sides of a split, arm64 first."""
+"""The two architectures archfit steers between, arm64 first: the sides of a split, and what
+the audit judges each workload against (arm64 is the one moved to)."""
 IN_FLIGHT_SECONDS = 30.0
 """How long a choice admitted here counts before the pod watch shows the pod: longer than
 a create takes to reach the watch, short enough that a pod refused after admission (a
