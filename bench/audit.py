@@ -27,13 +27,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from extender.audit import render, render_fleet
 from extender.audit.clusters import cluster, fleet_pairs, judge_clusters
 from extender.audit.fleet_report import FleetReport
 from extender.audit.lookups import distinct_pairs, look_up
-from extender.audit.report import Pricing, Report
+from extender.audit.options import AuditOptions, Pricing
+from extender.audit.output import write
+from extender.audit.report import Report
 from extender.audit.resolving import metric_remaining, resolve
-from extender.audit.run import AuditOptions, judge_fleet, parse_workloads
+from extender.audit.run import judge_fleet, parse_workloads
 from extender.metrics import Metrics
 from extender.registry.resolver import build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
@@ -124,7 +125,7 @@ async def audit(
         Pricing(price_per_vcpu_hour=0.04),
     )  # fmt: skip
     with open(os.devnull, "w") as sink:  # noqa: ASYNC230 (a real file, as stdout redirected is)
-        render.write(report, output, sink)
+        write(report, output, sink)
     return report, len(pairs), lookup_seconds
 
 
@@ -158,7 +159,7 @@ async def audit_clusters(
     finally:
         await resolver.aclose()
     report = judge_clusters(clusters, resolution, options, loose=False)
-    render_fleet.write(report, "json", io.StringIO())
+    write(report, "json", io.StringIO())
     return report, len(pairs), lookup_seconds
 
 

@@ -29,7 +29,7 @@ class OncePerCause:
         self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
         """cause -> (when it was last logged, how many were held back since)."""
 
-    def admit(self, cause: str) -> int | None:
+    def log_now(self, cause: str) -> int | None:
         """None when this warning should be held back; else how many were held back before it.
 
         Numbers in `cause` (positions, counts) are ignored, so "column 7" and "column 9"

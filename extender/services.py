@@ -7,15 +7,16 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from extender.config.settings import Settings
 from extender.core.image_table import ImageTable
+from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform
 from extender.core.pods import PodFacts, PullSecretsRef
-from extender.core.runtimes import NodeFacts
 from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
 from extender.lookups.evidence import (
@@ -44,7 +45,7 @@ class NodeSource(Protocol):
     def snapshot(self) -> Mapping[str, NodeFacts]:
         """Node name → facts, as of now: an immutable view a request reads without locks.
 
-        Names it lacks are unknown (runtimes.UNKNOWN_NODE)."""
+        Names it lacks are unknown (node_facts.UNKNOWN_NODE)."""
         ...
 
     def known_platforms(self) -> frozenset[Platform]:
@@ -121,7 +122,7 @@ async def open_services(
         learned = None
         steering = None
         if settings.webhook.enabled and settings.webhook.steering and api is not None:
-            from extender.kube.steering import FleetSteering
+            from extender.kube.steering_watches import FleetSteering
 
             steering = FleetSteering(api)
             steering.start()
@@ -156,9 +157,14 @@ async def open_services(
                 max_entries=settings.cache.max_entries,
             )
         if settings.webhook.enabled and api is not None:
+            from extender.kube.nodes import node_images
+            from extender.registry.cloud_check import warn_unserved_registries
+
             # A one-off read; a hung API server delays nothing but this warning.
             check = asyncio.ensure_future(
-                asyncio.to_thread(warn_unserved_registries, api, settings)
+                asyncio.to_thread(
+                    warn_unserved_registries, partial(node_images, api), settings.registry
+                )
             )
             stack.callback(check.cancel)
 
@@ -218,56 +224,6 @@ def evidence_config_map(settings: Settings, api: Any, namespace: str = "") -> Sh
 
     namespace = namespace or current_namespace(settings.kubernetes)
     return ConfigMapEvidence(api, namespace, settings.watcher.evidence_config_map)
-
-
-def warn_unserved_registries(api: Any, settings: Settings) -> list[str]:
-    """Warn (`webhook_cloud_registry_without_credentials`) when nodes run images from a cloud
-    registry (ECR, Artifact Registry, ACR) that no configured credential source serves: those
-    pods' images would stay unknown and the webhook would leave them unchanged. Returns the
-    clouds warned about."""
-    from extender.kube.nodes import node_images
-    from extender.registry.cloud import unserved_cloud_registries
-
-    try:
-        images = node_images(api)
-    except Exception as error:  # a warning's check must never stop serving
-        log.info("cloud_registry_check_skipped", error=f"{type(error).__name__}: {error}"[:200])
-        return []
-    unserved = unserved_cloud_registries(images, _served_keys(settings))
-    for cloud, hosts in unserved.items():
-        log.warning(
-            "webhook_cloud_registry_without_credentials",
-            cloud=cloud,
-            registries=hosts[:5],
-            hint="pods' images there stay unknown unless a pull secret serves them: configure "
-            "registry.credentialProviders (Helm: credentialProvider.enabled=true) or "
-            "registry.dockerConfigPath (docs/private-registries.md)",
-        )
-    return list(unserved)
-
-
-def _served_keys(settings: Settings) -> list[str]:
-    """The registry keys archfit's own credential sources cover: the credential plugins'
-    matchImages and the docker config's keys (unreadable files count as none: the resolver
-    reports those)."""
-    from pathlib import Path
-
-    from extender.registry.credentials import CredentialError, config_file_entries
-    from extender.registry.plugin_protocol import PluginConfigError, load_config
-
-    registry = settings.registry
-    keys: list[str] = []
-    plugins = registry.credential_providers.config_path
-    try:
-        if plugins:
-            for provider in load_config(Path(plugins).read_bytes(), plugins):
-                keys.extend(provider.match_images)
-        if registry.docker_config_path:
-            raw = Path(registry.docker_config_path).read_bytes()
-            keys.extend(key for key, _ in config_file_entries(raw, registry.docker_config_path))
-    except (OSError, PluginConfigError, CredentialError):
-        pass
-    return keys
 
 
 @asynccontextmanager

@@ -82,7 +82,7 @@ class PodMutation:
         """Set when `webhook.unknownImages: gate` and a releaser can run (API access is on)."""
         self.dry_run = settings.policy.mode == "dry-run"
 
-    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         """skip or resolve → decide → explain, and count what only pods have."""
         if not review.is_pod_create:
             return SKIPPED

@@ -1,6 +1,6 @@
 """The admission skeleton: one request path for every AdmissionReview archfit answers.
 
-`Admissions.serve` is bind → read → decode → admit → count → render, whatever is admitted;
+`Admissions.serve` is bind → read → decode → decide → count → render, whatever is admitted;
 what differs is an `AdmissionPolicy` (extender.admission.pod_webhook's `PodMutation` for
 pods). It answers an `Admission` value, counted and rendered here, once. A body that is no
 AdmissionReview is answered by the error boundary both apps share
@@ -59,7 +59,7 @@ class AdmissionPolicy(Protocol):
 
     @property
     def unreadable(self) -> str:
-        """The client problem an InputError of `admit` counts as (`admission_unreadable_pod`)."""
+        """The client problem an InputError of `decide` counts as (`admission_unreadable_pod`)."""
         ...
 
     @property
@@ -67,7 +67,7 @@ class AdmissionPolicy(Protocol):
         """The log event of archfit's own failure (`admission_internal_error`)."""
         ...
 
-    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         """Decide, explain and count what is the policy's own. Raises InputError when the
         object cannot be read (answered allowed, unchanged, and counted skipped)."""
         ...
@@ -95,7 +95,7 @@ class Admissions:
         self._errors = ErrorAnswers(metrics, warnings, self._count_unread)
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
-        """bind → read → decode → admit → count → render."""
+        """bind → read → decode → decide → count → render."""
         started = time.perf_counter()
         policy = self.policy
         bind_request(request.headers.get("X-Request-Id"), policy.verb)
@@ -106,7 +106,7 @@ class Admissions:
             # Ignore admits the object anyway.
             return await self._errors.answer(request, error)
         try:
-            admission = await policy.admit(review, started)
+            admission = await policy.decide(review, started)
         except InputError as error:
             # The API server's validation will answer the client; nothing to add here.
             self._problem(policy.unreadable, uid=review.uid, problem=str(error))
@@ -114,7 +114,7 @@ class Admissions:
         except Exception as error:
             # archfit's own failure must never stop an object: allow it unchanged, loudly.
             cause = f"{policy.failed}:{type(error).__name__}:{error}"
-            if self._warnings.admit(cause) is not None:
+            if self._warnings.log_now(cause) is not None:
                 log.exception(policy.failed, uid=review.uid)
             admission = _FAILED
         body = self._render(review.uid, admission)

@@ -65,7 +65,7 @@ class WorkloadWarner:
         if seconds is not None:
             self._metrics.workload_review_seconds.observe(seconds)
 
-    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         """The allowed answer for one workload review, with warnings when it needs them.
         Raises InputError (PodError, ShapeError) for a template archfit cannot read."""
         kind = review.kind.get("kind", "")

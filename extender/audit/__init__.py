@@ -1,8 +1,7 @@
 """`archfit audit`: a fleet's readiness to move to arm64, from the images its workloads pull.
 
-`workloads`, `quantities`, `breakage` and `report` are the pure core (plain data in, plain
-data out); `resolve` looks images up, `render` writes the report, `run` wires them together.
+`options` is what the command line asks for; `workloads`, `quantities`, `breakage` and
+`report` are the pure core (plain data in, plain data out); `resolving` looks images up,
+`output` writes the report (through `render`, `render_fleet` or `html_report`), `run` (one
+cluster) and `clusters` (several) wire them together.
 """
-
-FORMATS = ("table", "json", "csv", "markdown", "html")
-"""The report formats of `archfit audit -o` (audit.render writes each)."""

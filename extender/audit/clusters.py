@@ -15,19 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from extender.audit import render_fleet
+from extender.audit import output
 from extender.audit.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.lookups import Pair, distinct_pairs
+from extender.audit.options import AuditOptions
 from extender.audit.render import left_out_line
 from extender.audit.report import LeftOut, Report
-from extender.audit.resolving import CheckedIndexes, RegistryAnswers, metric_remaining, resolve
-from extender.audit.run import (
-    SECRET_LOOKUPS,
-    AuditOptions,
-    judge_fleet,
-    parse_workloads,
-    progress,
-)
+from extender.audit.resolving import RegistryAnswers, look_up_with
+from extender.audit.run import SECRET_LOOKUPS, judge_fleet, parse_workloads, progress
 from extender.audit.workloads import Workload
 from extender.config.settings import Settings
 from extender.core.pods import PullSecretsRef
@@ -35,7 +30,7 @@ from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.registry.credentials import PullSecret
 from extender.registry.keychain import QueuedSecretSource, SecretSource
-from extender.registry.resolver import RegistryResolver, build_resolver
+from extender.registry.resolver import build_resolver
 
 _READERS = 8
 """Clusters read at once (each read is a few paged lists, on its own thread)."""
@@ -128,35 +123,6 @@ def fleet_pairs(clusters: Sequence[Cluster]) -> list[Pair]:
     return distinct_pairs(w for item in clusters for w in item.workloads)
 
 
-async def look_up_with(
-    resolver: PlatformResolver,
-    metrics: Metrics,
-    settings: Settings,
-    pairs: Sequence[Pair],
-    advance: Callable[[], None],
-    options: AuditOptions,
-    err: TextIO,
-) -> RegistryAnswers:
-    """The audit's registry work (audit.resolving) with `resolver`, whose transport records
-    registries' pull limits in `metrics`; with `--verify`, through CheckedIndexes."""
-    registry = resolver if isinstance(resolver, RegistryResolver) else None
-    checked = CheckedIndexes(registry) if options.verify and registry is not None else None
-    found = await resolve(
-        checked or resolver,
-        pairs,
-        per_host=settings.registry.max_connections_per_host,
-        remaining=metric_remaining(metrics),
-        say=lambda line: print(f"archfit: {line}", file=err, flush=True),
-        advance=advance,
-        lister=checked or registry,
-        newer_tags=options.newer_tags,
-        loose=settings.policy.loose_matching,
-    )
-    if checked is None:
-        return found
-    return dataclasses.replace(found, disagreements=checked.disagreements)
-
-
 @contextlib.asynccontextmanager
 async def fleet_resolver(
     settings: Settings, metrics: Metrics, apis: Mapping[str, Any]
@@ -231,7 +197,7 @@ def run_fleet_audit(
         print(f"archfit: {left_out_line(item)}", file=err)
     for lie in resolution.disagreements or ():  # the fleet's formats have no section for them
         print(f"archfit: --verify: {lie.image} entry {lie.digest}: {lie.problem}", file=err)
-    render_fleet.write(fleet, options.output, out)
+    output.write(fleet, options.output, out)
     return 1 if options.fail_on_blockers and fleet.summary.blocked else 0
 
 

@@ -10,7 +10,7 @@ docs/operations.md, "What an audit costs a registry".
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from extender.audit import newer_tags
@@ -97,8 +97,3 @@ async def hints(
 
 def _runs_on_arm64(outcome: Resolved, loose: bool) -> bool:
     return not isinstance(outcome, Unknown) and any_accepts(ARM64, outcome, loose=loose)
-
-
-def for_report(found: Mapping[str, TagHint], image: str) -> TagHint | None:
-    """The hint for a blocker as the report names it."""
-    return found.get(same_image(image))

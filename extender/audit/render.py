@@ -15,14 +15,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-import orjson
 from rich import box
 from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport, document
+from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport
 from extender.core.text import printable
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
@@ -34,22 +33,6 @@ CSV_COLUMNS = (
     "namespace", "kind", "name", "verdict", "runsOn", "arm64Blockers", "amd64Blockers",
     "unknown", "running", "replicas", "vcpu", "memoryBytes", "brokenNow",
 )  # fmt: skip
-
-
-def write(report: Report, output: str, out: TextIO) -> None:
-    """Write the report in one of extender.audit.FORMATS."""
-    if output == "json":
-        out.write(orjson.dumps(document(report), option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif output == "csv":
-        out.write(as_csv(report))
-    elif output == "markdown":
-        out.write(as_markdown(report))
-    elif output == "html":
-        from extender.audit import fleet_report, html_report  # they build on this module
-
-        out.write(html_report.page(fleet_report.single(report)))
-    else:
-        write_table(report, out)
 
 
 def headline(report: Report) -> list[str]:

@@ -10,12 +10,11 @@ import csv
 import io
 from typing import TextIO
 
-import orjson
 from rich.console import RenderableType
 from rich.text import Text
 
 from extender.audit import render
-from extender.audit.fleet_report import FleetBlocker, FleetReport, fleet_document
+from extender.audit.fleet_report import FleetBlocker, FleetReport
 from extender.audit.report import Report, Summary
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
@@ -24,20 +23,9 @@ TOTAL = "fleet total"
 """The name of the clusters table's last row."""
 
 
-def write(fleet: FleetReport, output: str, out: TextIO) -> None:
-    """Write the fleet's report in one of extender.audit.FORMATS."""
-    if output == "json":
-        out.write(orjson.dumps(fleet_document(fleet), option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif output == "csv":
-        out.write(as_csv(fleet))
-    elif output == "markdown":
-        out.write(as_markdown(fleet))
-    elif output == "html":
-        from extender.audit import html_report  # it builds on this module
-
-        out.write(html_report.page(fleet))
-    else:
-        print_table(lambda width: table_parts(fleet, width), out)
+def write_table(fleet: FleetReport, out: TextIO) -> None:
+    """The terminal report of the fleet (extender.tables.print_table)."""
+    print_table(lambda width: table_parts(fleet, width), out)
 
 
 def headline(fleet: FleetReport) -> list[str]:

@@ -13,29 +13,19 @@ from typing import Any
 
 from extender.audit.breakage import Breakage
 from extender.audit.newer_tags import TagHint
+from extender.audit.options import Pricing
 from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
 from extender.core.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.core.pods import PullSecretsRef
+from extender.core.steering import SIDES
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse as parse_reference
 
-TARGETS = ("arm64", "amd64")
-"""The architectures a workload is judged against; arm64 is the one moved to."""
 READY, BLOCKED, UNKNOWN = "ready", "blocked", "unknown"
 HOURS_PER_MONTH = 730  # 8,760 h / 12, as cloud price lists count a month
 
 Lookups = Mapping[tuple[str, PullSecretsRef], Resolved]
 """What each (image, credentials) lookup answered: platforms, or Unknown with the reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pricing:
-    """What moving is worth: the on-demand price of a vCPU-hour and arm64's discount on it."""
-
-    price_per_vcpu_hour: float | None = None
-    """None: the saving is not estimated (the share of vCPU is still reported)."""
-    arm64_discount: float = 0.20
-    """The commonly quoted Graviton saving over comparable x86 instances."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +52,7 @@ class WorkloadReport:
     verdict: str
     """READY, BLOCKED or UNKNOWN, for arm64."""
     runs_on: tuple[str, ...]
-    """The TARGETS every image supports (of the images known, when some are unknown)."""
+    """The SIDES every image supports (of the images known, when some are unknown)."""
     blockers: Mapping[str, tuple[Blocker, ...]]
     """Per target architecture, the images without an entry for it."""
     unknown: tuple[UnknownImage, ...]
@@ -215,14 +205,14 @@ def judge(
     split: Mapping[str, int] | None = None,
 ) -> WorkloadReport:
     """The verdict on one workload: every image must have an entry for an architecture."""
-    blockers: dict[str, list[Blocker]] = {arch: [] for arch in TARGETS}
+    blockers: dict[str, list[Blocker]] = {arch: [] for arch in SIDES}
     unknown: list[UnknownImage] = []
     for image in workload.images:
         outcome = lookups.get((image, workload.pull), Unknown("not looked up"))
         if isinstance(outcome, Unknown):
             unknown.append(UnknownImage(image, outcome.reason))
             continue
-        for arch in TARGETS:
+        for arch in SIDES:
             if not any_accepts(normalize("linux", arch), outcome, loose=loose):
                 platforms = tuple(sorted(str(platform) for platform in outcome))
                 blockers[arch].append(Blocker(image, platforms))
@@ -235,7 +225,7 @@ def judge(
     return WorkloadReport(
         workload=workload,
         verdict=verdict,
-        runs_on=tuple(arch for arch in TARGETS if not blockers[arch]),
+        runs_on=tuple(arch for arch in SIDES if not blockers[arch]),
         blockers={arch: tuple(found) for arch, found in blockers.items()},
         unknown=tuple(unknown),
         running=dict(sorted(running.items())),

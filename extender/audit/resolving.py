@@ -7,14 +7,18 @@ Hub's `ratelimit-remaining`), so a run that would use it up says so before the r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
 from extender.audit.lookups import Looker, Pair
 from extender.audit.newer_tags import TagHint
+from extender.audit.options import AuditOptions
 from extender.audit.report import Disagreement, Lookups, same_image
+from extender.config.settings import Settings
 from extender.core.platforms import Platform, Unknown, any_accepts
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import PlatformResolver
@@ -141,3 +145,32 @@ class CheckedIndexes:
     def disagreements(self) -> tuple[Disagreement, ...]:
         """Each contradicted entry once, by image and entry digest."""
         return tuple(sorted(self._found.values(), key=lambda d: (d.image, d.digest)))
+
+
+async def look_up_with(
+    resolver: PlatformResolver,
+    metrics: Metrics,
+    settings: Settings,
+    pairs: Sequence[Pair],
+    advance: Callable[[], None],
+    options: AuditOptions,
+    err: TextIO,
+) -> RegistryAnswers:
+    """The audit's registry work (`resolve`) with `resolver`, whose transport records
+    registries' pull limits in `metrics`; with `--verify`, through CheckedIndexes."""
+    registry = resolver if isinstance(resolver, RegistryResolver) else None
+    checked = CheckedIndexes(registry) if options.verify and registry is not None else None
+    found = await resolve(
+        checked or resolver,
+        pairs,
+        per_host=settings.registry.max_connections_per_host,
+        remaining=metric_remaining(metrics),
+        say=lambda line: print(f"archfit: {line}", file=err, flush=True),
+        advance=advance,
+        lister=checked or registry,
+        newer_tags=options.newer_tags,
+        loose=settings.policy.loose_matching,
+    )
+    if checked is None:
+        return found
+    return dataclasses.replace(found, disagreements=checked.disagreements)

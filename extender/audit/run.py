@@ -10,17 +10,16 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from extender.audit import breakage, render
+from extender.audit import breakage, output, render
 from extender.audit.lookups import Pair, distinct_pairs
-from extender.audit.newer_tags import LIMIT as NEWER_TAGS
-from extender.audit.report import LeftOut, Lookups, Pricing, Report, build
-from extender.audit.resolving import RegistryAnswers
+from extender.audit.options import AuditOptions, Pricing
+from extender.audit.report import LeftOut, Lookups, Report, build
+from extender.audit.resolving import RegistryAnswers, look_up_with
 from extender.audit.workloads import (
     Owners,
     Workload,
@@ -35,22 +34,6 @@ from extender.config.settings import Settings
 SECRET_LOOKUPS = 4
 """Pull-secret lookups in flight at once per cluster; each reads a ServiceAccount and its
 Secrets, cached."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuditOptions:
-    """What the command line asks for."""
-
-    namespace: str | None
-    """None: every namespace but policy.excludedNamespaces."""
-    selector: str = ""
-    output: str = "table"
-    fail_on_blockers: bool = False
-    pricing: Pricing = field(default_factory=Pricing)
-    newer_tags: int = NEWER_TAGS
-    """Newer tags looked up per arm64 blocker with a version tag; 0: none (audit.hints)."""
-    verify: bool = False
-    """Check each index's entries against their image configs, believing the configs."""
 
 
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
@@ -98,7 +81,7 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
     )
     for item in report.summary.left_out:
         print(f"archfit: {render.left_out_line(item)}", file=err)
-    render.write(report, options.output, out)
+    output.write(report, options.output, out)
     return 1 if options.fail_on_blockers and report.summary.blocked else 0
 
 
@@ -159,7 +142,6 @@ async def _look_up(
     options: AuditOptions,
     err: TextIO,
 ) -> RegistryAnswers:
-    from extender.audit.clusters import look_up_with
     from extender.metrics import Metrics
     from extender.services import registry_resolver
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from extender.audit import quantities
 from extender.core import pods
 from extender.core.platforms import node_platform
-from extender.core.pods import PodError, PullSecretsRef, read_mapping
+from extender.core.pods import PodError, PullSecretsRef, read_mapping, read_mapping_at
 from extender.core.steering import CHOICE_LABEL, SIDES
 from extender.errors import AuditInputError
 
@@ -62,7 +62,7 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
 
     Raises WorkloadError naming the workload and the bad field.
     """
-    metadata = read_mapping(obj.get("metadata"), "metadata", WorkloadError)
+    metadata = read_mapping_at(obj, "metadata", WorkloadError)
     namespace = str(metadata.get("namespace") or "default")
     key = WorkloadKey(kind, namespace, str(metadata.get("name") or ""))
     try:
@@ -82,7 +82,7 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of the object's managing owner (`controller: true`), as kubectl finds it."""
-    refs = read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("ownerReferences") or []
+    refs = read_mapping_at(obj, "metadata", WorkloadError).get("ownerReferences") or []
     for ref in refs:
         if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid"):
             return str(ref["uid"])
@@ -91,7 +91,7 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
 
 def has_owner(obj: Mapping[str, Any]) -> bool:
     """Whether any ownerReference exists (a bare pod has none)."""
-    return bool(read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("ownerReferences"))
+    return bool(read_mapping_at(obj, "metadata", WorkloadError).get("ownerReferences"))
 
 
 class Owners:
@@ -105,7 +105,7 @@ class Owners:
         # ReplicaSets and Jobs: their own uid → their controller's uid.
         self._parent: dict[str, str] = {}
         for obj in intermediates:
-            uid = read_mapping(obj.get("metadata"), "metadata", WorkloadError).get("uid")
+            uid = read_mapping_at(obj, "metadata", WorkloadError).get("uid")
             parent = controller_uid(obj)
             if uid and parent:
                 self._parent[str(uid)] = parent
@@ -114,7 +114,7 @@ class Owners:
         """The audited workload a pod belongs to, or None (not audited, or unowned)."""
         uid = controller_uid(pod)
         if uid is None:
-            uid = str(read_mapping(pod.get("metadata"), "metadata", WorkloadError).get("uid") or "")
+            uid = str(read_mapping_at(pod, "metadata", WorkloadError).get("uid") or "")
             return self._by_uid.get(uid) if not has_owner(pod) else None
         for _ in range(2):  # at most pod → ReplicaSet/Job → Deployment/CronJob
             if uid in self._by_uid:
@@ -129,13 +129,9 @@ def node_architectures(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Node name → architecture (`unknown` when the node names none)."""
     found: dict[str, str] = {}
     for node in nodes:
-        metadata = read_mapping(node.get("metadata"), "metadata", WorkloadError)
-        labels = read_mapping(metadata.get("labels"), "metadata.labels", WorkloadError)
-        info = read_mapping(
-            read_mapping(node.get("status"), "status", WorkloadError).get("nodeInfo"),
-            "nodeInfo",
-            WorkloadError,
-        )
+        metadata = read_mapping_at(node, "metadata", WorkloadError)
+        labels = read_mapping_at(node, "metadata.labels", WorkloadError)
+        info = read_mapping_at(node, "status.nodeInfo", WorkloadError)
         platform = node_platform(labels, info)
         found[str(metadata.get("name"))] = platform.architecture if platform else "unknown"
     return found
@@ -147,8 +143,8 @@ def running(
     """Pods bound to a node and not finished, per workload, counted per node architecture."""
     counts: dict[WorkloadKey, Counter[str]] = {}
     for pod in pods_:
-        node = read_mapping(pod.get("spec"), "spec", WorkloadError).get("nodeName")
-        phase = read_mapping(pod.get("status"), "status", WorkloadError).get("phase")
+        node = read_mapping_at(pod, "spec", WorkloadError).get("nodeName")
+        phase = read_mapping_at(pod, "status", WorkloadError).get("phase")
         key = owners.of(pod)
         if key is None or not node or phase in _FINISHED_PHASES:
             continue
@@ -163,11 +159,9 @@ def arch_choices(
     the share each workload has reached, bound or not yet (docs/webhook.md)."""
     counts: dict[WorkloadKey, Counter[str]] = {}
     for pod in pods_:
-        metadata = read_mapping(pod.get("metadata"), "metadata", WorkloadError)
-        side = read_mapping(metadata.get("labels"), "metadata.labels", WorkloadError).get(
-            CHOICE_LABEL
-        )
-        phase = read_mapping(pod.get("status"), "status", WorkloadError).get("phase")
+        metadata = read_mapping_at(pod, "metadata", WorkloadError)
+        side = read_mapping_at(pod, "metadata.labels", WorkloadError).get(CHOICE_LABEL)
+        phase = read_mapping_at(pod, "status", WorkloadError).get("phase")
         if side not in SIDES or phase in _FINISHED_PHASES or metadata.get("deletionTimestamp"):
             continue
         key = owners.of(pod)
@@ -177,23 +171,19 @@ def arch_choices(
 
 
 def _replicas(kind: str, obj: Mapping[str, Any]) -> int:
-    spec = read_mapping(obj.get("spec"), "spec", WorkloadError)
+    spec = read_mapping_at(obj, "spec", WorkloadError)
     if kind in ("Deployment", "StatefulSet"):
         return _count(spec.get("replicas"), 1, "spec.replicas")
     if kind == "DaemonSet":
         # One pod per eligible node; only the DaemonSet controller knows how many.
-        status = read_mapping(obj.get("status"), "status", WorkloadError)
+        status = read_mapping_at(obj, "status", WorkloadError)
         return _count(status.get("desiredNumberScheduled"), 0, "status.desiredNumberScheduled")
     if kind == "Job":
-        if _finished(read_mapping(obj.get("status"), "status", WorkloadError)):
+        if _finished(read_mapping_at(obj, "status", WorkloadError)):
             return 0  # a finished Job holds no CPU, so it counts towards no share or saving
         return _count(spec.get("parallelism"), 1, "spec.parallelism")
     if kind == "CronJob":
-        job = read_mapping(
-            read_mapping(spec.get("jobTemplate"), "spec.jobTemplate", WorkloadError).get("spec"),
-            "spec",
-            WorkloadError,
-        )
+        job = read_mapping_at(obj, "spec.jobTemplate.spec", WorkloadError)
         return _count(job.get("parallelism"), 1, "spec.jobTemplate.spec.parallelism")
     return 1
 
@@ -228,14 +218,11 @@ def _request(spec: Mapping[str, Any], resource: str, parse: Any) -> int:
 
 
 def _container_request(container: Mapping[str, Any], resource: str, parse: Any) -> int:
-    resources = read_mapping(container.get("resources"), "resources", WorkloadError)
-    requests = read_mapping(resources.get("requests"), "resources.requests", WorkloadError)
+    requests = read_mapping_at(container, "resources.requests", WorkloadError)
     # An unset request defaults to the limit (API defaulting does this on create).
     value = requests.get(resource)
     if value is None:
-        value = read_mapping(resources.get("limits"), "resources.limits", WorkloadError).get(
-            resource
-        )
+        value = read_mapping_at(container, "resources.limits", WorkloadError).get(resource)
     return int(parse(value)) if value is not None else 0
 
 

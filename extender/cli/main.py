@@ -235,8 +235,8 @@ def _import_structlog_without_rich() -> None:
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.audit.report import Pricing
-    from extender.audit.run import AuditOptions, run_audit
+    from extender.audit.options import AuditOptions, Pricing
+    from extender.audit.run import run_audit
     from extender.kube.client import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
@@ -522,9 +522,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    # From the package, not audit.render: that loads rich and the report, which only
+    # From audit.options, not audit.output: that loads rich and the report, which only
     # `archfit audit` needs, and every command builds this parser.
-    from extender.audit import FORMATS
+    from extender.audit import newer_tags
+    from extender.audit.options import ARM64_DISCOUNT, FORMATS
 
     audit = commands.add_parser(
         "audit",
@@ -559,10 +560,11 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     audit.add_argument(
         "--newer-tags",
         type=_count,
-        default=3,
+        default=newer_tags.LIMIT,
         metavar="N",
         help="for each image that blocks arm64 and has a version tag, look up the N highest "
-        "newer tags of the same shape and name the lowest that runs on arm64 (default 3; 0: off)",
+        "newer tags of the same shape and name the lowest that runs on arm64 "
+        f"(default {newer_tags.LIMIT}; 0: off)",
     )
     audit.add_argument(
         "-o",
@@ -590,9 +592,10 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     audit.add_argument(
         "--arm64-discount",
         type=_fraction,
-        default=0.20,
+        default=ARM64_DISCOUNT,
         metavar="FRACTION",
-        help="how much cheaper arm64 is (default 0.20, the commonly quoted Graviton saving)",
+        help=f"how much cheaper arm64 is (default {ARM64_DISCOUNT:.2f}, the commonly quoted "
+        "Graviton saving)",
     )
 
 

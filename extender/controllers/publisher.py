@@ -24,6 +24,7 @@ from extender.core.image_table import REFRESHING, ImageTable, Published, Switche
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
+from extender.core.text import MAX_LOGGED_ERROR, cut
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.services import Services
@@ -190,7 +191,7 @@ def _cause(error: Exception) -> str:
 
 
 def _short(error: Exception) -> str:
-    return f"{type(error).__name__}: {error}"[:300]
+    return cut(f"{type(error).__name__}: {error}", MAX_LOGGED_ERROR)
 
 
 def switches_of(settings: Settings, namespace: str) -> Switches:

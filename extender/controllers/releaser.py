@@ -30,6 +30,7 @@ from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_m
 from extender.core.platforms import Resolved, Unknown
 from extender.core.pods import Pod, PodError, PullSecretsRef, facts
 from extender.core.steering import SteeringSource
+from extender.core.text import MAX_API_MESSAGE, error_text
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 
@@ -256,11 +257,13 @@ class Releaser:
                 continue
             except ReleaseRefused as error:
                 self._metrics.gate_release_errors.labels("refused").inc()
-                log.error("pod_release_refused", error=str(error)[:500], **_names(pod))
+                log.error(
+                    "pod_release_refused", error=error_text(error, MAX_API_MESSAGE), **_names(pod)
+                )
                 refused = True
             except Exception as error:  # the API is unreachable: keep trying, never give up
                 self._metrics.gate_release_errors.labels("error").inc()
-                log.warning("pod_release_failed", error=str(error)[:300], **_names(pod))
+                log.warning("pod_release_failed", error=error_text(error), **_names(pod))
             else:
                 if present:
                     self._released(pod, resolved, mutation, released, at_cap, why)
@@ -285,7 +288,7 @@ class Releaser:
         try:
             fresh = await self._pods.read(_ns(pod), _name(pod))
         except Exception as error:
-            log.warning("pod_read_failed", error=str(error)[:300], **_names(pod))
+            log.warning("pod_read_failed", error=error_text(error), **_names(pod))
             return pod
         if fresh is None or not is_gated(fresh):
             return None

@@ -38,7 +38,7 @@ from extender.core.mismatch import (
 from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.core.text import cut
+from extender.core.text import cut, error_text
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
@@ -386,7 +386,7 @@ class Watcher:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("watcher_task_failed", error=str(error)[:300])
+            log.error("watcher_task_failed", error=error_text(error))
 
     async def drain(self) -> None:
         """Wait for the work under way (tests, the bench)."""

@@ -29,6 +29,7 @@ from extender.core.pods import (
     annotation_preference,
     prefer_arch,
     read_mapping,
+    read_mapping_at,
 )
 from extender.core.steering import CHOICE_LABEL, SIDES, Steering
 from extender.core.text import short_image
@@ -128,7 +129,7 @@ def decide_mutation(
     platform its images run on is left alone, with a warning, because adding a constraint
     could only make it unschedulable.
     """
-    spec = read_mapping(pod.get("spec"), "spec", ShapeError)
+    spec = read_mapping_at(pod, "spec", ShapeError)
     mutation = Mutation(steering=rules.steering)
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
@@ -303,14 +304,13 @@ def _label_choice(pod: Mapping[str, Any], choice: str, mutation: Mutation) -> No
     mutation.arch_choice = choice
     if _labels(pod).get(CHOICE_LABEL) == choice:
         return  # a reinvocation: written already
-    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
+    metadata = read_mapping_at(pod, "metadata", ShapeError)
     mutation.patch.append(set_in_metadata(metadata, "labels", CHOICE_LABEL, choice))
     mutation.changes.append("arch_choice")
 
 
 def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
-    return read_mapping(metadata.get("labels"), "metadata.labels", ShapeError)
+    return read_mapping_at(pod, "metadata.labels", ShapeError)
 
 
 # --- preferred node affinity ----------------------------------------------------------
@@ -378,20 +378,13 @@ def _mentions_arch(term: Any) -> bool:
 
 
 def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
-    return prefer_arch(
-        read_mapping(metadata.get("annotations"), "annotations", ShapeError).get(
-            PREFER_ARCH_ANNOTATION
-        )
-    )
+    annotations = read_mapping_at(pod, "metadata.annotations", ShapeError)
+    return prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION))
 
 
 def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
-    affinity = read_mapping(spec.get("affinity"), "spec.affinity", ShapeError)
-    node_affinity = read_mapping(
-        affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity", ShapeError
-    )
+    node_affinity = read_mapping_at(spec, "affinity.nodeAffinity", ShapeError, within="spec")
     try:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
@@ -497,8 +490,8 @@ def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: M
     if len(platforms) > len(shown):
         shown.append(f"+{len(platforms) - len(shown)} more")
     value = ",".join(shown) or "none"
-    metadata = read_mapping(pod.get("metadata"), "metadata", ShapeError)
-    annotations = read_mapping(metadata.get("annotations"), "metadata.annotations", ShapeError)
+    metadata = read_mapping_at(pod, "metadata", ShapeError)
+    annotations = read_mapping_at(pod, "metadata.annotations", ShapeError)
     if annotations.get(PLATFORMS_ANNOTATION) == value:
         return
     mutation.annotation.append(

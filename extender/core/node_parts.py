@@ -2,7 +2,7 @@
 
 Pure. A Node as the API server or kube-scheduler writes it is 2 to 3 KB of JSON, of which
 archfit needs seven strings: four labels, and the OS, architecture and runtime version
-from status.nodeInfo (runtimes.node_facts). msgspec skips everything else without
+from status.nodeInfo (node_facts.node_facts). msgspec skips everything else without
 building it, which is what makes full-Node requests and the node index cheap
 (docs/benchmarks.md).
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
+from extender.core.interning import Interner
+from extender.core.node_facts import AARCH32_LABEL, NodeFacts, node_facts
 from extender.core.platforms import ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL
-from extender.core.runtimes import AARCH32_LABEL, NodeFacts, node_facts
-from extender.core.shared import Interner
 from extender.errors import WireError
 
 # Labels and nodeInfo are frozen, so hashable: together they are the key of a node's facts.

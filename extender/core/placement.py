@@ -13,9 +13,9 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Literal
 
+from extender.core.node_facts import UNKNOWN_NODE, NodeFacts
 from extender.core.platforms import MAX_SCORE, Platform, Resolved, Rule, Unknown, any_accepts
 from extender.core.pods import annotation_preference
-from extender.core.runtimes import UNKNOWN_NODE, NodeFacts
 from extender.core.text import short_image
 
 DEFAULT_ARCH_PREFERENCE: Mapping[str, int] = MappingProxyType({"arm64": MAX_SCORE, "amd64": 0})
@@ -35,7 +35,7 @@ class Policy:
     arch_preference: Mapping[str, int] = field(default_factory=lambda: DEFAULT_ARCH_PREFERENCE)
     arm32_on_arm64: Literal["labelled", "pull-rule"] = "labelled"
     """Which arm64 nodes run a 32-bit Arm build their runtime pulls: those labelled
-    runtimes.AARCH32_LABEL, or all (platforms.accepts)."""
+    node_facts.AARCH32_LABEL, or all (platforms.accepts)."""
 
     def rule_for(self, runtime_rule: Rule) -> Rule:
         """The rule a node whose runtime follows `runtime_rule` is judged by."""
@@ -44,7 +44,7 @@ class Policy:
         return Rule.LOOSE if self.matching == "loose" else Rule.STRICT
 
     def aarch32_for(self, labelled: bool) -> bool:
-        """Whether a node (`labelled` with runtimes.AARCH32_LABEL or not) runs 32-bit Arm code."""
+        """Whether a node (`labelled` with node_facts.AARCH32_LABEL or not) runs 32-bit Arm code."""
         return labelled or self.arm32_on_arm64 == "pull-rule"
 
 
@@ -118,7 +118,7 @@ class FilterDecision:
 
 
 UNKNOWN_GROUP = 0
-"""NodeGroups' group of names it does not know: their facts are runtimes.UNKNOWN_NODE."""
+"""NodeGroups' group of names it does not know: their facts are node_facts.UNKNOWN_NODE."""
 
 
 class NodeGroups:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, NewType
 
-from extender.core.shared import Interner
+from extender.core.interning import Interner
 from extender.core.text import cut
 
 ARCH_LABEL = "kubernetes.io/arch"
@@ -56,7 +56,7 @@ class Unknown:
 
 SharedPlatforms = NewType("SharedPlatforms", frozenset[Platform])
 """A platform set that is the one object of its value: made only by `PlatformSets`. The verbs'
-judgements are kept by `id()`, so they take only these (extender.core.shared)."""
+judgements are kept by `id()`, so they take only these (extender.core.interning)."""
 
 
 class PlatformSets(Interner[frozenset[Platform]]):

@@ -217,6 +217,21 @@ def read_mapping(value: object, where: str, error: type[Exception] = PodError) -
     return value
 
 
+def read_mapping_at(
+    obj: Mapping[str, Any], path: str, error: type[Exception] = PodError, *, within: str = ""
+) -> Mapping[str, Any]:
+    """The object at the dotted `path` of `obj` (`"spec.affinity.nodeAffinity"`), each level
+    read as `read_mapping` reads one: {} once a level is absent or null, else `error` naming
+    the first level that is not an object by its path (after `within.`, the name of `obj`,
+    when given)."""
+    where = within
+    found: Mapping[str, Any] = obj
+    for key in path.split("."):
+        where = f"{where}.{key}" if where else key
+        found = read_mapping(found.get(key), where, error)
+    return found
+
+
 def _string(value: object, where: str) -> str:
     if value is None:
         return ""

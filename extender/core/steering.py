@@ -2,7 +2,7 @@
 applies to a new pod, and which side a pod of a split workload takes.
 
 Pure: plain data in, a Steering out; the watches that feed it (namespaces, chosen pods)
-live in extender.kube.steering. The rules and why are in docs/webhook.md, "Namespaces,
+live in extender.kube.steering_watches. The rules and why are in docs/webhook.md, "Namespaces,
 workloads and the arm64 share".
 """
 
@@ -22,7 +22,8 @@ new two-architecture pods that must run on arm64; the rest must run on amd64."""
 CHOICE_LABEL = "archfit.io/arch-choice"
 """On each pod the share placed: the side it took (`arm64` or `amd64`)."""
 SIDES = ("arm64", "amd64")
-"""The two sides of a split, arm64 first."""
+"""The two architectures archfit steers between, arm64 first: the sides of a split, and what
+the audit judges each workload against (arm64 is the one moved to)."""
 IN_FLIGHT_SECONDS = 30.0
 """How long a choice admitted here counts before the pod watch shows the pod: longer than
 a create takes to reach the watch, short enough that a pod refused after admission (a
@@ -98,7 +99,7 @@ class Steering:
 
 class SteeringSource(Protocol):
     """Namespace preferences and arm64 shares from memory, for the webhook, the releaser and
-    the extender's verbs (extender.kube.steering.FleetSteering)."""
+    the extender's verbs (extender.kube.steering_watches.FleetSteering)."""
 
     def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
         """What the pod's namespace, workload and own annotations say, from memory."""

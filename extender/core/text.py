@@ -7,6 +7,17 @@ MAX_IMAGE_IN_REASON = 120
 """kube-scheduler cuts the event message at 1024 bytes and groups identical reasons; an image
 name longer than this is cut so the clause stays short."""
 
+MAX_LOGGED_ERROR = 300
+"""An upstream error's text (an API server's, a registry's, a file's) in a log field: room for
+the message, not for a whole body."""
+
+MAX_API_MESSAGE = 500
+"""The API server's own message about a refused write, which names every field it refused."""
+
+MAX_ERROR_IN_REASON = 160
+"""An upstream error's text inside archfit's own error, which reaches scheduling reasons,
+admission warnings and audit reports: short, so that what archfit says around it shows."""
+
 ELLIPSIS = "..."
 """What ends a cut text (three ASCII dots: log fields, events and CSV cells stay ASCII-safe)."""
 
@@ -15,6 +26,12 @@ def cut(text: str, limit: int) -> str:
     """`text` itself when it has at most `limit` characters, else its start ending in
     `...`, `limit` characters in all."""
     return text if len(text) <= limit else text[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def error_text(error: BaseException, limit: int = MAX_LOGGED_ERROR) -> str:
+    """An error's message cut to `limit` characters (`cut`): for a log field, or inside
+    another message."""
+    return cut(str(error), limit)
 
 
 def printable(text: str, replacement: str) -> str:

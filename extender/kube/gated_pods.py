@@ -25,6 +25,7 @@ from extender.core.gates import (
     release_operations,
 )
 from extender.core.pods import Pod
+from extender.core.text import MAX_API_MESSAGE, cut
 from extender.kube.pod_watch import write_event
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
@@ -275,6 +276,6 @@ def _patch_did_not_apply(error: ApiException) -> bool:
 
 def _message(error: ApiException) -> str:
     try:
-        return str(orjson.loads(_body(error)).get("message") or error.reason)[:500]
+        return cut(str(orjson.loads(_body(error)).get("message") or error.reason), MAX_API_MESSAGE)
     except orjson.JSONDecodeError:
         return f"{error.status} {error.reason}"

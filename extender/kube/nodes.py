@@ -4,7 +4,7 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
 - The list comes in pages of `_PAGE` nodes (`limit`/`continue`), so the peak holds one page
   of bytes, not the whole NodeList (5000 nodes are ~35 MB of JSON).
 - Each page and each watch event is decoded by msgspec into extender.core.node_parts' Structs,
-  the same ones full-Node requests use, which hold only the fields runtimes.node_facts
+  the same ones full-Node requests use, which hold only the fields node_facts.node_facts
   reads: the name, four labels, the resourceVersion and three fields of status.nodeInfo.
   Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
   skipped by the decoder and never become Python objects, so nothing of them is left
@@ -29,9 +29,9 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
-from extender.core.runtimes import NodeFacts
 from extender.kube.watching import (
     Expired,
     ListMeta,

@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.core.mismatch import ContainerState, Launch
 from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
+from extender.core.text import error_text
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
@@ -422,4 +423,4 @@ async def write_event(
     try:
         await asyncio.to_thread(send)
     except Exception as error:
-        log.warning("event_failed", name=involved["name"], error=str(error)[:300])
+        log.warning("event_failed", name=involved["name"], error=error_text(error))

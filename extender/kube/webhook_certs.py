@@ -34,6 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from extender.config.settings import WebhookSettings
 from extender.kube.errors import CertificateSetupError, short_error
 from extender.kube.watching import (
+    REQUEST_TIMEOUT,
     decode_watch_event,
     follow_watch,
     list_watch_forever,
@@ -45,7 +46,6 @@ from extender.serving import certs
 log = structlog.get_logger("archfit.webhook")
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_TIMEOUT = (5, 15)
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
 
@@ -181,7 +181,7 @@ class SelfManagedCertificate:
     def _read_secret(self) -> Any | None:
         try:
             return self._core.read_namespaced_secret(
-                self._cert.secret_name, self.namespace, _request_timeout=_TIMEOUT
+                self._cert.secret_name, self.namespace, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as error:
             if error.status == HTTPStatus.NOT_FOUND:
@@ -209,10 +209,12 @@ class SelfManagedCertificate:
             data={k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
         )
         if existing is None:
-            self._core.create_namespaced_secret(self.namespace, body, _request_timeout=_TIMEOUT)
+            self._core.create_namespaced_secret(
+                self.namespace, body, _request_timeout=REQUEST_TIMEOUT
+            )
             return
         self._core.replace_namespaced_secret(
-            self._cert.secret_name, self.namespace, body, _request_timeout=_TIMEOUT
+            self._cert.secret_name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT
         )
 
     def _write_files(self, serving: certs.KeyPair) -> None:
@@ -259,7 +261,7 @@ class SelfManagedCertificate:
         ca_pem: bytes,
     ) -> None:
         try:
-            configuration = read(name, _request_timeout=_TIMEOUT)
+            configuration = read(name, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 log.warning("webhook_configuration_missing", kind=kind, name=name)
@@ -289,7 +291,7 @@ class SelfManagedCertificate:
             for i in stale
         ]
         try:
-            patch_with(name, patch, _request_timeout=_TIMEOUT)
+            patch_with(name, patch, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             # Changed meanwhile: the next pass retries.
             if error.status in (HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY):
@@ -340,7 +342,7 @@ class _ConfigurationWatch:
         list_watch_forever(self._stop, self._list, self._watch_from, log, events)
 
     def _list(self) -> str:
-        listed = self._list_call(field_selector=self._selector, _request_timeout=_TIMEOUT)
+        listed = self._list_call(field_selector=self._selector, _request_timeout=REQUEST_TIMEOUT)
         self._lists += 1
         if self._lists > 1:
             self._changed()

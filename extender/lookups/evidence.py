@@ -26,10 +26,10 @@ import orjson
 import structlog
 
 from extender.core.mismatch import Evidence, without_failing
+from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Resolved, any_accepts
 from extender.core.platforms import parse as parse_platform
 from extender.core.pods import PullSecretsRef
-from extender.core.runtimes import NodeFacts
 from extender.once import OncePerCause
 from extender.registry.settings import CacheSettings
 from extender.ttlmap import TTLMap
@@ -482,7 +482,7 @@ class LearnedResolver:
             why = "no_platform"
         if self._metrics is not None:
             self._metrics.evidence_ignored.labels(why).inc()
-        if self._once.admit(f"{why} {digest}") is not None:
+        if self._once.log_now(f"{why} {digest}") is not None:
             log.warning(
                 "evidence_ignored",
                 digest=digest,

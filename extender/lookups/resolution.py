@@ -64,7 +64,8 @@ class Resolution:
     own work. Only platforms are reused, never an unknown, so a registry's recovery shows at
     once; a tag moved to a new digest shows after the cache's tag TTL plus these seconds.
 
-    Platforms are answered as SharedPlatforms: equal answers are one object (extender.core.shared).
+    Platforms are answered as SharedPlatforms: equal answers are one object
+    (extender.core.interning).
     """
 
     def __init__(

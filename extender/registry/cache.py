@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
+from extender.core.interning import Interner
 from extender.core.platforms import normalize
-from extender.core.shared import Interner
 from extender.metrics import Metrics
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain

@@ -16,6 +16,7 @@ from typing import Protocol
 import structlog
 
 from extender.core.pods import PullSecretsRef
+from extender.core.text import error_text
 from extender.registry.credentials import (
     Credential,
     CredentialChain,
@@ -98,7 +99,7 @@ class Keychain:
                 "pull_secrets_unavailable",
                 namespace=pull.namespace,
                 error=type(error).__name__,
-                detail=str(error)[:200],
+                detail=error_text(error),
             )
             return []
         ring, problems = keyring(secrets)
@@ -137,5 +138,5 @@ def _load_config(path: Path, size: int) -> Keyring:
             raw = handle.read(MAX_CONFIG_BYTES)
         return Keyring(tuple(config_file_entries(raw, source)))
     except (OSError, CredentialError) as error:
-        log.warning("docker_config_unreadable", path=str(path), problem=str(error)[:200])
+        log.warning("docker_config_unreadable", path=str(path), problem=error_text(error))
         return Keyring()

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from extender.core.platforms import Platform, normalize
+from extender.core.text import MAX_ERROR_IN_REASON, cut, error_text
 from extender.registry.errors import DigestMismatch, ManifestInvalid, Schema1Unsupported
 from extender.registry.reference import parse_digest
 
@@ -106,7 +107,9 @@ def parse_manifest(body: bytes, content_type: str = "") -> Index | Single:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ManifestInvalid("manifest config descriptor has no valid size")
         return Single(media_type or OCI_MANIFEST, config_type, digest, size)
-    raise ManifestInvalid(f"unsupported manifest media type {media_type[:100]!r}")
+    raise ManifestInvalid(
+        f"unsupported manifest media type {cut(media_type, MAX_ERROR_IN_REASON)!r}"
+    )
 
 
 def _index_platforms(document: dict[str, Any]) -> frozenset[Platform]:
@@ -202,7 +205,9 @@ def json_object(body: bytes, what: str) -> dict[str, Any]:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
-        raise ManifestInvalid(f"{what} is not valid JSON: {str(error)[:100]}") from error
+        raise ManifestInvalid(
+            f"{what} is not valid JSON: {error_text(error, MAX_ERROR_IN_REASON)}"
+        ) from error
     if not isinstance(document, dict):
         raise ManifestInvalid(f"{what} is not a JSON object")
     return document

@@ -20,6 +20,7 @@ import aiohttp
 import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from extender.core.text import MAX_ERROR_IN_REASON, error_text
 from extender.metrics import Metrics
 from extender.registry import system_cas
 from extender.registry.deadline import request_seconds_left
@@ -193,7 +194,9 @@ class Transport:
                     f"{host}: answered plain HTTP, not TLS; if it serves no TLS, set "
                     f'registry.hosts."{host}".plainHttp: true'
                 ) from error
-            raise Unreachable(f"{host}: {type(error).__name__}: {str(error)[:160]}") from error
+            raise Unreachable(
+                f"{host}: {type(error).__name__}: {error_text(error, MAX_ERROR_IN_REASON)}"
+            ) from error
         finally:
             self._count(host, method, kind, status)
 

@@ -22,6 +22,7 @@ from aiohttp import web
 from extender import explain
 from extender.config.rules import policy_of
 from extender.config.settings import Settings
+from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf
 from extender.core.placement import (
     Candidates,
@@ -37,7 +38,6 @@ from extender.core.placement import (
 )
 from extender.core.platforms import Resolved, SharedPlatforms, SharedResolved
 from extender.core.pods import PodFacts, facts, skip_reason
-from extender.core.runtimes import NodeFacts
 from extender.errors import NoNodeIndex
 from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
@@ -314,7 +314,7 @@ def question_key(
     platforms: tuple[SharedPlatforms, ...],
 ) -> QuestionKey:
     """A question by the identities of its answers: only SharedPlatforms (one object per
-    value, extender.core.shared), so equal answers are one key. A copy would never be found
+    value, extender.core.interning), so equal answers are one key. A copy would never be found
     again."""
     return (verb, id(groups), images, *map(id, platforms))
 

@@ -33,7 +33,7 @@ def _counted(metrics: Metrics, warnings: OncePerCause, cause: str, problem: str)
     """Count one problem; how many were held back since its cause was last logged, or None
     when this one is held back too."""
     metrics.client_problems.labels(cause).inc()
-    return warnings.admit(f"{cause}:{problem}")
+    return warnings.log_now(f"{cause}:{problem}")
 
 
 class ClientNoise(logging.Filter):

@@ -110,7 +110,10 @@ class ErrorAnswers:
         failed = answer.cause == INTERNAL_ERROR
         if failed:
             # archfit's own defect: say so loudly, but keep the connection for what follows.
-            if self._warnings.admit(f"{INTERNAL_ERROR}:{type(error).__name__}:{error}") is not None:
+            if (
+                self._warnings.log_now(f"{INTERNAL_ERROR}:{type(error).__name__}:{error}")
+                is not None
+            ):
                 log.exception(INTERNAL_ERROR, path=request.path, exc_info=error)
         else:
             fields = answer.fields

@@ -19,9 +19,9 @@ from typing import Any, TypedDict
 import msgspec
 import orjson
 
+from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, NodeDecodeError, NodeParts, decode_node
 from extender.core.platforms import MAX_SCORE
-from extender.core.runtimes import NodeFacts
 from extender.errors import WireError as WireError
 from extender.wire import wire_json
 

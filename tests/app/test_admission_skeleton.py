@@ -25,7 +25,7 @@ class WarnOnDeployments:
     def __init__(self) -> None:
         self.counted: list[tuple[str, bool]] = []
 
-    async def admit(self, review: AdmissionRequest, started: float) -> Admission:
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         if review.object.get("spec") == "unreadable":
             raise InputError("spec must be an object")
         return Admission("warned", warnings=[f"{review.kind.get('kind')}: no arm64 build"])

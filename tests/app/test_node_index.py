@@ -11,8 +11,8 @@ from aiohttp import web
 from kubernetes import client
 from structlog.testing import capture_logs
 
+from extender.core.node_facts import node_facts
 from extender.core.platforms import Rule, parse
-from extender.core.runtimes import node_facts
 from extender.kube.nodes import NodeIndex
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
@@ -159,7 +159,7 @@ async def test_the_index_follows_watch_events_and_relists_after_410_gone(aiohttp
 
 
 def shapes() -> list[dict]:
-    """Nodes that reach every branch of runtimes.node_facts."""
+    """Nodes that reach every branch of node_facts.node_facts."""
     windows = node("win", "amd64", "windows")
     windows["metadata"]["labels"]["node.kubernetes.io/windows-build"] = "10.0.20348"
     no_arch = node("no-arch", labels=False, node_info=False)

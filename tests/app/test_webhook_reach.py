@@ -6,6 +6,7 @@ nothing")."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from kubernetes import client
 from structlog.testing import capture_logs
 
 from extender.config.loading import from_mapping
-from extender.services import warn_unserved_registries
+from extender.kube.nodes import node_images
+from extender.registry.cloud_check import warn_unserved_registries
 from tests.app.test_webhook import Start, review, start  # noqa: F401 (the fixture)
 from tests.objects import pod
 
@@ -54,7 +56,9 @@ async def test_nodes_running_ecr_images_without_a_credential_source_are_warned_a
     api = await _nodes_api(aiohttp_server, [ECR_IMAGE, "docker.io/library/nginx:1.27"])
     settings = from_mapping({"webhook": {"enabled": True}})
     with capture_logs() as logs:
-        warned = await asyncio.to_thread(warn_unserved_registries, api, settings)
+        warned = await asyncio.to_thread(
+            warn_unserved_registries, partial(node_images, api), settings.registry
+        )
     api.close()
     (line,) = [e for e in logs if e["event"] == "webhook_cloud_registry_without_credentials"]
     assert (["ECR"], "warning", ["602401143452.dkr.ecr.eu-west-1.amazonaws.com"]) == (
@@ -84,6 +88,8 @@ async def test_a_credential_provider_for_ecr_silences_the_warning(
         }
     )
     with capture_logs() as logs:
-        warned = await asyncio.to_thread(warn_unserved_registries, api, settings)
+        warned = await asyncio.to_thread(
+            warn_unserved_registries, partial(node_images, api), settings.registry
+        )
     api.close()
     assert ([], []) == (warned, [e["event"] for e in logs])

@@ -13,7 +13,8 @@ from extender.audit.breakage import Breakage
 from extender.audit.fleet_report import ClusterReport, combine
 from extender.audit.html_report import page
 from extender.audit.newer_tags import TagHint
-from extender.audit.report import Pricing, build
+from extender.audit.options import Pricing
+from extender.audit.report import build
 from extender.audit.workloads import WorkloadKey
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef

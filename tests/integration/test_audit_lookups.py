@@ -6,10 +6,9 @@ import io
 
 import pytest
 
-from extender.audit.clusters import look_up_with
 from extender.audit.lookups import distinct_pairs, look_up
-from extender.audit.resolving import CheckedIndexes
-from extender.audit.run import AuditOptions
+from extender.audit.options import AuditOptions
+from extender.audit.resolving import CheckedIndexes, look_up_with
 from extender.audit.workloads import Workload, WorkloadKey
 from extender.config.settings import Settings
 from extender.core.platforms import Unknown

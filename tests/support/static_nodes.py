@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
+from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, decode_node
 from extender.core.platforms import Platform
-from extender.core.runtimes import NodeFacts
 
 
 class StaticNodes:

@@ -8,7 +8,8 @@ import sys
 import pytest
 import yaml
 
-from extender.audit.run import AuditOptions, run_audit
+from extender.audit.options import AuditOptions
+from extender.audit.run import run_audit
 from extender.cli.main import main
 from extender.config.settings import KubernetesSettings, Settings
 from extender.kube.client import current_namespace

@@ -7,12 +7,14 @@ import json
 
 import pytest
 
-from extender.audit import newer_tags, render, render_fleet
+from extender.audit import newer_tags
 from extender.audit.budget import PullBudget, shortfalls
 from extender.audit.fleet_report import ClusterReport, combine, fleet_document, single
 from extender.audit.html_report import page
 from extender.audit.newer_tags import TagHint
-from extender.audit.report import Pricing, build
+from extender.audit.options import Pricing
+from extender.audit.output import write
+from extender.audit.report import build
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
@@ -110,7 +112,7 @@ def test_every_format_has_a_cluster_column_and_the_fleet_total():
     outputs = {}
     for output in ("json", "csv", "markdown", "table"):
         out = io.StringIO()
-        render_fleet.write(fleet, output, out)
+        write(fleet, output, out)
         outputs[output] = out.getvalue()
     document = json.loads(outputs["json"])
     rows = list(csv.DictReader(io.StringIO(outputs["csv"])))
@@ -141,7 +143,7 @@ def test_the_json_of_one_cluster_is_unchanged_by_the_fleet_shape():
 
 def _write(report, output):
     out = io.StringIO()
-    render.write(report, output, out)
+    write(report, output, out)
     return out.getvalue()
 
 

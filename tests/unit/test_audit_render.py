@@ -6,8 +6,10 @@ import io
 import json
 import re
 
-from extender.audit.render import CSV_COLUMNS, headline, write
-from extender.audit.report import Disagreement, LeftOut, Pricing, build, document
+from extender.audit.options import Pricing
+from extender.audit.output import write
+from extender.audit.render import CSV_COLUMNS, headline
+from extender.audit.report import Disagreement, LeftOut, build, document
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload

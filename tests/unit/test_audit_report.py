@@ -2,12 +2,12 @@
 
 import pytest
 
+from extender.audit.options import Pricing
 from extender.audit.report import (
     BLOCKED,
     READY,
     UNKNOWN,
     Blocker,
-    Pricing,
     RankedBlocker,
     RankedUnknown,
     build,

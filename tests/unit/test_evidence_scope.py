@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from extender.core.mismatch import SERVICE_ACCOUNT_MOUNT, Evidence, Launch, provenance
+from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Rule, normalize
 from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
-from extender.core.runtimes import NodeFacts
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics

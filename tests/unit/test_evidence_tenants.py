@@ -19,9 +19,9 @@ import orjson
 
 from extender.config.settings import WatcherSettings
 from extender.controllers.watcher import Watcher
+from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Rule, normalize
 from extender.core.pods import PullSecretsRef, WorkloadId
-from extender.core.runtimes import NodeFacts
 from extender.kube.pod_watch import decode_pod
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
 from extender.lookups.resolution import RECENT_SECONDS, Resolution

@@ -2,11 +2,11 @@
 
 import pytest
 
+from extender.core.node_facts import UNKNOWN_NODE
 from extender.core.placement import UNKNOWN_GROUP, Candidates, NodeGroups, Policy, mismatch_reason
 from extender.core.placement import decide_filter as decide_filter_on_names
 from extender.core.placement import decide_scores as decide_scores_on_names
 from extender.core.platforms import Rule, Unknown, parse
-from extender.core.runtimes import UNKNOWN_NODE
 
 
 def Candidate(name, platform, rule=Rule.STRICT, aarch32=False):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.core.pods import PodError, PullSecretsRef, facts
+from extender.core.pods import PodError, PullSecretsRef, facts, read_mapping, read_mapping_at
 from tests.objects import pod
 
 
@@ -52,3 +52,71 @@ def test_wrongly_typed_pods_raise_an_error_naming_the_field(mutate, message):
     mutate(p)
     with pytest.raises(PodError, match=message):
         facts(p)
+
+
+class _Refused(Exception):
+    """The error a caller names (ShapeError, WorkloadError): the reader raises that one."""
+
+
+def _node_affinity_read_level_by_level(spec):
+    """What mutation._node_affinity read before read_mapping_at, one read_mapping per level."""
+    affinity = read_mapping(spec.get("affinity"), "spec.affinity", _Refused)
+    return read_mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity", _Refused)
+
+
+AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
+
+
+@pytest.mark.parametrize(
+    ("obj", "path", "expected"),
+    [
+        ({"spec": {"affinity": AFFINITY}}, "spec.affinity.nodeAffinity", AFFINITY["nodeAffinity"]),
+        ({"spec": {"affinity": AFFINITY}}, "spec", {"affinity": AFFINITY}),
+        ({}, "spec.affinity.nodeAffinity", {}),
+        ({"spec": None}, "spec.affinity.nodeAffinity", {}),
+        ({"spec": {"affinity": None}}, "spec.affinity.nodeAffinity", {}),
+        ({"spec": {"affinity": {}}}, "spec.affinity.nodeAffinity", {}),
+    ],
+)
+def test_a_path_reads_the_object_at_its_end_or_nothing_once_a_level_is_missing(obj, path, expected):
+    """Absent and null levels read as {} all the way down, as read_mapping reads one."""
+    assert expected == read_mapping_at(obj, path)
+
+
+@pytest.mark.parametrize(
+    ("obj", "path", "message"),
+    [
+        ({"spec": {"affinity": []}}, "spec.affinity.nodeAffinity", "spec.affinity must be"),
+        ({"spec": "x"}, "spec.affinity.nodeAffinity", "spec must be"),
+        ({"spec": {"affinity": {"nodeAffinity": 7}}}, "spec.affinity.nodeAffinity", "nodeAffinity"),
+    ],
+)
+def test_a_level_that_is_not_an_object_is_refused_by_its_path(obj, path, message):
+    """The first level that is not an object is named, in the error the caller asked for."""
+    with pytest.raises(_Refused, match=message):
+        read_mapping_at(obj, path, _Refused)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"affinity": AFFINITY},
+        {"affinity": None},
+        {"affinity": ["in", "the", "middle"]},
+        {"affinity": {"nodeAffinity": "at the end"}},
+        {"affinity": {"nodeAffinity": None}},
+        {},
+    ],
+)
+def test_a_path_answers_what_reading_each_level_in_turn_answered(spec):
+    """The same object, or the same error and text, as the level-by-level reads it replaces."""
+
+    def outcome(read):
+        try:
+            return read()
+        except _Refused as error:
+            return f"refused: {error}"
+
+    assert outcome(lambda: _node_affinity_read_level_by_level(spec)) == outcome(
+        lambda: read_mapping_at(spec, "affinity.nodeAffinity", _Refused, within="spec")
+    )

@@ -170,7 +170,8 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
 
 class Steered:
     """What the steering watches would hold (namespace annotations, the owners' splits), read
-    through the pure extender.core.steering, as extender.kube.steering.FleetSteering reads it."""
+    through the pure extender.core.steering, as extender.kube.steering_watches.FleetSteering
+    reads it."""
 
     def __init__(self, namespaces: dict[str, dict[str, str]]) -> None:
         self.namespaces = namespaces

@@ -328,7 +328,7 @@ def _fleet(clock: FakeClock) -> Any:
     """The webhook's steering, its watches not started: admissions alone feed the tally."""
     from kubernetes import client
 
-    from extender.kube.steering import FleetSteering
+    from extender.kube.steering_watches import FleetSteering
 
     return FleetSteering(client.ApiClient(), clock=clock)
 

@@ -8,9 +8,10 @@ import re
 
 import pytest
 
-from extender.audit import render, render_fleet
+from extender.audit import output
 from extender.audit.fleet_report import ClusterReport, combine
-from extender.audit.report import Pricing, build
+from extender.audit.options import Pricing
+from extender.audit.report import build
 from extender.cli import inspect_images as inspect
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
@@ -87,7 +88,7 @@ def test_every_audit_row_shows_its_name_and_verdict_whole_at_common_terminal_wid
 ):
     """Each workload's row names it and its verdict in full, and no line is wider than the
     terminal."""
-    lines = _on_terminal(monkeypatch, width, lambda out: render.write(_report(), "table", out))
+    lines = _on_terminal(monkeypatch, width, lambda out: output.write(_report(), "table", out))
     rows = _workload_rows(lines)
     expected = [
         ("payments-api-gateway", "blocked"),
@@ -105,13 +106,13 @@ def test_every_audit_row_shows_its_name_and_verdict_whole_at_common_terminal_wid
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_word_of_the_audit_is_broken_across_lines_at_common_terminal_widths(monkeypatch, width):
     """Text wraps at spaces or is cut with an ellipsis; "Deployme/nt" never happens."""
-    lines = _on_terminal(monkeypatch, width, lambda out: render.write(_report(), "table", out))
+    lines = _on_terminal(monkeypatch, width, lambda out: output.write(_report(), "table", out))
     assert set() == _broken_words(lines)
 
 
 def test_at_80_columns_the_audit_names_the_columns_it_left_out(monkeypatch):
     """What does not fit is said, not silently dropped."""
-    lines = _on_terminal(monkeypatch, 80, lambda out: render.write(_report(), "table", out))
+    lines = _on_terminal(monkeypatch, 80, lambda out: output.write(_report(), "table", out))
     notes = [line for line in lines if line.startswith("Left out at 80 columns")]
     assert [
         "Left out at 80 columns: KIND, RUNS ON, PODS NOW, VCPU, MEMORY (a wider terminal,"
@@ -124,7 +125,7 @@ def test_the_fleet_audit_shows_every_verdict_and_cuts_a_name_only_with_an_ellips
 ):
     """The multi-cluster table (one more column) keeps the same promises."""
     fleet = combine([ClusterReport("production-eu-west-1", _report())])
-    lines = _on_terminal(monkeypatch, width, lambda out: render_fleet.write(fleet, "table", out))
+    lines = _on_terminal(monkeypatch, width, lambda out: output.write(fleet, "table", out))
     rows = [line.split() for line in lines if line.startswith("production-") and " shop " in line]
     names = {"payments-api-gateway", "checkout-worker-batch-reconciler", "web"}
     shown = [

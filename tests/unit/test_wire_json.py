@@ -52,22 +52,22 @@ def test_nesting_deeper_than_python_writes_is_a_json_error():
         wire_json.dumps(value)
 
 
-def test_a_cause_is_admitted_once_per_interval_with_the_count_held_back():
+def test_a_cause_is_logged_once_per_interval_with_the_count_held_back():
     """Three of one cause in a minute: one line; the next minute's line says two were held."""
     clock = FakeClock()
     once = OncePerCause(interval=60, clock=clock)
-    first = [once.admit("bad_request:column 7"), once.admit("bad_request:column 9")]
-    other = once.admit("no_node_index:")
-    third = once.admit("bad_request:column 12")
+    first = [once.log_now("bad_request:column 7"), once.log_now("bad_request:column 9")]
+    other = once.log_now("no_node_index:")
+    third = once.log_now("bad_request:column 12")
     clock.advance(61)
-    assert ([0, None], 0, None, 2) == (first, other, third, once.admit("bad_request:column 1"))
+    assert ([0, None], 0, None, 2) == (first, other, third, once.log_now("bad_request:column 1"))
 
 
 def test_the_table_of_causes_is_bounded():
     """A flood of distinct causes keeps only the newest `max_causes`."""
     once = OncePerCause(max_causes=2, clock=FakeClock())
-    admitted = [once.admit(cause) for cause in ("a", "b", "c", "a")]
-    assert [0, 0, 0, 0] == admitted
+    logged = [once.log_now(cause) for cause in ("a", "b", "c", "a")]
+    assert [0, 0, 0, 0] == logged
 
 
 @pytest.mark.parametrize(
