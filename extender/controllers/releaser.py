@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from extender.config.settings import WebhookGateSettings
+from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
 from extender.core.platforms import Resolved, Unknown
@@ -55,22 +56,6 @@ class HeldPods(Protocol):
     async def event(
         self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
     ) -> None: ...
-
-
-class RateLimit:
-    """At most `per_second` calls of `wait()` return per second, in order."""
-
-    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval = 1.0 / per_second
-        self._next = 0.0
-        self._clock = clock
-
-    async def wait(self) -> None:
-        now = self._clock()
-        at = max(now, self._next)
-        self._next = at + self._interval
-        if at > now:
-            await asyncio.sleep(at - now)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config.settings import Settings, WatcherSettings
-from extender.controllers.releaser import RateLimit
+from extender.controllers.rate_limit import RateLimit
 from extender.core.mismatch import (
     ContainerState,
     Evidence,
