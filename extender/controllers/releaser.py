@@ -15,6 +15,7 @@ one log line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import math
 import time
@@ -24,7 +25,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from extender.config.settings import WebhookGateSettings
+from extender.config.rules import mutation_rules_of
+from extender.config.settings import Settings, WebhookGateSettings
+from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
@@ -33,6 +36,7 @@ from extender.core.pods import Pod, PodError, PullSecretsRef, facts
 from extender.core.steering import SteeringSource
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.services import Services, steered_rules, with_cluster_platforms
 
 log = structlog.get_logger("archfit.releaser")
 
@@ -286,8 +290,7 @@ class Releaser:
         if not constrain:
             return None, "without constraints: the apiserver refused them"
         rules = replace(self._rules(), scheduler_name="")  # immutable after CREATE
-        if self._steering is not None:  # as at admission (webhook._admit)
-            rules = replace(rules, steering=self._steering.steer(pod, rules.arch_preference))
+        rules = steered_rules(rules, pod, self._steering)
         images = tuple(resolved)
         try:
             if not at_cap:
@@ -395,3 +398,35 @@ def _name(pod: Mapping[str, Any]) -> str:
 
 def _names(pod: Mapping[str, Any]) -> dict[str, str]:
     return {"pod": _name(pod), "namespace": _ns(pod)}
+
+
+def releasing(
+    settings: Settings, metrics: Metrics, services: Services
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """While the block runs: contend for `webhook.gate.leaseName`, and release held pods
+    while holding it. Only with API access (whoever holds pods made sure of it)."""
+    from extender.kube.gated_pods import GatedPods
+
+    api: Any = services.kube
+    gate = settings.webhook.gate
+    rules = mutation_rules_of(settings)
+
+    async def release() -> None:
+        pods = GatedPods(api)
+        releaser = Releaser(
+            gate,
+            metrics,
+            services.resolution,
+            lambda: with_cluster_platforms(rules, services.nodes),
+            pods,
+            steering=services.steering,
+        )
+        pods.start(releaser.on_change)
+        try:
+            await releaser.run()
+        finally:
+            await pods.stop()
+
+    return leading(
+        contender(api, settings.kubernetes, gate.lease_name, metrics.releaser_leader.set), release
+    )
