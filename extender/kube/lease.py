@@ -66,10 +66,8 @@ class LeaseRecords(Protocol):
     """Where one Lease is kept. Each call gives up after `timeout_seconds`; a create or write
     that another writer beat raises LostRace."""
 
-    @property
-    def name(self) -> str:
-        """The Lease's name (log lines carry it)."""
-        ...
+    name: str
+    """The Lease's name (log lines carry it)."""
 
     async def read(self, timeout_seconds: float) -> dict[str, Any] | None:
         """The Lease object, or None when there is none."""
