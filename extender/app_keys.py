@@ -1,9 +1,10 @@
 """Every AppKey of archfit's two Applications, the extender's and the webhook's, in one place.
 
 The resources a process shares live under typed keys, not in module globals (aiohttp's "No
-Singletons Please"); extender.server puts most of them there, in its `attach`. Two keys hold
-objects of the layers above (the extender's verbs, the webhook's policy): their types are
-named for the type checker only, so this module imports nothing of those layers at run time.
+Singletons Please"); extender.server puts most of them there, in its `attach`. One key holds
+an object of a layer above (the extender's verbs): its type is named for the type checker
+only, so this module imports nothing of that layer at run time, and no import cycle results
+(verbs imports no key).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from extender.serving.listener import ConnectionGuard
 from extender.serving.tls import ReloadingCertificate
 
 if TYPE_CHECKING:
-    from extender.admission.pod_webhook import PodMutation
     from extender.scheduler.verbs import Verbs
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -36,5 +36,6 @@ VERBS: web.AppKey[Verbs] = web.AppKey("verbs")
 
 WEBHOOK_GUARD = web.AppKey("webhook_connection_guard", ConnectionGuard)
 """The webhook listener's connection caps (extender.server opens the listener with it)."""
-MUTATION: web.AppKey[PodMutation] = web.AppKey("webhook_mutation")
-"""The webhook's policy: its rules and whether it holds pods (the releaser needs both)."""
+WEBHOOK_HOLDS = web.AppKey("webhook_holds", bool)
+"""Whether the webhook holds pods whose images are unknown (then the server starts the
+releaser, extender.controllers.releaser)."""

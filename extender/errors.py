@@ -30,7 +30,9 @@
     │   └── LostRace            another replica wrote the Lease first
     ├── CredentialSourceError   a pull secret, docker config or plugin gave nothing usable
     │   └── CredentialError, PluginAnswerError, PluginFailed   (registry)
-    ├── ClusterReadError        the fleet could not be read (audit: FleetError)
+    ├── ClusterReadError        the API did not answer a read archfit needs
+    │   ├── FleetError          the fleet could not be read (audit)
+    │   └── WatchFailed         a watch ended in an ERROR event (kube.watching)
     ├── RegistryError           a registry lookup failed (extender.registry.errors has its tree)
     └── AuditInputError         a workload or quantity in the cluster cannot be read (audit)
 

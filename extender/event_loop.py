@@ -1,4 +1,5 @@
-"""Which event loop `archfit serve` runs on (server.eventLoop): asyncio's own, or uvloop.
+"""Which event loop `archfit serve` runs on (server.eventLoop): asyncio's own, or uvloop; and
+`in_background`, the one way archfit runs work as a task while a block runs.
 
 uvloop (libuv) was measured against asyncio's loop on the bench machine: 2% more 500-name
 filters per second, within its noise (docs/benchmarks.md), so asyncio's is the default and
@@ -8,9 +9,10 @@ uvloop an extra (`archfit[uvloop]`) for those who measure otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Literal
 
 from extender.errors import SetupError
 
@@ -33,3 +35,15 @@ def loop_factory(choice: Literal["auto", "uvloop", "asyncio"]) -> tuple[str, Loo
             "or set auto or asyncio"
         ) from error
     return "uvloop", uvloop.new_event_loop
+
+
+@contextlib.asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `work` as a task while the block runs; cancel it and wait for it after."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -22,9 +22,8 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -33,17 +32,17 @@ from extender import __version__
 from extender.app_keys import (
     GUARD,
     METRICS,
-    MUTATION,
     SERVER_CERTIFICATE,
     SERVICES,
     SETTINGS,
     WARNINGS,
     WEBHOOK_CERTIFICATE,
     WEBHOOK_GUARD,
+    WEBHOOK_HOLDS,
 )
 from extender.config.settings import Settings
 from extender.errors import ListenError, SetupError, WebhookSetupError
-from extender.event_loop import loop_factory
+from extender.event_loop import in_background, loop_factory
 from extender.logs import configure
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
@@ -240,7 +239,9 @@ def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertif
 
 async def _watch_server_certificate(app: web.Application) -> AsyncIterator[None]:
     """Serve a rotated certificate without a restart (extender.serving.tls)."""
-    async with _task(app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)):
+    async with in_background(
+        app[SERVER_CERTIFICATE].watch(app[SETTINGS].server.cert_reload_seconds)
+    ):
         yield
 
 
@@ -248,7 +249,7 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
     """The admission webhook's TLS listener, its self-managed certificate if asked, and the
     releaser of held pods."""
     # Imported here: a serve without the webhook (the default) never loads its modules.
-    from extender.admission.pod_webhook import create_webhook_app, release_held
+    from extender.admission.pod_webhook import create_webhook_app
 
     settings, metrics, services = app[SETTINGS], app[METRICS], app[SERVICES]
     hook = settings.webhook
@@ -270,33 +271,34 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
         runner = web.AppRunner(webhook, access_log=None, **handler_options(settings.server))
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
-        await stack.enter_async_context(_task(certificate.watch(hook.cert_reload_seconds)))
+        await stack.enter_async_context(in_background(certificate.watch(hook.cert_reload_seconds)))
         site = GuardedSite(
             runner, hook.host, hook.port, webhook[WEBHOOK_GUARD], certificate.context
         )
         await _listen(site, f"webhook.host/port {hook.host}:{hook.port}")
-        mutation = webhook[MUTATION]
+        holds = webhook[WEBHOOK_HOLDS]
         # Every handshake fails until a certificate is in use: at warning, with the fix.
         (log.info if certificate.problem is None else log.warning)(
             "webhook_listening",
             host=hook.host,
             port=hook.port,
             path=hook.path,
-            unknown_images="gate" if mutation.hold is not None else "admit",
+            unknown_images="gate" if holds else "admit",
             certificate=certificate.problem or f"in use until {certificate.not_after}",
         )
-        if mutation.hold is not None:
-            releaser = release_held(settings, metrics, services, mutation.rules)
-            await stack.enter_async_context(_task(releaser))
+        if holds:
+            from extender.controllers.releaser import releasing
+
+            await stack.enter_async_context(releasing(settings, metrics, services))
         app[WEBHOOK_CERTIFICATE] = certificate
         yield
 
 
 async def _watcher(app: web.Application) -> AsyncIterator[None]:
     """The mismatch watcher, on whichever replica holds its Lease (extender.controllers.watcher)."""
-    from extender.controllers.watcher import leading
+    from extender.controllers.watcher import watching
 
-    async with leading(app[SETTINGS], app[METRICS], app[SERVICES]):
+    async with watching(app[SETTINGS], app[METRICS], app[SERVICES]):
         yield
 
 
@@ -311,11 +313,9 @@ async def _admission_policy(app: web.Application) -> AsyncIterator[None]:
         await stack.enter_async_context(publishing(settings, metrics, services))
         hold = settings.webhook.unknown_images == "gate" and settings.policy.mode != "dry-run"
         if not settings.webhook.enabled and hold and services.kube is not None:
-            from extender.admission.pod_webhook import release_held
-            from extender.config.rules import mutation_rules_of
+            from extender.controllers.releaser import releasing
 
-            releaser = release_held(settings, metrics, services, mutation_rules_of(settings))
-            await stack.enter_async_context(_task(releaser))
+            await stack.enter_async_context(releasing(settings, metrics, services))
         yield
 
 
@@ -335,24 +335,12 @@ async def _self_managed_certificate(settings: Settings, services: Services) -> A
         # may be an older one if this one is refused.
         pass
 
-    async with _task(manager.keep(expiry)):
+    async with in_background(manager.keep(expiry)):
         # The listener's first handshake should already have a certificate: give the first
         # pass a moment, but never block start-up on it (the extender must come up).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(manager.first_pass.wait(), _FIRST_CERTIFICATE_SECONDS)
         yield
-
-
-@contextlib.asynccontextmanager
-async def _task(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    """Run `work` as a task while the block runs; cancel it and wait for it after."""
-    task = asyncio.create_task(work)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _quiet_client_noise(app: web.Application) -> AsyncIterator[None]:
@@ -390,7 +378,7 @@ async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
     if interval <= 0:
         yield
         return
-    async with _task(_collect_periodically(interval)):
+    async with in_background(_collect_periodically(interval)):
         yield
 
 

@@ -14,6 +14,7 @@ import structlog
 
 from extender.config.settings import Settings
 from extender.core.image_table import ImageTable
+from extender.core.mutation import MutationRules
 from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform
 from extender.core.pods import PodFacts, PullSecretsRef
@@ -66,6 +67,28 @@ def steered_facts(
     order = steering.preference_order(pod)
     # Most pods carry no preference anywhere: keep the facts as they are, no copy per call.
     return pod_facts if order == pod_facts.prefer_arch else replace(pod_facts, prefer_arch=order)
+
+
+def steered_rules(
+    rules: MutationRules, pod: Mapping[str, Any], steering: SteeringSource | None
+) -> MutationRules:
+    """The rules a pod is decided by, at admission and on its release from the gate: `rules`
+    with what its own, its workload's or its namespace's annotations say (docs/webhook.md)
+    when this app has the namespace watch."""
+    if steering is None:
+        return rules
+    return replace(rules, steering=steering.steer(pod, rules.arch_preference))
+
+
+def with_cluster_platforms(rules: MutationRules, nodes: NodeSource | None) -> MutationRules:
+    """`rules` with the platforms the node index knows now added to the configured ones."""
+    if nodes is None:
+        return rules
+    known = nodes.known_platforms()
+    if known <= rules.platforms:
+        return rules
+    # replace(): every other rule (aarch32, steering, ...) is kept as configured.
+    return replace(rules, platforms=rules.platforms | known)
 
 
 @dataclass(frozen=True, slots=True)

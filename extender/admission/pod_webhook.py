@@ -8,11 +8,8 @@ kube-apiserver calls webhooks over HTTPS only, so the webhook has a listener of 
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -21,16 +18,16 @@ from aiohttp import web
 from extender import explain
 from extender.admission.skeleton import SKIPPED, Admission, Admissions
 from extender.admission.workloads import WorkloadWarner
-from extender.app_keys import MUTATION, WEBHOOK_GUARD
+from extender.app_keys import WEBHOOK_GUARD, WEBHOOK_HOLDS
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
 from extender.core.gates import gate_operations, lift_operations
-from extender.core.mutation import MutationRules, decide_mutation
-from extender.core.platforms import Platform, Resolved
+from extender.core.mutation import decide_mutation
+from extender.core.platforms import Resolved
 from extender.core.pods import PodFacts, facts, skip_reason
 from extender.metrics import Metrics, tally_request_lookups
 from extender.once import OncePerCause
-from extender.services import Services
+from extender.services import Services, steered_rules, with_cluster_platforms
 from extender.serving.listener import ConnectionGuard
 from extender.wire.admission_api import AdmissionRequest
 
@@ -54,7 +51,8 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
     app = web.Application(client_max_size=settings.webhook.max_body_bytes)
     warnings = OncePerCause()
     app[WEBHOOK_GUARD] = ConnectionGuard(settings.server, metrics, warnings)
-    app[MUTATION] = mutation = PodMutation(settings, metrics, services)
+    mutation = PodMutation(settings, metrics, services)
+    app[WEBHOOK_HOLDS] = mutation.hold is not None
     handler = Admissions(mutation, metrics, warnings, settings.server.body_timeout_seconds)
     app.router.add_post(settings.webhook.path, handler.serve)
     if settings.webhook.workload_warnings.enabled:
@@ -77,7 +75,7 @@ class PodMutation:
         self.metrics = metrics
         self.services = services
         self.rules = mutation_rules_of(settings)
-        """Before the node index adds the platforms it knows (_with_cluster_platforms)."""
+        """Before the node index adds the platforms it knows (with_cluster_platforms)."""
         self.hold = _hold_of(settings, services)
         """Set when `webhook.unknownImages: gate` and a releaser can run (API access is on)."""
         self.dry_run = settings.policy.mode == "dry-run"
@@ -103,9 +101,9 @@ class PodMutation:
             workload=pod_facts.workload,
         )
         services = self.services
-        rules = _with_cluster_platforms(self.rules, services)
-        if services.steering is not None:  # namespace preferences, arm64 shares (docs/webhook.md)
-            rules = replace(rules, steering=services.steering.steer(pod, rules.arch_preference))
+        rules = steered_rules(
+            with_cluster_platforms(self.rules, services.nodes), pod, services.steering
+        )
         hold = self.hold
         holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
         # Held pods get their constraints on release; others fail open, constrained by
@@ -155,44 +153,6 @@ def _hold_of(settings: Settings, services: Services) -> Hold | None:
     return Hold(never=frozenset({"kube-system", current_namespace(settings.kubernetes)}))
 
 
-async def release_held(
-    settings: Settings, metrics: Metrics, services: Services, rules: MutationRules
-) -> None:
-    """The releaser, on whichever replica holds the Lease (extender.controllers.releaser)."""
-    from extender.controllers.releaser import Releaser
-    from extender.kube.client import current_namespace
-    from extender.kube.gated_pods import GatedPods
-    from extender.kube.lease import Lease
-
-    api: Any = services.kube  # _hold_of made sure there is one
-
-    async def release() -> None:
-        pods = GatedPods(api)
-        releaser = Releaser(
-            settings.webhook.gate,
-            metrics,
-            services.resolution,
-            lambda: _with_cluster_platforms(rules, services),
-            pods,
-            steering=services.steering,
-        )
-        pods.start(releaser.on_change)
-        try:
-            await releaser.run()
-        finally:
-            await pods.stop()
-
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    lease = Lease(
-        api,
-        current_namespace(settings.kubernetes),
-        settings.webhook.gate.lease_name,
-        identity,
-        on_change=metrics.releaser_leader.set,
-    )
-    await lease.lead(release)
-
-
 def _hold_reason(resolved: Mapping[str, Resolved]) -> str:
     unknown = explain.unknown_images(resolved)
     return "platforms unknown at admission: " + "; ".join(f"{i}: {r}" for i, r in unknown.items())
@@ -227,14 +187,3 @@ def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts
         # scheduling time (docs/webhook.md, "DaemonSets").
         return "daemonset"
     return None
-
-
-def _with_cluster_platforms(rules: MutationRules, services: Services) -> MutationRules:
-    nodes = services.nodes
-    if nodes is None:
-        return rules
-    known: frozenset[Platform] = nodes.known_platforms()
-    if known <= rules.platforms:
-        return rules
-    # replace(): every other rule (aarch32, steering, ...) is kept as configured.
-    return replace(rules, platforms=rules.platforms | known)

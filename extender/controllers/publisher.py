@@ -7,19 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import os
-import socket
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
 
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import AdmissionPolicySettings, Settings
+from extender.controllers.leading import contender, holder_identity, leading
 from extender.core.image_table import REFRESHING, ImageTable, Published, Switches, parameter_spec
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
@@ -27,7 +24,7 @@ from extender.core.pods import PullSecretsRef
 from extender.core.text import MAX_LOGGED_ERROR, cut
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.services import Services
+from extender.services import Services, with_cluster_platforms
 
 log = structlog.get_logger("archfit.publisher")
 
@@ -209,17 +206,7 @@ def switches_of(settings: Settings, namespace: str) -> Switches:
 def cluster_rules(settings: Settings, services: Services) -> Callable[[], MutationRules]:
     """The webhook's rules with the platforms the node index knows now."""
     rules = mutation_rules_of(settings)
-
-    def now() -> MutationRules:
-        nodes = services.nodes
-        if nodes is None:
-            return rules
-        known = nodes.known_platforms()
-        return (
-            rules if known <= rules.platforms else replace(rules, platforms=rules.platforms | known)
-        )
-
-    return now
+    return lambda: with_cluster_platforms(rules, services.nodes)
 
 
 @contextlib.asynccontextmanager
@@ -229,34 +216,16 @@ async def publishing(
     """While the block runs, contend for the publisher's Lease and publish while holding it.
     Without API access, or on a cluster without the v1 policy API or archfit's CRD, says so
     in one line and does nothing."""
-    if services.kube is None or services.images is None:
+    api, table = services.kube, services.images
+    if api is None or table is None:
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    task = asyncio.create_task(_publish(settings, metrics, services, services.images))
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def _publish(
-    settings: Settings, metrics: Metrics, services: Services, table: ImageTable
-) -> None:
     from extender.kube.client import current_namespace
     from extender.kube.image_platforms import ImagePlatformsStore, policy_api_missing
-    from extender.kube.lease import Lease
 
-    api: Any = services.kube
-    missing = await asyncio.to_thread(policy_api_missing, api)
-    if missing:
-        log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
-        return
-    metrics.policy_enabled.set(1)
     namespace = current_namespace(settings.kubernetes)
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    identity = holder_identity()
     policy = settings.admission_policy
     publisher = Publisher(
         policy,
@@ -268,14 +237,20 @@ async def _publish(
         metrics,
         identity=identity,
     )
-    lease = Lease(
-        api,
-        namespace,
-        policy.lease_name,
-        identity,
-        on_change=metrics.policy_publisher_leader.set,
+
+    async def policy_api_present() -> bool:
+        missing = await asyncio.to_thread(policy_api_missing, api)
+        if missing:
+            log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
+            return False
+        metrics.policy_enabled.set(1)
+        log.info(
+            "admission_policy_publishing", parameter=policy.parameter_name, lease=policy.lease_name
+        )
+        return True
+
+    lease = contender(
+        api, settings.kubernetes, policy.lease_name, metrics.policy_publisher_leader.set, identity
     )
-    log.info(
-        "admission_policy_publishing", parameter=policy.parameter_name, lease=policy.lease_name
-    )
-    await lease.lead(publisher.run)
+    async with leading(lease, publisher.run, ready=policy_api_present):
+        yield

@@ -15,6 +15,7 @@ one log line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import math
 import time
@@ -24,7 +25,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from extender.config.settings import WebhookGateSettings
+from extender.config.rules import mutation_rules_of
+from extender.config.settings import Settings, WebhookGateSettings
+from extender.controllers.leading import contender, leading
+from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
 from extender.core.platforms import Resolved, Unknown
@@ -33,6 +37,7 @@ from extender.core.steering import SteeringSource
 from extender.core.text import MAX_API_MESSAGE, error_text
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.services import Services, steered_rules, with_cluster_platforms
 
 log = structlog.get_logger("archfit.releaser")
 
@@ -56,22 +61,6 @@ class HeldPods(Protocol):
     async def event(
         self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
     ) -> None: ...
-
-
-class RateLimit:
-    """At most `per_second` calls of `wait()` return per second, in order."""
-
-    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval = 1.0 / per_second
-        self._next = 0.0
-        self._clock = clock
-
-    async def wait(self) -> None:
-        now = self._clock()
-        at = max(now, self._next)
-        self._next = at + self._interval
-        if at > now:
-            await asyncio.sleep(at - now)
 
 
 @dataclass
@@ -304,8 +293,7 @@ class Releaser:
         if not constrain:
             return None, "without constraints: the apiserver refused them"
         rules = replace(self._rules(), scheduler_name="")  # immutable after CREATE
-        if self._steering is not None:  # as at admission (webhook._admit)
-            rules = replace(rules, steering=self._steering.steer(pod, rules.arch_preference))
+        rules = steered_rules(rules, pod, self._steering)
         images = tuple(resolved)
         try:
             if not at_cap:
@@ -413,3 +401,35 @@ def _name(pod: Mapping[str, Any]) -> str:
 
 def _names(pod: Mapping[str, Any]) -> dict[str, str]:
     return {"pod": _name(pod), "namespace": _ns(pod)}
+
+
+def releasing(
+    settings: Settings, metrics: Metrics, services: Services
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """While the block runs: contend for `webhook.gate.leaseName`, and release held pods
+    while holding it. Only with API access (whoever holds pods made sure of it)."""
+    from extender.kube.gated_pods import GatedPods
+
+    api: Any = services.kube
+    gate = settings.webhook.gate
+    rules = mutation_rules_of(settings)
+
+    async def release() -> None:
+        pods = GatedPods(api)
+        releaser = Releaser(
+            gate,
+            metrics,
+            services.resolution,
+            lambda: with_cluster_platforms(rules, services.nodes),
+            pods,
+            steering=services.steering,
+        )
+        pods.start(releaser.on_change)
+        try:
+            await releaser.run()
+        finally:
+            await pods.stop()
+
+    return leading(
+        contender(api, settings.kubernetes, gate.lease_name, metrics.releaser_leader.set), release
+    )

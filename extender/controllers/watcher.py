@@ -14,10 +14,7 @@ that are failing now, not the cluster's pods.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config.settings import Settings, WatcherSettings
-from extender.controllers.releaser import RateLimit
+from extender.controllers.leading import contender, leading
+from extender.controllers.rate_limit import RateLimit
 from extender.core.mismatch import (
     ContainerState,
     Evidence,
@@ -403,24 +401,23 @@ class Watcher:
 
 
 @asynccontextmanager
-async def leading(settings: Settings, metrics: Metrics, services: Services) -> AsyncIterator[None]:
-    """While open: contend for `watcher.leaseName`, and list-watch pods while holding it."""
+async def watching(settings: Settings, metrics: Metrics, services: Services) -> AsyncIterator[None]:
+    """While the block runs: contend for `watcher.leaseName`, and list-watch pods while
+    holding it."""
     api: Any = services.kube
     if api is None:
         log.info("watcher_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.client import current_namespace
-    from extender.kube.lease import Lease
     from extender.kube.pod_watch import PodCalls, PodWatch
 
-    watching = settings.watcher
+    watch_settings = settings.watcher
 
     async def work() -> None:
-        watch = PodWatch(api, watching.page_size)
+        watch = PodWatch(api, watch_settings.page_size)
         learned = services.resolution.resolver
         watcher = Watcher(
-            watching,
+            watch_settings,
             metrics,
             PodCalls(api),
             services.resolution,
@@ -435,25 +432,15 @@ async def leading(settings: Settings, metrics: Metrics, services: Services) -> A
             await watch.stop()
             await watcher.aclose()
 
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    lease = Lease(
-        api,
-        current_namespace(settings.kubernetes),
-        watching.lease_name,
-        identity,
-        on_change=metrics.watcher_leader.set,
-    )
-
-    async def contend() -> None:
+    async def nodes_synced() -> bool:
         # Node platforms first: every finding names one. It also keeps a silent API server
         # from holding shutdown hostage to a Lease read blocked in the default executor.
         while services.nodes is not None and not await services.nodes.wait_synced(1.0):
             pass
-        await lease.lead(work)
+        return True
 
-    task = asyncio.create_task(contend(), name="archfit-watcher-lease")
-    try:
+    lease = contender(
+        api, settings.kubernetes, watch_settings.lease_name, metrics.watcher_leader.set
+    )
+    async with leading(lease, work, ready=nodes_synced):
         yield
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

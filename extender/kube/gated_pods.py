@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
 import orjson
 import structlog
 from kubernetes import client
@@ -27,14 +28,7 @@ from extender.core.gates import (
 from extender.core.pods import Pod
 from extender.core.text import MAX_API_MESSAGE, cut
 from extender.kube.pod_watch import write_event
-from extender.kube.watching import (
-    REQUEST_TIMEOUT,
-    Expired,
-    list_watch_forever,
-    open_watch,
-    stop_watching,
-    watch_lines,
-)
+from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
 
 log = structlog.get_logger("archfit.gates")
 
@@ -173,31 +167,28 @@ class GatedPods:
         return str(listed.get("metadata", {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
-        response = open_watch(
-            self._core.list_pod_for_all_namespaces, version, label_selector=GATED_SELECTOR
+        return follow_watch(
+            self._core.list_pod_for_all_namespaces,
+            version,
+            self._stop,
+            self._apply,
+            self._reading,
+            label_selector=GATED_SELECTOR,
         )
+
+    def _reading(self, response: Any) -> None:
         self._response = response
-        try:
-            for line in watch_lines(response):
-                event = orjson.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise Expired
-                    raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-                version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    uid = obj["metadata"]["uid"]
-                    if kind == "DELETED":
-                        self._known.pop(uid, None)
-                    else:
-                        self._known[uid] = obj
-                    self._tell(kind, obj)
-                if self._stop.is_set():
-                    break
-        finally:
-            self._response = None
-            response.release_conn()
+
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        obj: Pod = orjson.loads(memoryview(raw))
+        version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            uid = obj["metadata"]["uid"]
+            if kind == "DELETED":
+                self._known.pop(uid, None)
+            else:
+                self._known[uid] = obj
+            self._tell(kind, obj)
         return version
 
     def _tell(self, kind: str, pod: Pod) -> None:

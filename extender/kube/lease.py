@@ -1,8 +1,10 @@
-"""Leader election over a coordination.k8s.io/v1 Lease, so that one replica alone releases
-held pods (docs/webhook.md, "Held pods").
+"""Leader election over a coordination.k8s.io/v1 Lease, so that one replica alone runs each
+controller: the releaser of held pods, the mismatch watcher, the policy's publisher
+(extender.controllers.leading).
 
-The protocol is client-go's tools/leaderelection, written for asyncio on the synchronous
-client (each call runs in a thread):
+The protocol is client-go's tools/leaderelection, written for asyncio over `LeaseRecords`:
+the API's (`ApiLeases`, the synchronous client, each call in a thread) or a test's memory
+(extender.testing.MemoryLeases).
 - The record is the Lease's spec: holderIdentity, leaseDurationSeconds, acquireTime,
   renewTime and leaseTransitions (+1 each time the holder changes).
 - Every write is guarded by the resourceVersion last read or written, so of two
@@ -25,7 +27,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import structlog
@@ -60,14 +62,33 @@ class LostRace(ConflictError):
     """Another writer changed the Lease between our read and our write (409)."""
 
 
+class LeaseRecords(Protocol):
+    """Where one Lease is kept. Each call gives up after `timeout_seconds`; a create or write
+    that another writer beat raises LostRace."""
+
+    name: str
+    """The Lease's name (log lines carry it)."""
+
+    async def read(self, timeout_seconds: float) -> dict[str, Any] | None:
+        """The Lease object, or None when there is none."""
+        ...
+
+    async def create(self, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        """Create the Lease with `spec`; returns the object created."""
+        ...
+
+    async def write(self, version: str, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        """Replace the Lease's spec if its resourceVersion is still `version`; returns the
+        object written."""
+        ...
+
+
 class Lease:
     """One contender for a Lease: `lead(work)` runs `work` only while this one holds it."""
 
     def __init__(
         self,
-        api: client.ApiClient,
-        namespace: str,
-        name: str,
+        records: LeaseRecords,
         identity: str,
         *,
         duration_seconds: float = 15.0,
@@ -79,8 +100,8 @@ class Lease:
             raise ValueError("a Lease contender needs an identity")
         if not 0 < renew_seconds < duration_seconds:
             raise ValueError("renew_seconds must be above 0 and below duration_seconds")
-        self._leases = client.CoordinationV1Api(api)
-        self._namespace, self._name, self._identity = namespace, name, identity
+        self._records = records
+        self._name, self._identity = records.name, identity
         self._duration = duration_seconds
         self._renew = renew_seconds
         self._give_up_after = datetime.timedelta(seconds=duration_seconds - renew_seconds)
@@ -185,9 +206,14 @@ class Lease:
                 return True
             except LostRace:
                 pass
-        found = await asyncio.to_thread(self._read)
+        found = await self._records.read(self._timeout())
         if found is None:
-            self._wrote(await asyncio.to_thread(self._create), now)
+            created = {
+                "holderIdentity": self._identity,
+                "leaseDurationSeconds": max(1, math.ceil(self._duration)),
+                "leaseTransitions": 0,
+            }
+            self._wrote(await self._records.create(created, self._timeout()), now)
             # Created without times (the model's datetimes would not parse as MicroTime):
             # write them now; if that fails, the first renewal does.
             assert self._lease is not None
@@ -262,71 +288,12 @@ class Lease:
         if self._on_change is not None:
             self._on_change(held)
 
-    # The API calls, each run in a thread.
-
     def _timeout(self) -> float:
         return self._give_up_after.total_seconds()
 
-    def _read(self) -> dict[str, Any] | None:
-        try:
-            response: Any = self._leases.read_namespaced_lease(
-                self._name,
-                self._namespace,
-                _preload_content=False,
-                _request_timeout=self._timeout(),
-            )
-        except ApiException as error:
-            if error.status == HTTPStatus.NOT_FOUND:
-                return None
-            raise
-        return _body(response)
-
-    def _create(self) -> dict[str, Any]:
-        spec = client.V1LeaseSpec(
-            holder_identity=self._identity,
-            lease_duration_seconds=max(1, math.ceil(self._duration)),
-            lease_transitions=0,
-        )
-        body = client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=client.V1ObjectMeta(name=self._name, namespace=self._namespace),
-            spec=spec,
-        )
-        try:
-            response: Any = self._leases.create_namespaced_lease(
-                self._namespace, body, _preload_content=False, _request_timeout=self._timeout()
-            )
-        except ApiException as error:
-            if error.status == HTTPStatus.CONFLICT:  # another contender created it first
-                raise LostRace from error
-            raise
-        return _body(response)
-
     async def _write(self, lease: dict[str, Any], spec: Spec) -> dict[str, Any]:
         version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
-        return await asyncio.to_thread(self._patch, version, spec)
-
-    def _patch(self, version: str, spec: Spec) -> dict[str, Any]:
-        # The resourceVersion in the patched object is a precondition: the apiserver
-        # refuses the write with 409 if the Lease changed since `version`.
-        patch: list[dict[str, Any]] = [
-            {"op": "replace", "path": "/metadata/resourceVersion", "value": version},
-            {"op": "add", "path": "/spec", "value": spec},
-        ]
-        try:
-            response: Any = self._leases.patch_namespaced_lease(
-                self._name,
-                self._namespace,
-                patch,
-                _preload_content=False,
-                _request_timeout=self._timeout(),
-            )
-        except ApiException as error:
-            if error.status == HTTPStatus.CONFLICT:
-                raise LostRace from error
-            raise
-        return _body(response)
+        return await self._records.write(version, spec, self._timeout())
 
 
 async def _awaited(work: Callable[[], Awaitable[None]]) -> None:
@@ -340,3 +307,79 @@ def _body(response: Any) -> dict[str, Any]:
     finally:
         response.release_conn()
     return lease
+
+
+class ApiLeases:
+    """The Lease `name` in `namespace`, through the API (each call runs in a thread)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        self._leases = client.CoordinationV1Api(api)
+        self._namespace = namespace
+        self.name = name
+
+    async def read(self, timeout_seconds: float) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._read, timeout_seconds)
+
+    async def create(self, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        return await asyncio.to_thread(self._create, spec, timeout_seconds)
+
+    async def write(self, version: str, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        return await asyncio.to_thread(self._patch, version, spec, timeout_seconds)
+
+    def _read(self, timeout_seconds: float) -> dict[str, Any] | None:
+        try:
+            response: Any = self._leases.read_namespaced_lease(
+                self.name,
+                self._namespace,
+                _preload_content=False,
+                _request_timeout=timeout_seconds,
+            )
+        except ApiException as error:
+            if error.status == HTTPStatus.NOT_FOUND:
+                return None
+            raise
+        return _body(response)
+
+    def _create(self, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        # Without times: the model's datetimes would not parse as MicroTime (Lease writes
+        # them next).
+        body = client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=client.V1ObjectMeta(name=self.name, namespace=self._namespace),
+            spec=client.V1LeaseSpec(
+                holder_identity=spec["holderIdentity"],
+                lease_duration_seconds=spec["leaseDurationSeconds"],
+                lease_transitions=spec["leaseTransitions"],
+            ),
+        )
+        try:
+            response: Any = self._leases.create_namespaced_lease(
+                self._namespace, body, _preload_content=False, _request_timeout=timeout_seconds
+            )
+        except ApiException as error:
+            if error.status == HTTPStatus.CONFLICT:  # another contender created it first
+                raise LostRace from error
+            raise
+        return _body(response)
+
+    def _patch(self, version: str, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
+        # The resourceVersion in the patched object is a precondition: the apiserver
+        # refuses the write with 409 if the Lease changed since `version`.
+        patch: list[dict[str, Any]] = [
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "add", "path": "/spec", "value": spec},
+        ]
+        try:
+            response: Any = self._leases.patch_namespaced_lease(
+                self.name,
+                self._namespace,
+                patch,
+                _preload_content=False,
+                _request_timeout=timeout_seconds,
+            )
+        except ApiException as error:
+            if error.status == HTTPStatus.CONFLICT:
+                raise LostRace from error
+            raise
+        return _body(response)

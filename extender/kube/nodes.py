@@ -35,13 +35,9 @@ from extender.core.platforms import Platform
 from extender.kube.watching import (
     Expired,
     ListMeta,
-    WatchEvent,
-    decode_watch_event,
+    follow_watch,
     list_watch_forever,
-    open_watch,
     stop_watching,
-    watch_error,
-    watch_lines,
 )
 
 log = structlog.get_logger("archfit.nodes")
@@ -164,23 +160,13 @@ class NodeIndex:
     def _watch_from(self, version: str) -> str:
         """Apply watch events from `version` until the server ends the watch; returns the
         version to resume from."""
-        response = open_watch(self._core.list_node, version)
-        self._response = response
-        try:
-            for line in watch_lines(response):
-                version = self._apply(decode_watch_event(line), version)
-                if self._stop.is_set():
-                    break
-        finally:
-            self._response = None
-            response.release_conn()
-        return version
+        return follow_watch(self._core.list_node, version, self._stop, self._apply, self._reading)
 
-    def _apply(self, event: WatchEvent, version: str) -> str:
-        kind = event.type
-        if kind == "ERROR":
-            raise watch_error(event.object)
-        obj = decode_node(event.object)
+    def _reading(self, response: Any) -> None:
+        self._response = response
+
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        obj = decode_node(raw)
         new_version = obj.resource_version or version
         name = obj.name
         if kind == "BOOKMARK" or not name:

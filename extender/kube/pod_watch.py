@@ -29,11 +29,9 @@ from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
     ListMeta,
-    decode_watch_event,
     follow_watch,
     list_watch_forever,
     stop_watching,
-    watch_error,
 )
 
 log = structlog.get_logger("archfit.watcher")
@@ -269,13 +267,10 @@ class PodWatch:
             self._core.list_pod_for_all_namespaces, version, self._stop, self._apply, self._reading
         )
 
-    def _apply(self, line: bytes, version: str) -> str:
-        event = decode_watch_event(line)
-        if event.type == "ERROR":
-            raise watch_error(event.object)
-        pod = decode_pod(event.object)
-        if event.type in ("ADDED", "MODIFIED", "DELETED"):
-            self._tell(event.type, pod)
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        pod = decode_pod(raw)
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._tell(kind, pod)
         return pod.metadata.resource_version or version
 
     def _reading(self, response: Any) -> None:

@@ -35,7 +35,6 @@ from extender.core.steering import (
 )
 from extender.kube.watching import (
     LIST_PAGE,
-    Expired,
     ListMeta,
     follow_watch,
     list_watch_forever,
@@ -68,9 +67,6 @@ class _Object(msgspec.Struct, frozen=True):
 
     metadata: _Meta = _Meta()
     status: _Status = _Status()
-    code: int = 0
-    """A watch ERROR's Status code."""
-    message: str = ""
 
 
 class _List(msgspec.Struct, frozen=True):
@@ -78,13 +74,8 @@ class _List(msgspec.Struct, frozen=True):
     items: list[_Object] | None = None
 
 
-class _Event(msgspec.Struct, frozen=True):
-    type: str
-    object: _Object = _Object()
-
-
 _decode_list = msgspec.json.Decoder(_List).decode
-_decode_event = msgspec.json.Decoder(_Event).decode
+_decode_object = msgspec.json.Decoder(_Object).decode
 
 
 class _Watch:
@@ -151,15 +142,10 @@ class _Watch:
     def _reading(self, response: Any) -> None:
         self._response = response
 
-    def _apply(self, line: bytes, version: str) -> str:
-        event = _decode_event(line)
-        obj = event.object
-        if event.type == "ERROR":
-            if obj.code == 410:
-                raise Expired
-            raise RuntimeError(f"watch error {obj.code}: {obj.message}")
-        if event.type in ("ADDED", "MODIFIED", "DELETED"):
-            self._on_event(event.type, obj)
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        obj = _decode_object(raw)
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._on_event(kind, obj)
         return obj.metadata.resource_version or version
 
 

@@ -1,4 +1,5 @@
-"""The list-then-watch loop both of archfit's watches run (nodes, held pods), in a thread.
+"""The list-then-watch loop every watch of archfit runs (nodes, held pods, every pod for the
+watcher, steering's namespaces and chosen pods), in a thread.
 
 The synchronous kubernetes client blocks, so each watch owns a daemon thread: list, then
 watch from the list's resourceVersion until the server ends the watch, and again; a
@@ -16,7 +17,7 @@ from typing import Any
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
-from extender.errors import ConflictError
+from extender.errors import ClusterReadError, ConflictError
 from extender.kube.errors import short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
@@ -34,6 +35,10 @@ REQUEST_TIMEOUT = (5, 15)
 
 class Expired(ConflictError):
     """The watch's resourceVersion (or a list's continue token) is too old: list again."""
+
+
+class WatchFailed(ClusterReadError):
+    """A watch ended in an ERROR event other than 410: the loop lists again after a backoff."""
 
 
 class WatchFailure(msgspec.Struct, frozen=True):
@@ -63,12 +68,12 @@ decode_watch_event = msgspec.json.Decoder(WatchEvent).decode
 _decode_failure = msgspec.json.Decoder(WatchFailure).decode
 
 
-def watch_error(raw: msgspec.Raw) -> Exception:
-    """What a watch ERROR event means: Expired for a 410, else a RuntimeError saying it."""
+def watch_error(raw: msgspec.Raw) -> Expired | WatchFailed:
+    """What a watch ERROR event means: Expired for a 410, else WatchFailed saying it."""
     failure = _decode_failure(raw)
     if failure.code == 410:
         return Expired()
-    return RuntimeError(f"watch error {failure.code}: {failure.message}")
+    return WatchFailed(f"watch error {failure.code}: {failure.message}")
 
 
 def list_watch_forever(
@@ -135,22 +140,31 @@ def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any
         raise
 
 
+Apply = Callable[[str, msgspec.Raw, str], str]
+"""Takes a watch event's type (ADDED, MODIFIED, DELETED, BOOKMARK), its object undecoded and
+the version so far; returns the version to resume from."""
+
+
 def follow_watch(
     list_call: Callable[..., Any],
     version: str,
     stop: threading.Event,
-    apply: Callable[[bytes, str], str],
+    apply: Apply,
     reading: Callable[[Any], None],
     **query: Any,
 ) -> str:
-    """Read a watch from `version` until the server ends it or `stop`: `apply(line, version)`
-    takes each event and returns the version to resume from. `reading` is told the response
-    while it is read (None after), so `stop_watching` can cut it."""
+    """Read a watch from `version` until the server ends it or `stop`: `apply` takes each
+    event and returns the version to resume from. An ERROR event raises (`watch_error`), so
+    no watch reads one as an object. `reading` is told the response while it is read (None
+    after), so `stop_watching` can cut it."""
     response = open_watch(list_call, version, **query)
     reading(response)
     try:
         for line in watch_lines(response):
-            version = apply(line, version)
+            event = decode_watch_event(line)
+            if event.type == "ERROR":
+                raise watch_error(event.object)
+            version = apply(event.type, event.object, version)
             if stop.is_set():
                 break
     finally:

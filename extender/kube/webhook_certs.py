@@ -33,14 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.config.settings import WebhookSettings
 from extender.kube.errors import CertificateSetupError, short_error
-from extender.kube.watching import (
-    REQUEST_TIMEOUT,
-    decode_watch_event,
-    follow_watch,
-    list_watch_forever,
-    stop_watching,
-    watch_error,
-)
+from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
 from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
@@ -357,13 +350,10 @@ class _ConfigurationWatch:
     def _reading(self, response: Any) -> None:
         self._response = response
 
-    def _apply(self, line: bytes, version: str) -> str:
-        event = decode_watch_event(line)
-        if event.type == "ERROR":
-            raise watch_error(event.object)
-        if event.type in ("ADDED", "MODIFIED"):
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        if kind in ("ADDED", "MODIFIED"):
             self._changed()
-        return _decode_object(event.object).metadata.resource_version or version
+        return _decode_object(raw).metadata.resource_version or version
 
 
 def _bundle_of(secret: Any | None) -> certs.Bundle | None:

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client, config
 from structlog.testing import capture_logs
 
-from extender.kube.lease import Lease
+from extender.kube.lease import ApiLeases, Lease
 from tests.e2e.controlplane import ControlPlane
 from tests.support.relay import StallingRelay
 from tests.support.waiting import wait_for_async
@@ -70,9 +70,7 @@ class Contenders:
         """A contender that leads with a work that runs until cancelled."""
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         lease = Lease(
-            api or self.api(),
-            self.namespace,
-            LEASE,
+            ApiLeases(api or self.api(), self.namespace, LEASE),
             identity,
             duration_seconds=duration,
             renew_seconds=renew,
