@@ -30,6 +30,8 @@
     │   └── LostRace            another replica wrote the Lease first
     ├── CredentialSourceError   a pull secret, docker config or plugin gave nothing usable
     │   └── CredentialError, PluginAnswerError, PluginFailed   (registry)
+    ├── ApiError                the Kubernetes API server answered a call with an error
+    │                           status (extender.kube: its status, reason, body, headers)
     ├── ClusterReadError        the fleet could not be read (audit: FleetError)
     ├── RegistryError           a registry lookup failed (extender.registry.errors has its tree)
     └── AuditInputError         a workload or quantity in the cluster cannot be read (audit)

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from extender.config.settings import KubernetesSettings
+from extender.kube.connection import SERVICE_ACCOUNT_DIR
 from extender.kube.errors import KubeConfigError
+from extender.kube.kubeconfig import read_kubeconfig
 from extender.registry.errors import snippet
 
 if TYPE_CHECKING:
@@ -57,10 +59,8 @@ def access(settings: KubernetesSettings) -> tuple[str, str]:
 
 
 def _kubeconfig(settings: KubernetesSettings) -> str:
-    """The kubeconfig file(s) to read, as kubectl picks them. Read now, not at import: the
-    client library reads $KUBECONFIG once, when it is first imported. Raises KubeConfigError
-    naming them when none exists (the client says only "Invalid kube-config file. No
-    configuration found.")."""
+    """The kubeconfig file(s) to read, as kubectl picks them (read now: $KUBECONFIG may have
+    changed since start). Raises KubeConfigError naming them when none exists."""
     if settings.kubeconfig:
         chosen, origin = settings.kubeconfig, "kubernetes.kubeconfig"
     elif os.environ.get("KUBECONFIG"):
@@ -136,24 +136,16 @@ def _check_reachable(api: client.ApiClient, host: str) -> None:
         ) from error
 
 
-_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def current_namespace(settings: KubernetesSettings) -> str:
     """The namespace kubectl would use: the kubeconfig context's, the pod's own in-cluster,
     else `default`."""
-    from kubernetes import config
-
     try:
         if resolved_mode(settings) == "in-cluster":
-            with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
-                return file.read().strip() or "default"
-        contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
-    except (config.ConfigException, OSError, KubeConfigError):
+            namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8")
+            return namespace.strip() or "default"
+        return read_kubeconfig(_kubeconfig(settings)).namespace(settings.context) or "default"
+    except (OSError, KubeConfigError):
         return "default"  # building the client reports what is wrong with the config
-    if settings.context:
-        active = next((c for c in contexts if c.get("name") == settings.context), None)
-    return str((active or {}).get("context", {}).get("namespace") or "default")
 
 
 def context_names(settings: KubernetesSettings) -> list[str]:
@@ -161,10 +153,7 @@ def context_names(settings: KubernetesSettings) -> list[str]:
 
     Raises KubeConfigError when the kubeconfig cannot be read.
     """
-    from kubernetes import config
-
     try:
-        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
-    except (config.ConfigException, OSError) as error:
+        return read_kubeconfig(_kubeconfig(settings)).context_names()
+    except KubeConfigError as error:
         raise KubeConfigError(f"cannot list kubeconfig contexts: {error}") from error
-    return [str(context["name"]) for context in contexts or ()]
