@@ -25,6 +25,7 @@ from extender.core.gates import (
     release_operations,
 )
 from extender.core.pods import Pod
+from extender.kube.api import KubeApi
 from extender.kube.pod_watch import write_event
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
@@ -48,6 +49,7 @@ class GatedPods:
 
     def __init__(self, api: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api)
+        self._api = KubeApi.of(api)
         self._on_change: OnChange | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -172,9 +174,7 @@ class GatedPods:
         return str(listed.get("metadata", {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
-        response = open_watch(
-            self._core.list_pod_for_all_namespaces, version, label_selector=GATED_SELECTOR
-        )
+        response = open_watch(self._api, "/api/v1/pods", version, {"labelSelector": GATED_SELECTOR})
         self._response = response
         try:
             for line in watch_lines(response):

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
 from extender.core.runtimes import NodeFacts
+from extender.kube.api import KubeApi
 from extender.kube.watching import (
     Expired,
     ListMeta,
@@ -72,6 +73,7 @@ class NodeIndex:
         page_size: int = _PAGE,
     ) -> None:
         self._core = client.CoreV1Api(api)
+        self._api = KubeApi.of(api)
         self._on_change = on_change
         self._page_size = page_size
         self._nodes: Mapping[str, NodeFacts] = {}
@@ -164,7 +166,7 @@ class NodeIndex:
     def _watch_from(self, version: str) -> str:
         """Apply watch events from `version` until the server ends the watch; returns the
         version to resume from."""
-        response = open_watch(self._core.list_node, version)
+        response = open_watch(self._api, "/api/v1/nodes", version)
         self._response = response
         try:
             for line in watch_lines(response):

@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.core.mismatch import ContainerState, Launch
 from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
+from extender.kube.api import KubeApi
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
@@ -210,6 +211,7 @@ class PodWatch:
 
     def __init__(self, api: client.ApiClient, page_size: int = 500) -> None:
         self._core = client.CoreV1Api(api)
+        self._api = KubeApi.of(api)
         self._page_size = page_size
         self._on_pod: OnPod | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -265,7 +267,7 @@ class PodWatch:
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
         return follow_watch(
-            self._core.list_pod_for_all_namespaces, version, self._stop, self._apply, self._reading
+            self._api, "/api/v1/pods", version, self._stop, self._apply, self._reading
         )
 
     def _apply(self, line: bytes, version: str) -> str:

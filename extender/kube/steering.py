@@ -33,6 +33,7 @@ from extender.core.steering import (
     preference_order,
     steer,
 )
+from extender.kube.api import KubeApi, Query
 from extender.kube.watching import (
     LIST_PAGE,
     Expired,
@@ -94,12 +95,16 @@ class _Watch:
         self,
         name: str,
         list_call: Callable[..., Any],
+        watched: tuple[KubeApi, str],
         on_list: Callable[[list[_Object]], None],
         on_event: Callable[[str, _Object], None],
-        **query: Any,
+        query: Query | None = None,
+        **list_query: Any,
     ) -> None:
         self._name = name
         self._list_call = list_call
+        self._watched = watched
+        self._list_query = list_query
         self._on_list = on_list
         self._on_event = on_event
         self._query = query
@@ -128,7 +133,7 @@ class _Watch:
                 _continue=token or None,
                 _preload_content=False,
                 _request_timeout=(5, 60),
-                **self._query,
+                **self._list_query,
             )
             try:
                 page = _decode_list(response.data)
@@ -144,9 +149,8 @@ class _Watch:
         return page.metadata.resource_version
 
     def _watch_from(self, version: str) -> str:
-        return follow_watch(
-            self._list_call, version, self._stop, self._apply, self._reading, **self._query
-        )
+        api, path = self._watched
+        return follow_watch(api, path, version, self._stop, self._apply, self._reading, self._query)
 
     def _reading(self, response: Any) -> None:
         self._response = response
@@ -168,18 +172,25 @@ class FleetSteering:
 
     def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
         core = client.CoreV1Api(api)
+        kube = KubeApi.of(api)
         self._clock = clock
         self._namespaces: Mapping[str, Mapping[str, str]] = {}
         self._tally = ShareTally()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._namespace_watch = _Watch(
-            "namespaces", core.list_namespace, self._namespaces_listed, self._namespace_changed
+            "namespaces",
+            core.list_namespace,
+            (kube, "/api/v1/namespaces"),
+            self._namespaces_listed,
+            self._namespace_changed,
         )
         self._pod_watch = _Watch(
             "chosen_pods",
             core.list_pod_for_all_namespaces,
+            (kube, "/api/v1/pods"),
             lambda pods: self._in_loop(self._pods_listed, pods),
             lambda kind, pod: self._in_loop(self._pod_changed, kind, pod),
+            {"labelSelector": CHOICE_LABEL},
             label_selector=CHOICE_LABEL,
         )
 

@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from extender.config.settings import WebhookSettings
+from extender.kube.api import KubeApi
 from extender.kube.errors import CertificateSetupError, short_error
 from extender.kube.watching import (
     decode_watch_event,
@@ -75,6 +76,7 @@ class SelfManagedCertificate:
     ) -> None:
         self._core = client.CoreV1Api(api)
         self._admission = client.AdmissionregistrationV1Api(api)
+        self._api = KubeApi.of(api)
         self._settings = settings
         self._cert = settings.certificate
         self._now = now
@@ -99,8 +101,10 @@ class SelfManagedCertificate:
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         watches = [
-            _ConfigurationWatch(list_call, name, lambda: loop.call_soon_threadsafe(changed.set))
-            for list_call, name in self._watched()
+            _ConfigurationWatch(
+                list_call, (self._api, path), name, lambda: loop.call_soon_threadsafe(changed.set)
+            )
+            for list_call, path, name in self._watched()
         ]
         try:
             for watch in watches:
@@ -138,16 +142,22 @@ class SelfManagedCertificate:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), delay)
 
-    def _watched(self) -> list[tuple[Callable[..., Any], str]]:
-        """The list calls and names of the configurations whose caBundle is kept."""
+    def _watched(self) -> list[tuple[Callable[..., Any], str, str]]:
+        """The list calls, paths and names of the configurations whose caBundle is kept."""
         admission = self._admission
-        watched: list[tuple[Callable[..., Any], str]] = [
-            (admission.list_mutating_webhook_configuration, self._cert.webhook_configuration)
+        collections = "/apis/admissionregistration.k8s.io/v1"
+        watched: list[tuple[Callable[..., Any], str, str]] = [
+            (
+                admission.list_mutating_webhook_configuration,
+                f"{collections}/mutatingwebhookconfigurations",
+                self._cert.webhook_configuration,
+            )
         ]
         if self._settings.workload_warnings.enabled and self._cert.validating_webhook_configuration:
             watched.append(
                 (
                     admission.list_validating_webhook_configuration,
+                    f"{collections}/validatingwebhookconfigurations",
                     self._cert.validating_webhook_configuration,
                 )
             )
@@ -320,8 +330,14 @@ class _ConfigurationWatch:
     which RBAC limited to that name requires): `changed()` on each change after the first
     list, and on each list again (a change may have been missed)."""
 
-    def __init__(self, list_call: Callable[..., Any], name: str, changed: Callable[[], Any]):
-        self._list_call, self._changed = list_call, changed
+    def __init__(
+        self,
+        list_call: Callable[..., Any],
+        watched: tuple[KubeApi, str],
+        name: str,
+        changed: Callable[[], Any],
+    ):
+        self._list_call, self._watched, self._changed = list_call, watched, changed
         self._selector = f"metadata.name={name}"
         self._stop = threading.Event()
         self._response: Any = None
@@ -347,9 +363,10 @@ class _ConfigurationWatch:
         return str(listed.metadata.resource_version or "")
 
     def _watch_from(self, version: str) -> str:
+        api, path = self._watched
         return follow_watch(
-            self._list_call, version, self._stop, self._apply, self._reading,
-            field_selector=self._selector,
+            api, path, version, self._stop, self._apply, self._reading,
+            {"fieldSelector": self._selector},
         )  # fmt: skip
 
     def _reading(self, response: Any) -> None:
