@@ -91,7 +91,7 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Build what the settings ask for (unless given), and close it all on exit."""
     async with AsyncExitStack() as stack:
-        api = None
+        api: Any = None
         wants_kube = (
             (nodes is None and settings.kubernetes.node_index)
             or (resolver is None and settings.kubernetes.pull_secrets)
