@@ -137,7 +137,7 @@ class GatedPods:
             "uid": metadata.get("uid"),
         }
         await write_event(
-            self._core,
+            self._api,
             metadata["namespace"],
             involved,
             reason,
