@@ -2,7 +2,7 @@
 held pods (docs/webhook.md, "Held pods").
 
 The protocol is client-go's tools/leaderelection, written for asyncio on the synchronous
-client (each call runs in a thread):
+API client (each call runs in a thread):
 - The record is the Lease's spec: holderIdentity, leaseDurationSeconds, acquireTime,
   renewTime and leaseTransitions (+1 each time the holder changes).
 - Every write is guarded by the resourceVersion last read or written, so of two
@@ -27,13 +27,11 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
 
-import orjson
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.errors import ConflictError
-from extender.kube.errors import short_error
+from extender.kube.api import JSON_PATCH, KubeApi
+from extender.kube.errors import ApiError, short_error
 
 log = structlog.get_logger("archfit.lease")
 
@@ -65,7 +63,7 @@ class Lease:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: KubeApi,
         namespace: str,
         name: str,
         identity: str,
@@ -79,7 +77,8 @@ class Lease:
             raise ValueError("a Lease contender needs an identity")
         if not 0 < renew_seconds < duration_seconds:
             raise ValueError("renew_seconds must be above 0 and below duration_seconds")
-        self._leases = client.CoordinationV1Api(api)
+        self._api = KubeApi.of(api)
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._namespace, self._name, self._identity = namespace, name, identity
         self._duration = duration_seconds
         self._renew = renew_seconds
@@ -188,8 +187,7 @@ class Lease:
         found = await asyncio.to_thread(self._read)
         if found is None:
             self._wrote(await asyncio.to_thread(self._create), now)
-            # Created without times (the model's datetimes would not parse as MicroTime):
-            # write them now; if that fails, the first renewal does.
+            # Created without times: written now; if that fails, the first renewal does.
             assert self._lease is not None
             self._wrote(await self._write(self._lease, self._record(now)), now)
             return True
@@ -269,39 +267,33 @@ class Lease:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            response: Any = self._leases.read_namespaced_lease(
-                self._name,
-                self._namespace,
-                _preload_content=False,
-                _request_timeout=self._timeout(),
+            lease: dict[str, Any] = self._api.get(
+                f"{self._path}/{self._name}", timeout=self._timeout()
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise
-        return _body(response)
+        return lease
 
     def _create(self) -> dict[str, Any]:
-        spec = client.V1LeaseSpec(
-            holder_identity=self._identity,
-            lease_duration_seconds=max(1, math.ceil(self._duration)),
-            lease_transitions=0,
-        )
-        body = client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=client.V1ObjectMeta(name=self._name, namespace=self._namespace),
-            spec=spec,
-        )
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self._name, "namespace": self._namespace},
+            "spec": {
+                "holderIdentity": self._identity,
+                "leaseDurationSeconds": max(1, math.ceil(self._duration)),
+                "leaseTransitions": 0,
+            },
+        }
         try:
-            response: Any = self._leases.create_namespaced_lease(
-                self._namespace, body, _preload_content=False, _request_timeout=self._timeout()
-            )
-        except ApiException as error:
+            lease: dict[str, Any] = self._api.post(self._path, body, timeout=self._timeout())
+        except ApiError as error:
             if error.status == HTTPStatus.CONFLICT:  # another contender created it first
                 raise LostRace from error
             raise
-        return _body(response)
+        return lease
 
     async def _write(self, lease: dict[str, Any], spec: Spec) -> dict[str, Any]:
         version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
@@ -315,28 +307,19 @@ class Lease:
             {"op": "add", "path": "/spec", "value": spec},
         ]
         try:
-            response: Any = self._leases.patch_namespaced_lease(
-                self._name,
-                self._namespace,
+            lease: dict[str, Any] = self._api.patch(
+                f"{self._path}/{self._name}",
                 patch,
-                _preload_content=False,
-                _request_timeout=self._timeout(),
+                content_type=JSON_PATCH,
+                timeout=self._timeout(),
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.CONFLICT:
                 raise LostRace from error
             raise
-        return _body(response)
+        return lease
 
 
 async def _awaited(work: Callable[[], Awaitable[None]]) -> None:
     """`work()` as a coroutine, which create_task needs (an Awaitable may not be one)."""
     await work()
-
-
-def _body(response: Any) -> dict[str, Any]:
-    try:
-        lease: dict[str, Any] = orjson.loads(response.data)
-    finally:
-        response.release_conn()
-    return lease
