@@ -20,7 +20,7 @@ import orjson
 import urllib3
 
 from extender import __version__
-from extender.kube.connection import Connection, from_configuration
+from extender.kube.connection import Connection
 from extender.kube.errors import ApiError
 
 RequestTimeout = float | tuple[float, float]
@@ -48,16 +48,6 @@ class KubeApi:
         self.host = connection.host
         self._credentials = connection.credentials
         self._pool = _pool(connection, retries)
-
-    @classmethod
-    def of(cls, api: Any) -> KubeApi:
-        """`api` itself, or one for the server a `kubernetes` ApiClient talks to, while
-        build_api_client still builds the latter."""
-        if isinstance(api, KubeApi):
-            return api
-        configuration = api.configuration
-        retries = configuration.retries if configuration.retries is not None else 3
-        return cls(from_configuration(configuration), retries=retries)
 
     def close(self) -> None:
         self._pool.clear()

@@ -29,7 +29,7 @@ class ConfigMapEvidence:
     """extender.lookups.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
 
     def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._namespace = namespace
         self._name = name
         self._collection = f"/api/v1/namespaces/{namespace}/configmaps"

@@ -71,7 +71,6 @@ class Fleet:
 
 def read_fleet(api: KubeApi, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
     """List everything the audit needs. Raises FleetError when a list fails."""
-    api = KubeApi.of(api)
 
     def read(kind: str, selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
         return _list(api, kind, scope, selector, field_selector, timeout_seconds)

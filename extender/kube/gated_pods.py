@@ -47,7 +47,7 @@ class GatedPods:
     """List-watch of held pods, and the writes that release them."""
 
     def __init__(self, api: KubeApi) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._on_change: OnChange | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -190,7 +190,7 @@ class GatedPods:
             loop.call_soon_threadsafe(on_change, kind, pod)
 
 
-async def release_all(api: Any, namespace: str | None, released: str) -> list[tuple[str, str]]:
+async def release_all(api: KubeApi, namespace: str | None, released: str) -> list[tuple[str, str]]:
     """Remove archfit's gate from every pod it holds (in `namespace`, or all), unconstrained.
 
     For uninstalling, or when no archfit runs: each pod gets an Event that says so.

@@ -28,15 +28,14 @@ class ParameterConflict(ConflictError):
 def policy_api_missing(api: KubeApi) -> str:
     """Why the cluster cannot run archfit's policy (no admissionregistration.k8s.io/v1
     MutatingAdmissionPolicy, or no ImagePlatforms CRD), or "" when it can. Blocking."""
-    kube = KubeApi.of(api)
     try:
-        resources = kube.get("/apis/admissionregistration.k8s.io/v1", timeout=_TIMEOUT)
+        resources = api.get("/apis/admissionregistration.k8s.io/v1", timeout=_TIMEOUT)
     except ApiError as error:
         return f"admissionregistration.k8s.io/v1 unreadable: {short_error(error)}"
     if not any(r.get("name") == POLICY_RESOURCE for r in resources.get("resources") or ()):
         return "the cluster serves no admissionregistration.k8s.io/v1 MutatingAdmissionPolicy"
     try:
-        kube.get(f"/apis/{GROUP}/{VERSION}", timeout=_TIMEOUT)
+        api.get(f"/apis/{GROUP}/{VERSION}", timeout=_TIMEOUT)
     except ApiError as error:
         if error.status == HTTPStatus.NOT_FOUND:
             return f"the cluster serves no {GROUP}/{VERSION} {PARAMETER_KIND} (apply the CRD)"
@@ -48,7 +47,7 @@ class ImagePlatformsStore:
     """Reads and writes the one ImagePlatforms object."""
 
     def __init__(self, api: KubeApi, name: str) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._name = name
         self._version = ""
 

@@ -77,7 +77,7 @@ class Lease:
             raise ValueError("a Lease contender needs an identity")
         if not 0 < renew_seconds < duration_seconds:
             raise ValueError("renew_seconds must be above 0 and below duration_seconds")
-        self._api = KubeApi.of(api)
+        self._api = api
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._namespace, self._name, self._identity = namespace, name, identity
         self._duration = duration_seconds

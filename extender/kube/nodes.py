@@ -69,7 +69,7 @@ class NodeIndex:
         *,
         page_size: int = _PAGE,
     ) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._on_change = on_change
         self._page_size = page_size
         self._nodes: Mapping[str, NodeFacts] = {}
@@ -220,7 +220,7 @@ def node_images(api: KubeApi, limit: int = 100) -> list[str]:
     """The image names the first `limit` nodes report in `status.images`: what the cluster
     runs (a one-off read at start; the node index keeps none of it)."""
     page = _decode_images_page(
-        KubeApi.of(api).request("GET", "/api/v1/nodes", query={"limit": limit}, timeout=(5, 10))
+        api.request("GET", "/api/v1/nodes", query={"limit": limit}, timeout=(5, 10))
     )
     return [
         name

@@ -209,7 +209,7 @@ class PodWatch:
     """List-watch of every pod, a page at a time, decoded into WatchedPods."""
 
     def __init__(self, api: KubeApi, page_size: int = 500) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._page_size = page_size
         self._on_pod: OnPod | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -283,7 +283,7 @@ class PodCalls:
     """The watcher's API calls, each in a thread."""
 
     def __init__(self, api: KubeApi) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
 
     async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
         """The end of the container's previous run's log (`limitBytes` from its start)."""

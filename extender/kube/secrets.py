@@ -46,7 +46,7 @@ class KubeSecretSource:
         request_timeout_seconds: float = 5.0,
         clock: Clock = time.monotonic,
     ) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._ttl = ttl_seconds
         self._timeout = request_timeout_seconds
         self._cache: TTLMap[_Key, Any] = TTLMap(_MAX_ENTRIES, clock)

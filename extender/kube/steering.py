@@ -160,21 +160,20 @@ class FleetSteering:
     """Namespace annotations and per-owner splits, kept by two watches; `steer` reads them."""
 
     def __init__(self, api: KubeApi, clock: Callable[[], float] = time.monotonic) -> None:
-        kube = KubeApi.of(api)
         self._clock = clock
         self._namespaces: Mapping[str, Mapping[str, str]] = {}
         self._tally = ShareTally()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._namespace_watch = _Watch(
             "namespaces",
-            kube,
+            api,
             "/api/v1/namespaces",
             self._namespaces_listed,
             self._namespace_changed,
         )
         self._pod_watch = _Watch(
             "chosen_pods",
-            kube,
+            api,
             "/api/v1/pods",
             lambda pods: self._in_loop(self._pods_listed, pods),
             lambda kind, pod: self._in_loop(self._pod_changed, kind, pod),

@@ -76,7 +76,7 @@ class SelfManagedCertificate:
         settings: WebhookSettings,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        self._api = KubeApi.of(api)
+        self._api = api
         self._settings = settings
         self._cert = settings.certificate
         self._now = now

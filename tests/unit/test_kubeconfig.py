@@ -5,7 +5,12 @@ package; and the in-cluster service account."""
 from __future__ import annotations
 
 import base64
+import http.server
+import json
 import os
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +18,7 @@ import pytest
 import yaml
 
 from extender.config.settings import KubernetesSettings
-from extender.kube.client import context_names, current_namespace
+from extender.kube.client import build_api_client, context_names, current_namespace
 from extender.kube.connection import TokenFile, in_cluster
 from extender.kube.errors import KubeConfigError
 from extender.kube.kubeconfig import read_kubeconfig
@@ -191,3 +196,47 @@ def test_in_cluster_without_a_token_says_so_as_the_client_did(tmp_path):
     with pytest.raises(KubeConfigError) as raised:
         in_cluster(environ, tmp_path)
     assert "Service token file does not exist." == str(raised.value)
+
+
+class _EchoAuthorization(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # answers the Authorization header it was sent
+        body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def echo_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_exec_plugin_user_authenticates_through_the_client_packages_loader(
+    tmp_path, echo_server
+):
+    """The package runs the plugin; archfit's client sends the token the plugin printed."""
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json\nprint(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+        "'kind': 'ExecCredential', 'status': {'token': 'from-plugin'}}))\n"
+    )
+    exec_user = {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(plugin)], "interactiveMode": "Never",
+    }}  # fmt: skip
+    config = _one(tmp_path / "config", exec_user, {"server": echo_server})
+    api = build_api_client(KubernetesSettings(mode="kubeconfig", kubeconfig=str(config)))
+    assert api is not None
+    with api:
+        said = api.get("/api/v1/namespaces/a/secrets/b", timeout=5)
+    assert {"authorization": "Bearer from-plugin"} == said
