@@ -5,11 +5,8 @@ package; and the in-cluster service account."""
 from __future__ import annotations
 
 import base64
-import http.server
-import json
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from extender.kube.client import build_api_client, context_names, current_namesp
 from extender.kube.connection import TokenFile, in_cluster
 from extender.kube.errors import KubeConfigError
 from extender.kube.kubeconfig import read_kubeconfig
+from tests.support.json_server import json_server
 
 
 def _write(path: Path, **config: Any) -> Path:
@@ -198,27 +196,11 @@ def test_in_cluster_without_a_token_says_so_as_the_client_did(tmp_path):
     assert "Service token file does not exist." == str(raised.value)
 
 
-class _EchoAuthorization(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # answers the Authorization header it was sent
-        body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def echo_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    """Answers the Authorization header it was sent."""
+    with json_server(lambda headers: {"authorization": headers.get("Authorization")}) as url:
+        yield url
 
 
 def test_an_exec_plugin_user_authenticates_through_the_client_packages_loader(
