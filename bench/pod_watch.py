@@ -6,7 +6,7 @@ container statuses, about 5 KB of JSON each; 2% of them failing on their platfor
 failure, a StartError with exec format error, or a crash-loop) as a paged list (`limit` /
 `continue`, 500 a page, as the watcher asks) and then a watch of status updates (one per
 pod: kubelet's status writes are most of a real cluster's pod events). The measured process
-runs the real path: the kubernetes client, extender.kube.pod_watch's paged list and watch
+runs the real path: archfit's API client, extender.kube.pod_watch's paged list and watch
 decoding, and extender.controllers.watcher on the event loop, with 5,000 nodes in its node view; API
 writes (Events) go to a recorder. Sampled: CPU seconds (process_time) and wall time of the
 list and the watch, VmRSS before and after, VmHWM.
@@ -326,18 +326,16 @@ class _NoResolver:
 
 
 async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
-    from kubernetes import client
-
     from extender.config.settings import WatcherSettings
     from extender.controllers.watcher import Watcher
     from extender.core.platforms import Rule, normalize
+    from extender.kube.api import KubeApi
+    from extender.kube.connection import Connection
     from extender.kube.pod_watch import PodWatch
     from extender.lookups.resolution import Resolution
     from extender.metrics import Metrics
 
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    api = client.ApiClient(configuration)
+    api = KubeApi(Connection(host=f"http://127.0.0.1:{port}"))
     arm64, amd64 = normalize("linux", "arm64"), normalize("linux", "amd64")
     view = {f"node-{i}": ((arm64 if i % 2 else amd64), Rule.STRICT, False) for i in range(nodes)}
     recorder = _Recorder()

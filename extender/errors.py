@@ -30,6 +30,8 @@
     │   └── LostRace            another replica wrote the Lease first
     ├── CredentialSourceError   a pull secret, docker config or plugin gave nothing usable
     │   └── CredentialError, PluginAnswerError, PluginFailed   (registry)
+    ├── ApiError                the Kubernetes API server answered a call with an error
+    │                           status (extender.kube: its status, reason, body, headers)
     ├── ClusterReadError        the API did not answer a read archfit needs
     │   ├── FleetError          the fleet could not be read (audit)
     │   └── WatchFailed         a watch ended in an ERROR event (kube.watching)

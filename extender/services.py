@@ -32,6 +32,7 @@ from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 
 if TYPE_CHECKING:
+    from extender.kube.api import KubeApi
     from extender.registry.resolver import RegistryResolver
 
 log = structlog.get_logger("archfit")
@@ -95,8 +96,8 @@ def with_cluster_platforms(rules: MutationRules, nodes: NodeSource | None) -> Mu
 class Services:
     resolution: Resolution
     nodes: NodeSource | None
-    kube: Any | None = None
-    """The Kubernetes ApiClient, when API access is on (extender.kube uses it)."""
+    kube: KubeApi | None = None
+    """The Kubernetes API client, when API access is on (extender.kube uses it)."""
     evidence: EvidenceBook | None = None
     """Learned evidence the resolver believes (extender.lookups.evidence); None with a given
     resolver."""
@@ -115,7 +116,7 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Build what the settings ask for (unless given), and close it all on exit."""
     async with AsyncExitStack() as stack:
-        api = None
+        api: KubeApi | None = None
         wants_kube = (
             (nodes is None and settings.kubernetes.node_index)
             or (resolver is None and settings.kubernetes.pull_secrets)
@@ -126,8 +127,8 @@ async def open_services(
         )
         kube_off = ""
         if wants_kube:
-            # Imported here, and `kubernetes` only inside it when a client is built: with
-            # access off, nothing of the client package is loaded (docs/architecture.md).
+            # Imported here: with access off, not even archfit's own API client is loaded
+            # (docs/architecture.md).
             from extender.kube.client import access, build_api_client
 
             kube_off = access(settings.kubernetes)[1]

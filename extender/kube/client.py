@@ -1,7 +1,8 @@
 """Building a Kubernetes API client from settings (in-cluster, kubeconfig, or none).
 
-`kubernetes` is imported only once a client is really built: with `kubernetes.mode: off`
-(or `auto` with nothing to use) archfit never loads it (~20 MB and ~0.4 s of start-up).
+The client is `extender.kube.api.KubeApi`. The `kubernetes` package is imported only for a
+kubeconfig user that it alone can authenticate (an exec plugin, an auth provider): in a pod,
+or with a token or client certificate, archfit never loads it (~40 MB and ~0.5 s).
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from extender.config.settings import KubernetesSettings
-from extender.kube.errors import KubeConfigError
+from extender.kube.api import KubeApi
+from extender.kube.connection import SERVICE_ACCOUNT_DIR, Connection, from_configuration, in_cluster
+from extender.kube.errors import ApiError, KubeConfigError
+from extender.kube.kubeconfig import read_kubeconfig
 from extender.registry.errors import snippet
-
-if TYPE_CHECKING:
-    from kubernetes import client
 
 __all__ = [
     "KubeConfigError",
@@ -57,10 +57,8 @@ def access(settings: KubernetesSettings) -> tuple[str, str]:
 
 
 def _kubeconfig(settings: KubernetesSettings) -> str:
-    """The kubeconfig file(s) to read, as kubectl picks them. Read now, not at import: the
-    client library reads $KUBECONFIG once, when it is first imported. Raises KubeConfigError
-    naming them when none exists (the client says only "Invalid kube-config file. No
-    configuration found.")."""
+    """The kubeconfig file(s) to read, as kubectl picks them (read now: $KUBECONFIG may have
+    changed since start). Raises KubeConfigError naming them when none exists."""
     if settings.kubeconfig:
         chosen, origin = settings.kubeconfig, "kubernetes.kubeconfig"
     elif os.environ.get("KUBECONFIG"):
@@ -78,10 +76,8 @@ def resolved_mode(settings: KubernetesSettings) -> str:
     return access(settings)[0]
 
 
-def build_api_client(
-    settings: KubernetesSettings, *, required: bool = False
-) -> client.ApiClient | None:
-    """An ApiClient, or None when Kubernetes access is off (`access`).
+def build_api_client(settings: KubernetesSettings, *, required: bool = False) -> KubeApi | None:
+    """The API client, or None when Kubernetes access is off (`access`).
 
     `required` (a command that only reads the cluster): no access is an error saying why.
     """
@@ -90,70 +86,73 @@ def build_api_client(
         if required:
             raise KubeConfigError(f"{why}, and this command reads the cluster")
         return None
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
+    # A missing file is named as it is, not as the loader's failure.
+    paths = "" if mode == "in-cluster" else _kubeconfig(settings)
     try:
-        if mode == "in-cluster":
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=_kubeconfig(settings),
-                context=settings.context or None,
-                client_configuration=configuration,
-            )
-    except (config.ConfigException, OSError) as error:
+        connection = in_cluster() if mode == "in-cluster" else _from_kubeconfig(paths, settings)
+    except (KubeConfigError, OSError) as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
     # own deadlines and retry loops, so one attempt is enough. A command that only reads
     # the cluster makes none: a refused connection is one line, not a retry warning first.
-    configuration.retries = 0 if required else 1
-    api = client.ApiClient(configuration)
+    api = KubeApi(connection, retries=0 if required else 1)
     if required:
-        _check_reachable(api, configuration.host)
+        _check_reachable(api)
     return api
 
 
-def _check_reachable(api: client.ApiClient, host: str) -> None:
+def _from_kubeconfig(paths: str, settings: KubernetesSettings) -> Connection:
+    """The context's connection, read natively; a user only the `kubernetes` package can
+    authenticate (exec plugin, auth provider, password) is loaded by it, and only then is it
+    imported."""
+    connection = read_kubeconfig(paths).connection(settings.context)
+    if connection is not None:
+        return connection
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(
+            config_file=paths, context=settings.context or None, client_configuration=configuration
+        )
+    except config.ConfigException as error:
+        raise KubeConfigError(str(error)) from error
+    return from_configuration(configuration)
+
+
+def _check_reachable(api: KubeApi) -> None:
     """GET /version once: an API server that does not answer is one clear error."""
     import urllib3
-    from kubernetes import client
 
     try:
-        client.VersionApi(api).get_code(_request_timeout=(5, 10))
-    except client.ApiException:
+        version = api.get("/version", timeout=(5, 10))
+    except ApiError:
         return  # it answered: what it refuses is reported by the call that needs it
     except (urllib3.exceptions.HTTPError, OSError) as error:
         api.close()
         found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(error))
         reason = found.group(1) if found else type(getattr(error, "reason", error)).__name__
-        raise KubeConfigError(f"the API server at {host} does not answer: {reason}") from error
-    except (ValueError, TypeError) as error:  # the client's model refuses what came back
+        raise KubeConfigError(f"the API server at {api.host} does not answer: {reason}") from error
+    except ValueError as error:  # not JSON
+        version = snippet(str(error), 120)
+    if not (isinstance(version, dict) and version.get("gitVersion")):
         api.close()
         raise KubeConfigError(
-            f"{host} answered GET /version with no Kubernetes version ({snippet(str(error), 120)}):"
-            " is it an API server?"
-        ) from error
-
-
-_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+            f"{api.host} answered GET /version with no Kubernetes version"
+            f" ({snippet(str(version), 120)}): is it an API server?"
+        )
 
 
 def current_namespace(settings: KubernetesSettings) -> str:
     """The namespace kubectl would use: the kubeconfig context's, the pod's own in-cluster,
     else `default`."""
-    from kubernetes import config
-
     try:
         if resolved_mode(settings) == "in-cluster":
-            with open(_IN_CLUSTER_NAMESPACE, encoding="utf-8") as file:
-                return file.read().strip() or "default"
-        contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
-    except (config.ConfigException, OSError, KubeConfigError):
+            namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8")
+            return namespace.strip() or "default"
+        return read_kubeconfig(_kubeconfig(settings)).namespace(settings.context) or "default"
+    except (OSError, KubeConfigError):
         return "default"  # building the client reports what is wrong with the config
-    if settings.context:
-        active = next((c for c in contexts if c.get("name") == settings.context), None)
-    return str((active or {}).get("context", {}).get("namespace") or "default")
 
 
 def context_names(settings: KubernetesSettings) -> list[str]:
@@ -161,10 +160,7 @@ def context_names(settings: KubernetesSettings) -> list[str]:
 
     Raises KubeConfigError when the kubeconfig cannot be read.
     """
-    from kubernetes import config
-
     try:
-        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(settings))
-    except (config.ConfigException, OSError) as error:
+        return read_kubeconfig(_kubeconfig(settings)).context_names()
+    except KubeConfigError as error:
         raise KubeConfigError(f"cannot list kubeconfig contexts: {error}") from error
-    return [str(context["name"]) for context in contexts or ()]

@@ -20,7 +20,7 @@ _MAX_THREADS = 16
 
 class DaemonCalls:
     """At most `max_threads` calls outstanding, each awaited for 1.5 times `timeout_seconds` (a
-    call is bounded by its own `_request_timeout`; urllib3 may retry once)."""
+    call is bounded by its own KubeApi timeout; urllib3 may retry once)."""
 
     def __init__(self, timeout_seconds: float, max_threads: int = _MAX_THREADS) -> None:
         self.timeout = timeout_seconds

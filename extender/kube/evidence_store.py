@@ -14,11 +14,10 @@ from http import HTTPStatus
 from typing import Any
 
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from extender.kube.api import STRATEGIC_MERGE_PATCH, KubeApi
 from extender.kube.daemon_calls import DaemonCalls
-from extender.kube.errors import short_error
+from extender.kube.errors import ApiError, short_error
 from extender.kube.watching import REQUEST_TIMEOUT
 
 log = structlog.get_logger("archfit.evidence")
@@ -29,20 +28,19 @@ _LABELS = {"app.kubernetes.io/name": "archfit", "app.kubernetes.io/component": "
 class ConfigMapEvidence:
     """extender.lookups.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
-        self._core = client.CoreV1Api(api)
+    def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
+        self._api = api
         self._namespace = namespace
         self._name = name
+        self._collection = f"/api/v1/namespaces/{namespace}/configmaps"
         self._calls = DaemonCalls(REQUEST_TIMEOUT[1])
 
     async def read(self) -> dict[str, str] | None:
         try:
             found = await self._calls.run(
-                lambda: self._core.read_namespaced_config_map(
-                    self._name, self._namespace, _request_timeout=REQUEST_TIMEOUT
-                )
+                lambda: self._api.get(f"{self._collection}/{self._name}", timeout=REQUEST_TIMEOUT)
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 return {}
             self._failed("read", error)
@@ -50,7 +48,7 @@ class ConfigMapEvidence:
         except Exception as error:  # a transport failure: the next sync tries again
             self._failed("read", error)
             return None
-        return dict(found.data or {})
+        return dict(found.get("data") or {})
 
     async def write(self, entries: dict[str, str]) -> bool:
         return await self._patch(dict(entries))
@@ -66,21 +64,24 @@ class ConfigMapEvidence:
         body = {"data": data}
         try:
             try:
+                # A null value deletes its key (strategic merge, as the client sent a dict).
                 await self._calls.run(
-                    lambda: self._core.patch_namespaced_config_map(
-                        self._name, self._namespace, body, _request_timeout=REQUEST_TIMEOUT
+                    lambda: self._api.patch(
+                        f"{self._collection}/{self._name}",
+                        body,
+                        content_type=STRATEGIC_MERGE_PATCH,
+                        timeout=REQUEST_TIMEOUT,
                     )
                 )
-            except ApiException as error:
+            except ApiError as error:
                 if error.status != HTTPStatus.NOT_FOUND:
                     raise
-                made = {k: v for k, v in data.items() if v is not None}
-                metadata = client.V1ObjectMeta(name=self._name, labels=_LABELS)
-                made_map = client.V1ConfigMap(metadata=metadata, data=made)
+                made_map = {
+                    "metadata": {"name": self._name, "labels": _LABELS},
+                    "data": {k: v for k, v in data.items() if v is not None},
+                }
                 await self._calls.run(
-                    lambda: self._core.create_namespaced_config_map(
-                        self._namespace, made_map, _request_timeout=REQUEST_TIMEOUT
-                    )
+                    lambda: self._api.post(self._collection, made_map, timeout=REQUEST_TIMEOUT)
                 )
         except Exception as error:  # kept unsaved: written again at the next sync
             self._failed("write", error)

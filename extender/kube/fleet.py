@@ -1,45 +1,38 @@
 """Reads what `archfit audit` judges: workloads, the ReplicaSets and Jobs between them and their
 pods, pods, nodes and pod events, as raw JSON (camelCase, as the API serves it).
 
-Lists are paged and read once each; nothing is written. The client is synchronous, so
+Lists are paged and read once each; nothing is written. The API client is synchronous, so
 call this from a thread, or before the event loop starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
 import orjson
 import urllib3
-from kubernetes import client
 
 from extender.errors import ClusterReadError
+from extender.kube.api import KubeApi
+from extender.kube.errors import ApiError
 from extender.kube.watching import LIST_PAGE
 
 _DENIED = (401, 403)
 
-# kind → (API group class, namespaced list method, all-namespaces list method)
-_LISTS: dict[str, tuple[Callable[[client.ApiClient], Any], str, str]] = {
-    "Deployment": (
-        client.AppsV1Api, "list_namespaced_deployment", "list_deployment_for_all_namespaces"
-    ),
-    "StatefulSet": (
-        client.AppsV1Api, "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces"
-    ),
-    "DaemonSet": (
-        client.AppsV1Api, "list_namespaced_daemon_set", "list_daemon_set_for_all_namespaces"
-    ),
-    "ReplicaSet": (
-        client.AppsV1Api, "list_namespaced_replica_set", "list_replica_set_for_all_namespaces"
-    ),
-    "Job": (client.BatchV1Api, "list_namespaced_job", "list_job_for_all_namespaces"),
-    "CronJob": (client.BatchV1Api, "list_namespaced_cron_job", "list_cron_job_for_all_namespaces"),
-    "Pod": (client.CoreV1Api, "list_namespaced_pod", "list_pod_for_all_namespaces"),
-    "Event": (client.CoreV1Api, "list_namespaced_event", "list_event_for_all_namespaces"),
-}  # fmt: skip
+# kind → (API group path, resource)
+_LISTS: dict[str, tuple[str, str]] = {
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "CronJob": ("/apis/batch/v1", "cronjobs"),
+    "Pod": ("/api/v1", "pods"),
+    "Event": ("/api/v1", "events"),
+}
 
 
 class FleetError(ClusterReadError):
@@ -76,7 +69,7 @@ class Fleet:
     the audit goes on without them (extender.audit.report.LeftOut)."""
 
 
-def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
+def read_fleet(api: KubeApi, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
     """List everything the audit needs. Raises FleetError when a list fails."""
 
     def read(kind: str, selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
@@ -90,7 +83,7 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
             return read("Event", field_selector="involvedObject.kind=Pod")
         except FleetError as error:
             cause = error.__cause__
-            if isinstance(cause, client.ApiException) and cause.status in _DENIED:
+            if isinstance(cause, ApiError) and cause.status in _DENIED:
                 left_out["Event"] = _api_reason(cause)
                 return []
             raise
@@ -119,36 +112,31 @@ def read_fleet(api: client.ApiClient, scope: Scope, timeout_seconds: float = 30.
 
 
 def _list(
-    api: client.ApiClient,
+    api: KubeApi,
     kind: str,
     scope: Scope,
     selector: str,
     field_selector: str,
     timeout: float,
 ) -> list[dict[str, Any]]:
-    group, namespaced, everywhere = _LISTS[kind]
+    group, resource = _LISTS[kind]
     where = f"namespace {scope.namespace}" if scope.namespace else "all namespaces"
     if scope.namespace:
-        call = getattr(group(api), namespaced)
-        args: tuple[str, ...] = (scope.namespace,)
+        path = f"{group}/namespaces/{scope.namespace}/{resource}"
     else:
-        call = getattr(group(api), everywhere)
-        args = ()
+        path = f"{group}/{resource}"
     items: list[dict[str, Any]] = []
     token = ""
     while True:
         try:
-            response = call(
-                *args,
-                label_selector=selector,
-                field_selector=field_selector,
-                limit=LIST_PAGE,
-                _continue=token or None,
-                _preload_content=False,  # raw JSON: camelCase keys, and much faster
-                _request_timeout=timeout,
-            )
-            page = orjson.loads(response.data)
-        except client.ApiException as error:
+            query = {
+                "labelSelector": selector or None,
+                "fieldSelector": field_selector or None,
+                "limit": LIST_PAGE,
+                "continue": token or None,
+            }
+            page = api.get(path, query=query, timeout=timeout)
+        except ApiError as error:
             raise FleetError(f"cannot list {kind}s in {where}: {_api_reason(error)}") from error
         except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
             raise FleetError(f"cannot list {kind}s in {where}: {error}") from error
@@ -165,14 +153,11 @@ def _list(
             return items
 
 
-def _nodes(api: client.ApiClient, timeout: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
+def _nodes(api: KubeApi, timeout: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
     """Nodes, for their architectures; without the right to list them, none are known."""
     try:
-        response: Any = client.CoreV1Api(api).list_node(
-            _preload_content=False, _request_timeout=timeout
-        )
-        nodes: list[dict[str, Any]] = orjson.loads(response.data).get("items") or []
-    except client.ApiException as error:
+        nodes: list[dict[str, Any]] = api.get("/api/v1/nodes", timeout=timeout).get("items") or []
+    except ApiError as error:
         if error.status in (*_DENIED, HTTPStatus.NOT_FOUND):
             left_out["Node"] = _api_reason(error)
             return []  # where pods run is then counted as "unknown"
@@ -187,9 +172,5 @@ def _owned_by(obj: dict[str, Any], kind: str) -> bool:
     return any(ref.get("kind") == kind and ref.get("controller") for ref in refs)
 
 
-def _api_reason(error: client.ApiException) -> str:
-    try:
-        message = orjson.loads(error.body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError):
-        message = None
-    return f"{error.status} {message or error.reason}"
+def _api_reason(error: ApiError) -> str:
+    return f"{error.status} {error.message}"

@@ -1,7 +1,7 @@
 """The pods archfit's gate holds: list-watched by label, released by patch, told by Event.
 
 Only held pods carry `archfit.io/gated=true`, so the list and the watch stay small however
-many pods the cluster runs. Like the node index, the synchronous client runs in one thread
+many pods the cluster runs. Like the node index, the synchronous API client runs in one thread
 and hands each change to the event loop; patches and events go through `asyncio.to_thread`.
 """
 
@@ -15,8 +15,6 @@ from typing import Any
 import msgspec
 import orjson
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.core.gates import (
     GATED_SELECTOR,
@@ -27,6 +25,8 @@ from extender.core.gates import (
 )
 from extender.core.pods import Pod
 from extender.core.text import MAX_API_MESSAGE, cut
+from extender.kube.api import JSON_PATCH, KubeApi
+from extender.kube.errors import ApiError
 from extender.kube.pod_watch import write_event
 from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
 
@@ -41,8 +41,8 @@ a relist tells every pod again as ADDED, and those gone as DELETED."""
 class GatedPods:
     """List-watch of held pods, and the writes that release them."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self._core = client.CoreV1Api(api)
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
         self._on_change: OnChange | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -68,18 +68,14 @@ class GatedPods:
 
         def get() -> Pod | None:
             try:
-                response: Any = self._core.read_namespaced_pod(
-                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                pod: Pod = self._api.get(
+                    f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=REQUEST_TIMEOUT
                 )
-            except ApiException as error:
+            except ApiError as error:
                 if error.status == 404:
                     return None
                 raise
-            try:
-                pod: Pod = orjson.loads(response.data)
-                return pod
-            finally:
-                response.release_conn()
+            return pod
 
         return await asyncio.to_thread(get)
 
@@ -93,19 +89,14 @@ class GatedPods:
 
         def send() -> bool:
             try:
-                # A list body is sent as application/json-patch+json.
-                response: Any = self._core.patch_namespaced_pod(
-                    metadata["name"],
-                    metadata["namespace"],
-                    operations,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
+                self._api.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}",
+                    body=operations,
+                    content_type=JSON_PATCH,
+                    timeout=REQUEST_TIMEOUT,
                 )
-                # Read the answer before the connection goes back to the pool: unread bytes
-                # would be taken for the next request's answer.
-                response.drain_conn()
-                response.release_conn()
-            except ApiException as error:
+            except ApiError as error:
                 if error.status == 404:
                     return False
                 if error.status == 409 or (error.status == 422 and _patch_did_not_apply(error)):
@@ -130,7 +121,7 @@ class GatedPods:
             "uid": metadata.get("uid"),
         }
         await write_event(
-            self._core,
+            self._api,
             metadata["namespace"],
             involved,
             reason,
@@ -151,13 +142,9 @@ class GatedPods:
         )
 
     def _list(self) -> str:
-        response: Any = self._core.list_pod_for_all_namespaces(
-            label_selector=GATED_SELECTOR, _preload_content=False, _request_timeout=(5, 60)
+        listed = self._api.get(
+            "/api/v1/pods", query={"labelSelector": GATED_SELECTOR}, timeout=(5, 60)
         )
-        try:
-            listed = orjson.loads(response.data)
-        finally:
-            response.release_conn()
         pods = {p["metadata"]["uid"]: p for p in listed.get("items") or ()}
         for uid in set(self._known) - set(pods):
             self._tell("DELETED", self._known.pop(uid))
@@ -168,12 +155,13 @@ class GatedPods:
 
     def _watch_from(self, version: str) -> str:
         return follow_watch(
-            self._core.list_pod_for_all_namespaces,
+            self._api,
+            "/api/v1/pods",
             version,
             self._stop,
             self._apply,
             self._reading,
-            label_selector=GATED_SELECTOR,
+            {"labelSelector": GATED_SELECTOR},
         )
 
     def _reading(self, response: Any) -> None:
@@ -197,16 +185,14 @@ class GatedPods:
             loop.call_soon_threadsafe(on_change, kind, pod)
 
 
-async def release_all(
-    api: client.ApiClient, namespace: str | None, released: str
-) -> list[tuple[str, str]]:
+async def release_all(api: KubeApi, namespace: str | None, released: str) -> list[tuple[str, str]]:
     """Remove archfit's gate from every pod it holds (in `namespace`, or all), unconstrained.
 
     For uninstalling, or when no archfit runs: each pod gets an Event that says so.
     Returns the (namespace, name) of each pod released.
     """
     pods = GatedPods(api)
-    core = pods._core
+    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
 
     def listed() -> list[Pod]:
         # Every pod, a page at a time, not only the labelled ones: a pod whose label was
@@ -214,16 +200,7 @@ async def release_all(
         found: list[Pod] = []
         token = None
         while True:
-            query: dict[str, Any] = {"limit": 500, "_continue": token, "_preload_content": False}
-            response: Any = (
-                core.list_namespaced_pod(namespace, **query)
-                if namespace
-                else core.list_pod_for_all_namespaces(**query)
-            )
-            try:
-                page = orjson.loads(response.data)
-            finally:
-                response.release_conn()
+            page = pods._api.get(path, query={"limit": 500, "continue": token}, timeout=(5, 60))
             found += [p for p in page.get("items") or () if is_gated(p)]
             token = page.get("metadata", {}).get("continue")
             if not token:
@@ -244,12 +221,12 @@ async def release_all(
     return done
 
 
-def _body(error: ApiException) -> bytes:
+def _body(error: ApiError) -> bytes:
     body = error.body
     return body if isinstance(body, bytes) else str(body or "").encode()
 
 
-def _patch_did_not_apply(error: ApiException) -> bool:
+def _patch_did_not_apply(error: ApiError) -> bool:
     """Whether a 422 says the JSONPatch could not be applied to the pod as it is now.
 
     The apiserver answers a failed `test` (or a `remove` of a path gone) with a bare 422 that
@@ -265,7 +242,7 @@ def _patch_did_not_apply(error: ApiException) -> bool:
     return not (isinstance(details, dict) and (details.get("kind") or details.get("causes")))
 
 
-def _message(error: ApiException) -> str:
+def _message(error: ApiError) -> str:
     try:
         return cut(str(orjson.loads(_body(error)).get("message") or error.reason), MAX_API_MESSAGE)
     except orjson.JSONDecodeError:

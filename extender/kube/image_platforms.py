@@ -8,11 +8,9 @@ import asyncio
 from http import HTTPStatus
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from extender.errors import ConflictError
-from extender.kube.errors import short_error
+from extender.kube.api import KubeApi
+from extender.kube.errors import ApiError, short_error
 
 GROUP = "archfit.io"
 VERSION = "v1alpha1"
@@ -20,26 +18,25 @@ PLURAL = "imageplatforms"
 PARAMETER_KIND = "ImagePlatforms"
 POLICY_RESOURCE = "mutatingadmissionpolicies"
 _TIMEOUT = 10.0
+_OBJECTS = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 
 
 class ParameterConflict(ConflictError):
     """The object changed since it was read (409): read it again."""
 
 
-def policy_api_missing(api: client.ApiClient) -> str:
+def policy_api_missing(api: KubeApi) -> str:
     """Why the cluster cannot run archfit's policy (no admissionregistration.k8s.io/v1
     MutatingAdmissionPolicy, or no ImagePlatforms CRD), or "" when it can. Blocking."""
     try:
-        resources = client.AdmissionregistrationV1Api(api).get_api_resources(
-            _request_timeout=_TIMEOUT
-        )
-    except ApiException as error:
+        resources = api.get("/apis/admissionregistration.k8s.io/v1", timeout=_TIMEOUT)
+    except ApiError as error:
         return f"admissionregistration.k8s.io/v1 unreadable: {short_error(error)}"
-    if not any(r.name == POLICY_RESOURCE for r in resources.resources or ()):
+    if not any(r.get("name") == POLICY_RESOURCE for r in resources.get("resources") or ()):
         return "the cluster serves no admissionregistration.k8s.io/v1 MutatingAdmissionPolicy"
     try:
-        client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION, _request_timeout=_TIMEOUT)
-    except ApiException as error:
+        api.get(f"/apis/{GROUP}/{VERSION}", timeout=_TIMEOUT)
+    except ApiError as error:
         if error.status == HTTPStatus.NOT_FOUND:
             return f"the cluster serves no {GROUP}/{VERSION} {PARAMETER_KIND} (apply the CRD)"
         return f"{GROUP}/{VERSION} unreadable: {short_error(error)}"
@@ -49,8 +46,8 @@ def policy_api_missing(api: client.ApiClient) -> str:
 class ImagePlatformsStore:
     """Reads and writes the one ImagePlatforms object."""
 
-    def __init__(self, api: client.ApiClient, name: str) -> None:
-        self._objects = client.CustomObjectsApi(api)
+    def __init__(self, api: KubeApi, name: str) -> None:
+        self._api = api
         self._name = name
         self._version = ""
 
@@ -65,12 +62,8 @@ class ImagePlatformsStore:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            found = _mapping(
-                self._objects.get_cluster_custom_object(
-                    GROUP, VERSION, PLURAL, self._name, _request_timeout=_TIMEOUT
-                )
-            )
-        except ApiException as error:
+            found = _mapping(self._api.get(f"{_OBJECTS}/{self._name}", timeout=_TIMEOUT))
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 self._version = ""
                 return None
@@ -95,17 +88,11 @@ class ImagePlatformsStore:
             if self._version:
                 body["metadata"]["resourceVersion"] = self._version
                 written = _mapping(
-                    self._objects.replace_cluster_custom_object(
-                        GROUP, VERSION, PLURAL, self._name, body, _request_timeout=_TIMEOUT
-                    )
+                    self._api.put(f"{_OBJECTS}/{self._name}", body, timeout=_TIMEOUT)
                 )
             else:
-                written = _mapping(
-                    self._objects.create_cluster_custom_object(
-                        GROUP, VERSION, PLURAL, body, _request_timeout=_TIMEOUT
-                    )
-                )
-        except ApiException as error:
+                written = _mapping(self._api.post(_OBJECTS, body, timeout=_TIMEOUT))
+        except ApiError as error:
             if error.status == HTTPStatus.CONFLICT:
                 self._version = ""
                 what = f"{PARAMETER_KIND} {self._name}"
@@ -117,5 +104,5 @@ class ImagePlatformsStore:
 
 
 def _mapping(value: object) -> dict[str, Any]:
-    """The custom objects client answers a decoded JSON object (typed `object`)."""
+    """The answer as a JSON object (anything else counts as an empty one)."""
     return value if isinstance(value, dict) else {}

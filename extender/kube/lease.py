@@ -3,7 +3,7 @@ controller: the releaser of held pods, the mismatch watcher, the policy's publis
 (extender.controllers.leading).
 
 The protocol is client-go's tools/leaderelection, written for asyncio over `LeaseRecords`:
-the API's (`ApiLeases`, the synchronous client, each call in a thread) or a test's memory
+the API's (`ApiLeases`, the synchronous API client, each call in a thread) or a test's memory
 (extender.testing.MemoryLeases).
 - The record is the Lease's spec: holderIdentity, leaseDurationSeconds, acquireTime,
   renewTime and leaseTransitions (+1 each time the holder changes).
@@ -29,13 +29,11 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
-import orjson
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.errors import ConflictError
-from extender.kube.errors import short_error
+from extender.kube.api import JSON_PATCH, KubeApi
+from extender.kube.errors import ApiError, short_error
 
 log = structlog.get_logger("archfit.lease")
 
@@ -214,8 +212,7 @@ class Lease:
                 "leaseTransitions": 0,
             }
             self._wrote(await self._records.create(created, self._timeout()), now)
-            # Created without times (the model's datetimes would not parse as MicroTime):
-            # write them now; if that fails, the first renewal does.
+            # Created without times: written now; if that fails, the first renewal does.
             assert self._lease is not None
             self._wrote(await self._write(self._lease, self._record(now)), now)
             return True
@@ -301,20 +298,13 @@ async def _awaited(work: Callable[[], Awaitable[None]]) -> None:
     await work()
 
 
-def _body(response: Any) -> dict[str, Any]:
-    try:
-        lease: dict[str, Any] = orjson.loads(response.data)
-    finally:
-        response.release_conn()
-    return lease
-
-
 class ApiLeases:
     """The Lease `name` in `namespace`, through the API (each call runs in a thread)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
-        self._leases = client.CoordinationV1Api(api)
+    def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
+        self._api = api
         self._namespace = namespace
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.name = name
 
     async def read(self, timeout_seconds: float) -> dict[str, Any] | None:
@@ -328,40 +318,29 @@ class ApiLeases:
 
     def _read(self, timeout_seconds: float) -> dict[str, Any] | None:
         try:
-            response: Any = self._leases.read_namespaced_lease(
-                self.name,
-                self._namespace,
-                _preload_content=False,
-                _request_timeout=timeout_seconds,
+            lease: dict[str, Any] = self._api.get(
+                f"{self._path}/{self.name}", timeout=timeout_seconds
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise
-        return _body(response)
+        return lease
 
     def _create(self, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
-        # Without times: the model's datetimes would not parse as MicroTime (Lease writes
-        # them next).
-        body = client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self._namespace),
-            spec=client.V1LeaseSpec(
-                holder_identity=spec["holderIdentity"],
-                lease_duration_seconds=spec["leaseDurationSeconds"],
-                lease_transitions=spec["leaseTransitions"],
-            ),
-        )
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self._namespace},
+            "spec": dict(spec),
+        }
         try:
-            response: Any = self._leases.create_namespaced_lease(
-                self._namespace, body, _preload_content=False, _request_timeout=timeout_seconds
-            )
-        except ApiException as error:
+            lease: dict[str, Any] = self._api.post(self._path, body, timeout=timeout_seconds)
+        except ApiError as error:
             if error.status == HTTPStatus.CONFLICT:  # another contender created it first
                 raise LostRace from error
             raise
-        return _body(response)
+        return lease
 
     def _patch(self, version: str, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
         # The resourceVersion in the patched object is a precondition: the apiserver
@@ -371,15 +350,14 @@ class ApiLeases:
             {"op": "add", "path": "/spec", "value": spec},
         ]
         try:
-            response: Any = self._leases.patch_namespaced_lease(
-                self.name,
-                self._namespace,
+            lease: dict[str, Any] = self._api.patch(
+                f"{self._path}/{self.name}",
                 patch,
-                _preload_content=False,
-                _request_timeout=timeout_seconds,
+                content_type=JSON_PATCH,
+                timeout=timeout_seconds,
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.CONFLICT:
                 raise LostRace from error
             raise
-        return _body(response)
+        return lease

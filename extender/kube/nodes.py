@@ -9,12 +9,10 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
   Conditions, images, capacity and the other labels (nearly all of a Node's bytes) are
   skipped by the decoder and never become Python objects, so nothing of them is left
   behind in the heap either.
-- The watch is read as raw lines, one event each, not through kubernetes.watch.Watch,
-  which builds a full V1Node model per event.
+- The watch is read as raw lines, one event each, and no model object is ever built.
 
-The `kubernetes` client stays for what it is good at: authentication (kubeconfig, exec
-plugins, in-cluster tokens) and the request. It is synchronous, so the list/watch loop runs
-in one thread and publishes an immutable snapshot that the event loop reads without locks.
+The API client (extender.kube.api) is synchronous, so the list/watch loop runs in one thread
+and publishes an immutable snapshot that the event loop reads without locks.
 """
 
 from __future__ import annotations
@@ -26,12 +24,12 @@ from typing import Any
 
 import msgspec
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
+from extender.kube.api import KubeApi, Query
+from extender.kube.errors import ApiError
 from extender.kube.watching import (
     Expired,
     ListMeta,
@@ -62,12 +60,12 @@ class NodeIndex:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: KubeApi,
         on_change: Callable[[int], None] | None = None,
         *,
         page_size: int = _PAGE,
     ) -> None:
-        self._core = client.CoreV1Api(api)
+        self._api = api
         self._on_change = on_change
         self._page_size = page_size
         self._nodes: Mapping[str, NodeFacts] = {}
@@ -127,7 +125,7 @@ class NodeIndex:
         nodes: dict[str, NodeFacts] = {}
         token = ""
         while True:
-            page = _decode_page(self._get(limit=self._page_size, _continue=token or None))
+            page = _decode_page(self._get({"limit": self._page_size, "continue": token or None}))
             self.pages += 1
             for item in page.items or ():
                 if item.name:
@@ -142,25 +140,20 @@ class NodeIndex:
         log.info("node_index_listed", nodes=len(nodes), resource_version=version)
         return version
 
-    def _get(self, **query: Any) -> bytes:
+    def _get(self, query: Query) -> bytes:
         try:
-            # _preload_content=False: the urllib3 response, its body not yet read or modelled.
-            response: Any = self._core.list_node(
-                **query, _preload_content=False, _request_timeout=(5, 60)
-            )
-        except ApiException as error:
+            return self._api.request("GET", "/api/v1/nodes", query=query, timeout=(5, 60))
+        except ApiError as error:
             if error.status == 410:  # the continue token outlived etcd's compaction
                 raise Expired from error
             raise
-        try:
-            return bytes(response.data)
-        finally:
-            response.release_conn()
 
     def _watch_from(self, version: str) -> str:
         """Apply watch events from `version` until the server ends the watch; returns the
         version to resume from."""
-        return follow_watch(self._core.list_node, version, self._stop, self._apply, self._reading)
+        return follow_watch(
+            self._api, "/api/v1/nodes", version, self._stop, self._apply, self._reading
+        )
 
     def _reading(self, response: Any) -> None:
         self._response = response
@@ -211,16 +204,12 @@ class _ImagesNodeList(msgspec.Struct, frozen=True):
 _decode_images_page = msgspec.json.Decoder(_ImagesNodeList).decode
 
 
-def node_images(api: client.ApiClient, limit: int = 100) -> list[str]:
+def node_images(api: KubeApi, limit: int = 100) -> list[str]:
     """The image names the first `limit` nodes report in `status.images`: what the cluster
     runs (a one-off read at start; the node index keeps none of it)."""
-    response: Any = client.CoreV1Api(api).list_node(
-        limit=limit, _preload_content=False, _request_timeout=(5, 10)
+    page = _decode_images_page(
+        api.request("GET", "/api/v1/nodes", query={"limit": limit}, timeout=(5, 10))
     )
-    try:
-        page = _decode_images_page(response.data)
-    finally:
-        response.release_conn()
     return [
         name
         for item in page.items or ()

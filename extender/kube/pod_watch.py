@@ -4,7 +4,7 @@ pod and its controller, a container's previous log, an eviction.
 Like the node index (extender.kube.nodes): the list comes in pages, and each page and watch
 event is decoded by msgspec into Structs that hold only what the watcher reads (names,
 owners, node, images, readiness and the container statuses' reasons and messages); a pod's
-other fields (nearly all of its bytes) never become Python objects. The synchronous client
+other fields (nearly all of its bytes) never become Python objects. The synchronous API client
 runs in one thread and hands each pod to the event loop; writes go through
 `asyncio.to_thread`.
 """
@@ -19,12 +19,12 @@ from typing import Any
 
 import msgspec
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.core.mismatch import ContainerState, Launch
 from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
 from extender.core.text import error_text
+from extender.kube.api import KubeApi
+from extender.kube.errors import ApiError
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
@@ -207,8 +207,8 @@ every pod again, then "SYNCED" with an empty pod, so the watcher can drop the on
 class PodWatch:
     """List-watch of every pod, a page at a time, decoded into WatchedPods."""
 
-    def __init__(self, api: client.ApiClient, page_size: int = 500) -> None:
-        self._core = client.CoreV1Api(api)
+    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+        self._api = api
         self._page_size = page_size
         self._on_pod: OnPod | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -238,21 +238,14 @@ class PodWatch:
         """Tell every pod, page by page, then SYNCED; returns the list's resourceVersion."""
         token = ""
         while True:
+            query = {"limit": self._page_size, "continue": token or None}
             try:
-                response: Any = self._core.list_pod_for_all_namespaces(
-                    limit=self._page_size,
-                    _continue=token or None,
-                    _preload_content=False,
-                    _request_timeout=(5, 60),
-                )
-            except ApiException as error:
+                data = self._api.request("GET", "/api/v1/pods", query=query, timeout=(5, 60))
+            except ApiError as error:
                 if error.status == 410:
                     raise Expired from error
                 raise
-            try:
-                page = decode_pod_page(response.data)
-            finally:
-                response.release_conn()
+            page = decode_pod_page(data)
             for pod in page.items or ():
                 self._tell("ADDED", pod)
             token = page.metadata.next
@@ -264,7 +257,7 @@ class PodWatch:
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
         return follow_watch(
-            self._core.list_pod_for_all_namespaces, version, self._stop, self._apply, self._reading
+            self._api, "/api/v1/pods", version, self._stop, self._apply, self._reading
         )
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
@@ -285,51 +278,43 @@ class PodWatch:
 class PodCalls:
     """The watcher's API calls, each in a thread."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self._core = client.CoreV1Api(api)
-        self._apps = client.AppsV1Api(api)
-        self._batch = client.BatchV1Api(api)
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
 
     async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
         """The end of the container's previous run's log (`limitBytes` from its start)."""
         meta = pod.metadata
 
         def read() -> str:
-            response: Any = self._core.read_namespaced_pod_log(
-                meta.name,
-                meta.namespace,
-                container=container,
-                previous=True,
-                limit_bytes=limit_bytes,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+            data = self._api.request(
+                "GET",
+                f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/log",
+                query={"container": container, "previous": True, "limitBytes": limit_bytes},
+                timeout=REQUEST_TIMEOUT,
             )
-            try:
-                return bytes(response.data[:limit_bytes]).decode("utf-8", "replace")
-            finally:
-                response.release_conn()
+            return data[:limit_bytes].decode("utf-8", "replace")
 
         return await asyncio.to_thread(read)
 
     async def controller(self, namespace: str, kind: str, name: str) -> tuple[str, str, str]:
         """The top controller (apiVersion, kind, name): a ReplicaSet's Deployment, a Job's
         CronJob; the owner itself when it has none or cannot be read."""
-        read = {
-            "ReplicaSet": self._apps.read_namespaced_replica_set,
-            "Job": self._batch.read_namespaced_job,
+        collection = {
+            "ReplicaSet": f"/apis/apps/v1/namespaces/{namespace}/replicasets",
+            "Job": f"/apis/batch/v1/namespaces/{namespace}/jobs",
         }.get(kind)
         version = _API_VERSIONS.get(kind, "apps/v1")
-        if read is None:
+        if collection is None:
             return version, kind, name
 
         def owner() -> tuple[str, str, str]:
             try:
-                found: Any = read(name, namespace, _request_timeout=REQUEST_TIMEOUT)
-            except ApiException:
+                found = self._api.get(f"{collection}/{name}", timeout=REQUEST_TIMEOUT)
+            except ApiError:
                 return version, kind, name
-            for ref in found.metadata.owner_references or ():
-                if ref.controller:
-                    return str(ref.api_version), str(ref.kind), str(ref.name)
+            for ref in (found.get("metadata") or {}).get("ownerReferences") or ():
+                if ref.get("controller"):
+                    return str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("name"))
             return version, kind, name
 
         return await asyncio.to_thread(owner)
@@ -340,7 +325,7 @@ class PodCalls:
         """A Warning core/v1 Event on (apiVersion, kind, name), for `kubectl describe`."""
         version, kind, name = regarding
         await write_event(
-            self._core,
+            self._api,
             namespace,
             {"apiVersion": version, "kind": kind, "name": name, "namespace": namespace},
             reason,
@@ -361,10 +346,12 @@ class PodCalls:
 
         def send() -> str:
             try:
-                self._core.create_namespaced_pod_eviction(
-                    meta.name, meta.namespace, body, _request_timeout=REQUEST_TIMEOUT
+                self._api.post(
+                    f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/eviction",
+                    body,
+                    timeout=REQUEST_TIMEOUT,
                 )
-            except ApiException as error:
+            except ApiError as error:
                 if error.status == _TOO_MANY_REQUESTS:
                     return "refused"
                 if error.status in (404, 409):
@@ -387,7 +374,7 @@ _API_VERSIONS = {
 
 
 async def write_event(
-    core: client.CoreV1Api,
+    api: KubeApi,
     namespace: str,
     involved: dict[str, Any],
     reason: str,
@@ -413,7 +400,7 @@ async def write_event(
     }
 
     def send() -> None:
-        core.create_namespaced_event(namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        api.post(f"/api/v1/namespaces/{namespace}/events", body, timeout=REQUEST_TIMEOUT)
 
     try:
         await asyncio.to_thread(send)

@@ -1,7 +1,7 @@
 """Reads pods' pull secrets from the API server, as kubelet would, cached on a short TTL.
 
-Implements `extender.registry.keychain.SecretSource`. The kubernetes client is synchronous
-(and retries), so each read runs in a daemon thread that shutdown never waits for.
+Implements `extender.registry.keychain.SecretSource`. The API client is synchronous (and
+retries), so each read runs in a daemon thread that shutdown never waits for.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from http import HTTPStatus
 from typing import Any
 
 import structlog
-from kubernetes import client
 
 from extender.core.pods import PullSecretsRef
+from extender.kube.api import KubeApi
 from extender.kube.daemon_calls import DaemonCalls
+from extender.kube.errors import ApiError
 from extender.registry.credentials import PullSecret
 from extender.ttlmap import Clock, TTLMap
 
@@ -30,7 +31,7 @@ _Key = tuple[str, str, str]
 
 
 class KubeSecretSource:
-    """Secrets and ServiceAccounts through a kubernetes ApiClient, reused for `ttl_seconds`.
+    """Secrets and ServiceAccounts read through the API, reused for `ttl_seconds`.
 
     A missing Secret or ServiceAccount is skipped (kubelet warns and goes on). Other API
     errors propagate, and the caller goes on anonymously. The objects are cached, never
@@ -39,13 +40,13 @@ class KubeSecretSource:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        api: KubeApi,
         ttl_seconds: float = 30.0,
         *,
         request_timeout_seconds: float = 5.0,
         clock: Clock = time.monotonic,
     ) -> None:
-        self._api = client.CoreV1Api(api_client)
+        self._api = api
         self._ttl = ttl_seconds
         self._timeout = request_timeout_seconds
         self._cache: TTLMap[_Key, Any] = TTLMap(_MAX_ENTRIES, clock)
@@ -86,27 +87,29 @@ class KubeSecretSource:
 
     def _read_service_account(self, namespace: str, name: str) -> tuple[str, ...]:
         try:
-            account = self._api.read_namespaced_service_account(
-                name=name, namespace=namespace, _request_timeout=self._timeout
+            account = self._api.get(
+                f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}", timeout=self._timeout
             )
-        except client.ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 return ()
             raise
-        refs = getattr(account, "image_pull_secrets", None) or []
-        return tuple(str(ref.name) for ref in refs if getattr(ref, "name", None))
+        refs = account.get("imagePullSecrets") or []
+        return tuple(str(ref["name"]) for ref in refs if isinstance(ref, dict) and ref.get("name"))
 
     def _read_secret(self, namespace: str, name: str) -> PullSecret | None:
         try:
-            secret = self._api.read_namespaced_secret(
-                name=name, namespace=namespace, _request_timeout=self._timeout
+            secret = self._api.get(
+                f"/api/v1/namespaces/{namespace}/secrets/{name}", timeout=self._timeout
             )
-        except client.ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 log.warning("pull_secret_missing", namespace=namespace, secret=name)
                 return None
             raise
-        return PullSecret(namespace, name, str(secret.type or ""), _decode(secret.data or {}))
+        return PullSecret(
+            namespace, name, str(secret.get("type") or ""), _decode(secret.get("data") or {})
+        )
 
 
 def _decode(data: Mapping[str, Any]) -> dict[str, bytes]:

@@ -20,7 +20,6 @@ from typing import Any
 
 import msgspec
 import structlog
-from kubernetes import client
 
 from extender.core.pods import PREFER_ARCH_ANNOTATION
 from extender.core.steering import (
@@ -33,6 +32,7 @@ from extender.core.steering import (
     preference_order,
     steer,
 )
+from extender.kube.api import KubeApi, Query
 from extender.kube.watching import (
     LIST_PAGE,
     ListMeta,
@@ -79,18 +79,20 @@ _decode_object = msgspec.json.Decoder(_Object).decode
 
 
 class _Watch:
-    """One list-watch thread over a list call, handing each page and event to callbacks."""
+    """One list-watch thread over a collection, handing each page and event to callbacks."""
 
     def __init__(
         self,
         name: str,
-        list_call: Callable[..., Any],
+        api: KubeApi,
+        path: str,
         on_list: Callable[[list[_Object]], None],
         on_event: Callable[[str, _Object], None],
-        **query: Any,
+        query: Query | None = None,
     ) -> None:
         self._name = name
-        self._list_call = list_call
+        self._api = api
+        self._path = path
         self._on_list = on_list
         self._on_event = on_event
         self._query = query
@@ -114,17 +116,8 @@ class _Watch:
         items: list[_Object] = []
         token = ""
         while True:
-            response: Any = self._list_call(
-                limit=LIST_PAGE,
-                _continue=token or None,
-                _preload_content=False,
-                _request_timeout=(5, 60),
-                **self._query,
-            )
-            try:
-                page = _decode_list(response.data)
-            finally:
-                response.release_conn()
+            query = {**(self._query or {}), "limit": LIST_PAGE, "continue": token or None}
+            page = _decode_list(self._api.request("GET", self._path, query=query, timeout=(5, 60)))
             items += page.items or ()
             token = page.metadata.next
             if not token:
@@ -136,7 +129,7 @@ class _Watch:
 
     def _watch_from(self, version: str) -> str:
         return follow_watch(
-            self._list_call, version, self._stop, self._apply, self._reading, **self._query
+            self._api, self._path, version, self._stop, self._apply, self._reading, self._query
         )
 
     def _reading(self, response: Any) -> None:
@@ -152,21 +145,25 @@ class _Watch:
 class FleetSteering:
     """Namespace annotations and per-owner splits, kept by two watches; `steer` reads them."""
 
-    def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
-        core = client.CoreV1Api(api)
+    def __init__(self, api: KubeApi, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._namespaces: Mapping[str, Mapping[str, str]] = {}
         self._tally = ShareTally()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._namespace_watch = _Watch(
-            "namespaces", core.list_namespace, self._namespaces_listed, self._namespace_changed
+            "namespaces",
+            api,
+            "/api/v1/namespaces",
+            self._namespaces_listed,
+            self._namespace_changed,
         )
         self._pod_watch = _Watch(
             "chosen_pods",
-            core.list_pod_for_all_namespaces,
+            api,
+            "/api/v1/pods",
             lambda pods: self._in_loop(self._pods_listed, pods),
             lambda kind, pod: self._in_loop(self._pod_changed, kind, pod),
-            label_selector=CHOICE_LABEL,
+            {"labelSelector": CHOICE_LABEL},
         )
 
     def start(self) -> None:

@@ -1,7 +1,7 @@
 """The list-then-watch loop every watch of archfit runs (nodes, held pods, every pod for the
 watcher, steering's namespaces and chosen pods), in a thread.
 
-The synchronous kubernetes client blocks, so each watch owns a daemon thread: list, then
+The synchronous API client blocks, so each watch owns a daemon thread: list, then
 watch from the list's resourceVersion until the server ends the watch, and again; a
 version too old (410) lists again at once, any other failure waits with backoff.
 """
@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
-from kubernetes.client.exceptions import ApiException
 
 from extender.errors import ClusterReadError, ConflictError
-from extender.kube.errors import short_error
+from extender.kube.api import KubeApi, Query
+from extender.kube.errors import ApiError, short_error
 
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 LIST_PAGE = 500
@@ -121,20 +121,23 @@ async def stop_watching(
         await asyncio.to_thread(thread.join, 1.0)
 
 
-def open_watch(list_call: Callable[..., Any], version: str, **query: Any) -> Any:
-    """A watch from `version` through a client list method, its body not yet read (a urllib3
-    response for `watch_lines`); a version too old raises Expired."""
+def open_watch(api: KubeApi, path: str, version: str, query: Query | None = None) -> Any:
+    """A watch of the collection at `path` from `version`, its body not yet read (a urllib3
+    response for `watch_lines`); a version too old raises Expired. `query` narrows it
+    (`labelSelector`, `fieldSelector`)."""
     try:
-        return list_call(
-            watch=True,
-            resource_version=version,
-            timeout_seconds=WATCH_SECONDS,
-            allow_watch_bookmarks=True,
-            _preload_content=False,
-            _request_timeout=(5, WATCH_SECONDS + 10),
-            **query,
+        return api.stream(
+            path,
+            query={
+                **(query or {}),
+                "watch": True,
+                "resourceVersion": version,
+                "timeoutSeconds": WATCH_SECONDS,
+                "allowWatchBookmarks": True,
+            },
+            timeout=(5, WATCH_SECONDS + 10),
         )
-    except ApiException as error:
+    except ApiError as error:
         if error.status == 410:
             raise Expired from error
         raise
@@ -146,18 +149,19 @@ the version so far; returns the version to resume from."""
 
 
 def follow_watch(
-    list_call: Callable[..., Any],
+    api: KubeApi,
+    path: str,
     version: str,
     stop: threading.Event,
     apply: Apply,
     reading: Callable[[Any], None],
-    **query: Any,
+    query: Query | None = None,
 ) -> str:
     """Read a watch from `version` until the server ends it or `stop`: `apply` takes each
     event and returns the version to resume from. An ERROR event raises (`watch_error`), so
     no watch reads one as an object. `reading` is told the response while it is read (None
     after), so `stop_watching` can cut it."""
-    response = open_watch(list_call, version, **query)
+    response = open_watch(api, path, version, query)
     reading(response)
     try:
         for line in watch_lines(response):

@@ -28,17 +28,20 @@ from typing import Any
 
 import msgspec
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from extender.config.settings import WebhookSettings
-from extender.kube.errors import CertificateSetupError, short_error
+from extender.kube.api import JSON_PATCH, KubeApi
+from extender.kube.connection import SERVICE_ACCOUNT_DIR
+from extender.kube.errors import ApiError, CertificateSetupError, short_error
 from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
 from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
 
-_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+_NAMESPACE_FILE = SERVICE_ACCOUNT_DIR / "namespace"
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+_MUTATING = f"{_ADMISSION}/mutatingwebhookconfigurations"
+_VALIDATING = f"{_ADMISSION}/validatingwebhookconfigurations"
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
 
@@ -62,12 +65,11 @@ class SelfManagedCertificate:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: KubeApi,
         settings: WebhookSettings,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        self._core = client.CoreV1Api(api)
-        self._admission = client.AdmissionregistrationV1Api(api)
+        self._api = api
         self._settings = settings
         self._cert = settings.certificate
         self._now = now
@@ -92,8 +94,10 @@ class SelfManagedCertificate:
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         watches = [
-            _ConfigurationWatch(list_call, name, lambda: loop.call_soon_threadsafe(changed.set))
-            for list_call, name in self._watched()
+            _ConfigurationWatch(
+                self._api, path, name, lambda: loop.call_soon_threadsafe(changed.set)
+            )
+            for path, name in self._watched()
         ]
         try:
             for watch in watches:
@@ -131,19 +135,11 @@ class SelfManagedCertificate:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), delay)
 
-    def _watched(self) -> list[tuple[Callable[..., Any], str]]:
-        """The list calls and names of the configurations whose caBundle is kept."""
-        admission = self._admission
-        watched: list[tuple[Callable[..., Any], str]] = [
-            (admission.list_mutating_webhook_configuration, self._cert.webhook_configuration)
-        ]
+    def _watched(self) -> list[tuple[str, str]]:
+        """The collection paths and names of the configurations whose caBundle is kept."""
+        watched = [(_MUTATING, self._cert.webhook_configuration)]
         if self._settings.workload_warnings.enabled and self._cert.validating_webhook_configuration:
-            watched.append(
-                (
-                    admission.list_validating_webhook_configuration,
-                    self._cert.validating_webhook_configuration,
-                )
-            )
+            watched.append((_VALIDATING, self._cert.validating_webhook_configuration))
         return watched
 
     def _stored_or_new(self) -> certs.Bundle:
@@ -160,7 +156,7 @@ class SelfManagedCertificate:
         log.info("webhook_certificate_issued", reason=why, secret=self._cert.secret_name)
         try:
             self._store(secret, fresh)
-        except ApiException as error:
+        except ApiError as error:
             if error.status != HTTPStatus.CONFLICT:
                 raise CertificateSetupError(f"cannot store Secret: {_api_error(error)}") from error
             # Another replica wrote first: use its pair, so all serve the same CA.
@@ -171,44 +167,47 @@ class SelfManagedCertificate:
         self._note_expiry(fresh)
         return fresh
 
-    def _read_secret(self) -> Any | None:
+    def _secret_path(self, name: str = "") -> str:
+        collection = f"/api/v1/namespaces/{self.namespace}/secrets"
+        return f"{collection}/{name}" if name else collection
+
+    def _read_secret(self) -> dict[str, Any] | None:
         try:
-            return self._core.read_namespaced_secret(
-                self._cert.secret_name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+            secret: dict[str, Any] = self._api.get(
+                self._secret_path(self._cert.secret_name), timeout=REQUEST_TIMEOUT
             )
-        except ApiException as error:
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise CertificateSetupError(f"cannot read Secret: {_api_error(error)}") from error
+        return secret
 
-    def _store(self, existing: Any | None, bundle: certs.Bundle) -> None:
+    def _store(self, existing: dict[str, Any] | None, bundle: certs.Bundle) -> None:
         data = {
             "tls.crt": bundle.serving.cert,
             "tls.key": bundle.serving.key,
             "ca.crt": bundle.ca.cert,
             "ca.key": bundle.ca.key,
         }
-        body = client.V1Secret(
-            api_version="v1",
-            kind="Secret",
-            type="kubernetes.io/tls",
-            metadata=client.V1ObjectMeta(
-                name=self._cert.secret_name,
-                namespace=self.namespace,
-                labels={"app.kubernetes.io/name": "archfit"},
-                # On an update, resourceVersion makes a concurrent writer's update fail (409).
-                resource_version=None if existing is None else existing.metadata.resource_version,
-            ),
-            data={k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
-        )
+        metadata: dict[str, Any] = {
+            "name": self._cert.secret_name,
+            "namespace": self.namespace,
+            "labels": {"app.kubernetes.io/name": "archfit"},
+        }
+        if existing is not None:
+            # On an update, resourceVersion makes a concurrent writer's update fail (409).
+            metadata["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": metadata,
+            "data": {k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+        }
         if existing is None:
-            self._core.create_namespaced_secret(
-                self.namespace, body, _request_timeout=REQUEST_TIMEOUT
-            )
+            self._api.post(self._secret_path(), body, timeout=REQUEST_TIMEOUT)
             return
-        self._core.replace_namespaced_secret(
-            self._cert.secret_name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT
-        )
+        self._api.put(self._secret_path(self._cert.secret_name), body, timeout=REQUEST_TIMEOUT)
 
     def _write_files(self, serving: certs.KeyPair) -> None:
         for path, content in (
@@ -228,45 +227,32 @@ class SelfManagedCertificate:
     def _trust(self, ca_pem: bytes) -> None:
         """Set every webhook's clientConfig.caBundle to our CA, in the mutating configuration
         and, with the workload warnings on, in their validating one (when named)."""
-        admission = self._admission
         self._trust_in(
-            "MutatingWebhookConfiguration",
-            self._cert.webhook_configuration,
-            admission.read_mutating_webhook_configuration,
-            admission.patch_mutating_webhook_configuration,
-            ca_pem,
+            "MutatingWebhookConfiguration", _MUTATING, self._cert.webhook_configuration, ca_pem
         )
         if self._settings.workload_warnings.enabled and self._cert.validating_webhook_configuration:
             self._trust_in(
                 "ValidatingWebhookConfiguration",
+                _VALIDATING,
                 self._cert.validating_webhook_configuration,
-                admission.read_validating_webhook_configuration,
-                admission.patch_validating_webhook_configuration,
                 ca_pem,
             )
 
-    def _trust_in(
-        self,
-        kind: str,
-        name: str,
-        read: Callable[..., Any],
-        patch_with: Callable[..., Any],
-        ca_pem: bytes,
-    ) -> None:
+    def _trust_in(self, kind: str, collection: str, name: str, ca_pem: bytes) -> None:
         try:
-            configuration = read(name, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+            configuration = self._api.get(f"{collection}/{name}", timeout=REQUEST_TIMEOUT)
+        except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
                 log.warning("webhook_configuration_missing", kind=kind, name=name)
                 return
             raise CertificateSetupError(
                 f"cannot read {kind} {name}: {_api_error(error)}"
             ) from error
-        version = configuration.metadata.resource_version if configuration.metadata else None
+        version = (configuration.get("metadata") or {}).get("resourceVersion")
         stale = [
             index
-            for index, hook in enumerate(configuration.webhooks or ())
-            if _decoded(hook.client_config.ca_bundle) != ca_pem
+            for index, hook in enumerate(configuration.get("webhooks") or ())
+            if _decoded((hook.get("clientConfig") or {}).get("caBundle")) != ca_pem
         ]
         if not stale:
             return
@@ -284,8 +270,10 @@ class SelfManagedCertificate:
             for i in stale
         ]
         try:
-            patch_with(name, patch, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+            self._api.patch(
+                f"{collection}/{name}", patch, content_type=JSON_PATCH, timeout=REQUEST_TIMEOUT
+            )
+        except ApiError as error:
             # Changed meanwhile: the next pass retries.
             if error.status in (HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY):
                 log.info("webhook_ca_bundle_race", kind=kind, name=name)
@@ -315,8 +303,8 @@ class _ConfigurationWatch:
     which RBAC limited to that name requires): `changed()` on each change after the first
     list, and on each list again (a change may have been missed)."""
 
-    def __init__(self, list_call: Callable[..., Any], name: str, changed: Callable[[], Any]):
-        self._list_call, self._changed = list_call, changed
+    def __init__(self, api: KubeApi, path: str, name: str, changed: Callable[[], Any]):
+        self._api, self._path, self._changed = api, path, changed
         self._selector = f"metadata.name={name}"
         self._stop = threading.Event()
         self._response: Any = None
@@ -335,17 +323,24 @@ class _ConfigurationWatch:
         list_watch_forever(self._stop, self._list, self._watch_from, log, events)
 
     def _list(self) -> str:
-        listed = self._list_call(field_selector=self._selector, _request_timeout=REQUEST_TIMEOUT)
+        listed = self._api.get(
+            self._path, query={"fieldSelector": self._selector}, timeout=REQUEST_TIMEOUT
+        )
         self._lists += 1
         if self._lists > 1:
             self._changed()
-        return str(listed.metadata.resource_version or "")
+        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
         return follow_watch(
-            self._list_call, version, self._stop, self._apply, self._reading,
-            field_selector=self._selector,
-        )  # fmt: skip
+            self._api,
+            self._path,
+            version,
+            self._stop,
+            self._apply,
+            self._reading,
+            {"fieldSelector": self._selector},
+        )
 
     def _reading(self, response: Any) -> None:
         self._response = response
@@ -356,11 +351,12 @@ class _ConfigurationWatch:
         return _decode_object(raw).metadata.resource_version or version
 
 
-def _bundle_of(secret: Any | None) -> certs.Bundle | None:
-    if secret is None or not secret.data:
+def _bundle_of(secret: dict[str, Any] | None) -> certs.Bundle | None:
+    data = (secret or {}).get("data")
+    if not data:
         return None
     try:
-        raw = {k: base64.b64decode(v, validate=True) for k, v in secret.data.items()}
+        raw = {k: base64.b64decode(v, validate=True) for k, v in data.items()}
         return certs.Bundle(
             certs.KeyPair(raw["ca.crt"], raw["ca.key"]),
             certs.KeyPair(raw["tls.crt"], raw["tls.key"]),
@@ -378,5 +374,5 @@ def _decoded(ca_bundle: str | bytes | None) -> bytes:
         return b""
 
 
-def _api_error(error: ApiException) -> str:
+def _api_error(error: ApiError) -> str:
     return f"{error.status} {error.reason}"

@@ -8,11 +8,12 @@ import copy
 
 import orjson
 from aiohttp import web
-from kubernetes import client
 from structlog.testing import capture_logs
 
 from extender.core.node_facts import node_facts
 from extender.core.platforms import Rule, parse
+from extender.kube.api import KubeApi
+from extender.kube.connection import Connection
 from extender.kube.nodes import NodeIndex
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
@@ -118,11 +119,9 @@ def kubeconfig_for(path, port: int):
 
 @contextlib.asynccontextmanager
 async def running_index(aiohttp_server, fake: FakeApiServer, page_size: int):
-    """A NodeIndex list-watching `fake` through the real kubernetes client, started."""
+    """A NodeIndex list-watching `fake` through archfit's API client, started."""
     server = await aiohttp_server(fake.app())
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    api = client.ApiClient(configuration)
+    api = KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
     index = NodeIndex(api, page_size=page_size)
     assert not index.synced
     index.start()

@@ -1,7 +1,8 @@
-"""What `archfit serve` loads: with Kubernetes off, nothing of the `kubernetes` package.
+"""What `archfit serve` loads: nothing of the `kubernetes` package, unless a kubeconfig's user
+needs it (an exec plugin).
 
-The client costs ~20 MB of RSS and ~0.4 s of start-up; a serve that never talks to an API
-server must not pay for it. Nor does it draw tables (rich) or make certificates
+The package costs ~40 MB of RSS and ~0.5 s of start-up; archfit talks to the API server with
+its own small client (extender.kube.api). Nor does it draw tables (rich) or make certificates
 (cryptography, for the webhook's self-managed ones), load the webhook's modules with the
 webhook off, or read the system CA store before it is ready (about 50 ms, for registry
 lookups only). The check runs in a fresh interpreter, because this test process has long
@@ -137,17 +138,41 @@ def test_serve_reads_the_system_ca_store_only_once_it_listens(tmp_path):
     assert {"status": 0, "reads": ["listening", "listening"]} == report
 
 
-def test_the_check_sees_the_client_when_kubernetes_is_on(tmp_path):
-    """The same run with a kubeconfig loads it: the check above can see the package."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
+def _kubeconfig(path, user: str) -> str:
+    """A kubeconfig whose one context's user is `user` (YAML flow), on an unreachable server,
+    and the `kubernetes` settings that serve with it: no node index, so readiness does not
+    wait for a list; pull secrets on, so the API client is built."""
+    path.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
         "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
+        f"users: [{{name: u, user: {user}}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
-    # Node index off: readiness does not wait for a list from this unreachable server.
-    settings = f"{{mode: kubeconfig, kubeconfig: '{kubeconfig}', nodeIndex: false}}"
-    status, modules = serve_and_list_modules(tmp_path, settings)
-    assert 0 == status
-    assert "kubernetes" in modules
+    return f"{{mode: kubeconfig, kubeconfig: '{path}', nodeIndex: false, pullSecrets: true}}"
+
+
+def test_serve_with_a_token_kubeconfig_never_imports_the_kubernetes_client(tmp_path):
+    """archfit's own API client reads a static kubeconfig: none of the package's ~40 MB."""
+    status, modules = serve_and_list_modules(tmp_path, _kubeconfig(tmp_path / "k", "{token: t}"))
+    assert (0, True, []) == (
+        status,
+        "extender.kube.api" in modules,
+        [m for m in modules if m.split(".")[0] == "kubernetes"],
+    )
+
+
+def test_the_check_sees_the_client_when_an_exec_plugin_needs_it(tmp_path):
+    """A user only the package can authenticate (an exec plugin) loads it: the checks above
+    can see it."""
+    credential = (
+        '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+        '"status": {"token": "from-plugin"}}'
+    )
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(f"print({credential!r})\n")
+    user = (
+        "{exec: {apiVersion: client.authentication.k8s.io/v1, "
+        f"command: '{sys.executable}', args: ['{plugin}'], interactiveMode: Never}}}}"
+    )
+    status, modules = serve_and_list_modules(tmp_path, _kubeconfig(tmp_path / "k", user))
+    assert (0, True) == (status, "kubernetes" in modules)

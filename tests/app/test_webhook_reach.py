@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from kubernetes import client
 from structlog.testing import capture_logs
 
 from extender.config.loading import from_mapping
+from extender.kube.api import KubeApi
+from extender.kube.connection import Connection
 from extender.kube.nodes import node_images
 from extender.registry.cloud_check import warn_unserved_registries
 from tests.app.test_webhook import Start, review, start  # noqa: F401 (the fixture)
@@ -34,7 +35,7 @@ async def test_readyz_counts_the_admission_reviews_received(start: Start) -> Non
     assert (0, 3) == (before, after)
 
 
-async def _nodes_api(aiohttp_server: Any, images: list[str]) -> client.ApiClient:
+async def _nodes_api(aiohttp_server: Any, images: list[str]) -> KubeApi:
     """An API server whose one node reports `images` in status.images."""
 
     async def nodes(request: web.Request) -> web.Response:
@@ -44,9 +45,7 @@ async def _nodes_api(aiohttp_server: Any, images: list[str]) -> client.ApiClient
     app = web.Application()
     app.router.add_get("/api/v1/nodes", nodes)
     server = await aiohttp_server(app)
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    return client.ApiClient(configuration)
+    return KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
 
 
 async def test_nodes_running_ecr_images_without_a_credential_source_are_warned_about(

@@ -5,6 +5,7 @@ Thin helpers over the kubernetes Python client, with bounded waits.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from typing import Any
 
 from kubernetes import client, config
 
+from extender.kube.api import KubeApi
+from extender.kube.kubeconfig import read_kubeconfig
 from tests.e2e.processes import MAX_WAIT_SECONDS
 from tests.support.pull_secrets import docker_config, secret_manifest
 from tests.support.waiting import wait_for
@@ -21,6 +24,16 @@ from tests.support.waiting import wait_for
 def core_api(kubeconfig: Path) -> client.CoreV1Api:
     """A CoreV1Api that authenticates with the given kubeconfig."""
     return client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+
+
+def kube_api(kubeconfig: Path, host: str | None = None) -> KubeApi:
+    """archfit's own API client for the kubeconfig's current context (optionally through
+    another host:port), as `archfit serve` builds it."""
+    connection = read_kubeconfig(str(kubeconfig)).connection()
+    assert connection is not None, "the e2e kubeconfigs use client certificates"
+    if host is not None:
+        connection = dataclasses.replace(connection, host=host)
+    return KubeApi(connection)
 
 
 @dataclass(frozen=True)

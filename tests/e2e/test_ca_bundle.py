@@ -17,6 +17,7 @@ from kubernetes import client, config
 
 from extender.config.loading import from_mapping
 from extender.kube.webhook_certs import SelfManagedCertificate
+from tests.e2e.cluster import kube_api
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.webhook import SHIPPED_WARNINGS, SHIPPED_WEBHOOK, shipped_configuration
 
@@ -57,7 +58,7 @@ async def kept(
         "certificate": {"selfManaged": True, "secretNamespace": NAMESPACE, "hosts": ["127.0.0.1"],
                         "checkSeconds": 600},
     }})  # fmt: skip
-    api = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+    api = kube_api(control_plane.admin_kubeconfig)
     manager = SelfManagedCertificate(api, settings.webhook)
     task = asyncio.create_task(manager.keep())
     try:

@@ -20,7 +20,9 @@ import pytest
 from kubernetes import client, config
 from structlog.testing import capture_logs
 
+from extender.kube.api import KubeApi
 from extender.kube.lease import ApiLeases, Lease
+from tests.e2e.cluster import kube_api
 from tests.e2e.controlplane import ControlPlane
 from tests.support.relay import StallingRelay
 from tests.support.waiting import wait_for_async
@@ -43,26 +45,25 @@ class Contenders:
     """The most works that ever ran at once: must stay at most 1."""
     most_held: int = 0
     """The most contenders that held the Lease at one sample: must stay at most 1."""
-    clients: list[client.ApiClient] = field(default_factory=list)
+    clients: list[KubeApi] = field(default_factory=list)
 
-    def api(self, host: str | None = None) -> client.ApiClient:
+    def api(self, host: str | None = None) -> KubeApi:
         """An admin API client of its own, optionally through another host:port."""
-        configuration = client.Configuration()
-        config.load_kube_config(
-            config_file=str(self.control_plane.admin_kubeconfig),
-            client_configuration=configuration,
-        )
-        if host is not None:
-            configuration.host = host
-        api = client.ApiClient(configuration)
+        api = kube_api(self.control_plane.admin_kubeconfig, host)
         self.clients.append(api)
         return api
+
+    def coordination(self) -> client.CoordinationV1Api:
+        """The kubernetes client's Lease API, to read and write Leases as another tool would."""
+        return client.CoordinationV1Api(
+            config.new_client_from_config(config_file=str(self.control_plane.admin_kubeconfig))
+        )
 
     def start(
         self,
         identity: str,
         *,
-        api: client.ApiClient | None = None,
+        api: KubeApi | None = None,
         duration: float = 8.0,
         renew: float = 1.0,
         clock: Callable[[], datetime.datetime] | None = None,
@@ -109,9 +110,7 @@ class Contenders:
 
     def read(self) -> dict[str, Any]:
         """The Lease's spec, as the apiserver has it."""
-        lease = client.CoordinationV1Api(self.clients[0]).read_namespaced_lease(
-            LEASE, self.namespace
-        )
+        lease = self.coordination().read_namespaced_lease(LEASE, self.namespace)
         return {
             "holder": lease.spec.holder_identity,
             "transitions": lease.spec.lease_transitions,
@@ -256,7 +255,7 @@ async def test_another_holder_in_the_record_cancels_the_work_until_its_record_ex
     clock = StillClock()
     lease = contenders.start("replica-a", clock=clock)
     await one_holder(contenders)
-    api = client.CoordinationV1Api(contenders.clients[0])
+    api = contenders.coordination()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     intruder = {"holderIdentity": "intruder", "leaseDurationSeconds": 5, "renewTime": now}
     with capture_logs() as logs, timed() as stopped_after:
@@ -288,7 +287,7 @@ async def test_five_contenders_that_find_the_same_lease_at_once_let_one_win(
             metadata=client.V1ObjectMeta(name=LEASE),
             spec=client.V1LeaseSpec(lease_duration_seconds=1, lease_transitions=3),
         )
-        api = client.CoordinationV1Api(contenders.api())
+        api = contenders.coordination()
         await asyncio.to_thread(api.create_namespaced_lease, contenders.namespace, body)
     apis = [contenders.api() for _ in range(5)]
     for index, api_client in enumerate(apis):
@@ -312,7 +311,7 @@ async def test_times_on_whole_seconds_are_written_as_the_apiserver_parses_them(
     lease = contenders.start("replica-a", clock=whole_seconds)
     await one_holder(contenders)
     await asyncio.sleep(2.5)  # two renewals
-    api = client.CoordinationV1Api(contenders.clients[0])
+    api = contenders.coordination()
     spec = (await asyncio.to_thread(api.read_namespaced_lease, LEASE, contenders.namespace)).spec
     assert lease.held
     assert (0, 0) == (spec.renew_time.microsecond, spec.acquire_time.microsecond)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from extender.core.platforms import Rule, parse
 from extender.kube.nodes import NodeIndex
@@ -47,7 +47,7 @@ def test_the_index_lists_in_pages_and_follows_add_modify_and_delete(
     control_plane: ControlPlane, core: client.CoreV1Api
 ) -> None:
     """Pages of two nodes cover the whole list; the watch adds, relabels and drops a node."""
-    api = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+    api = cluster.kube_api(control_plane.admin_kubeconfig)
     index = NodeIndex(api, page_size=2)
     index.start()
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from extender.core.gates import PodChanged, ReleaseRefused, release_operations
@@ -211,7 +211,7 @@ async def test_a_release_built_for_one_pod_is_refused_by_another_pod_of_its_name
     """The release patch `test`s the uid: sent to a pod made since under the same name, even
     with that pod's resourceVersion, the apiserver refuses it and the releaser is told
     PodChanged (read again), so the other pod keeps its gate."""
-    api = config.new_client_from_config(config_file=str(plane.control_plane.admin_kubeconfig))
+    api = cluster.kube_api(plane.control_plane.admin_kubeconfig)
     pods = GatedPods(api)
     try:
         manifest = cluster.pod_manifest("web-0", [plane.images.amd64_only.reference])
@@ -239,7 +239,7 @@ async def test_a_release_the_apiservers_rules_refuse_is_told_apart_from_a_change
 ) -> None:
     """Both are 422s: a patch the pod's validation refuses (the scheduler name never changes)
     is ReleaseRefused, tried again with backoff; it is not taken for a changed pod."""
-    api = config.new_client_from_config(config_file=str(plane.control_plane.admin_kubeconfig))
+    api = cluster.kube_api(plane.control_plane.admin_kubeconfig)
     pods = GatedPods(api)
     try:
         manifest = cluster.pod_manifest("refused", [plane.images.amd64_only.reference])

@@ -1,4 +1,4 @@
-"""KubeSecretSource through the real kubernetes client against a local API-server stand-in."""
+"""KubeSecretSource through archfit's API client against a local API-server stand-in."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kubernetes import client
 
 from extender.core.pods import PullSecretsRef
+from extender.kube.api import KubeApi
+from extender.kube.connection import Connection
+from extender.kube.errors import ApiError
 from extender.kube.secrets import KubeSecretSource
 from extender.registry.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
@@ -43,23 +45,21 @@ class FakeApi:
 
 @dataclass
 class Api:
-    """The fake API server and a kubernetes ApiClient pointed at it."""
+    """The fake API server and an API client pointed at it."""
 
     fake: FakeApi
-    api_client: client.ApiClient
+    api_client: KubeApi
 
 
 @pytest.fixture
 async def api() -> AsyncIterator[Api]:
-    """A served FakeApi and an ApiClient for it (closed after the test)."""
+    """A served FakeApi and a client for it (closed after the test)."""
     fake = FakeApi()
     app = web.Application()
     app.router.add_get("/{tail:.*}", fake.handle)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    api_client = client.ApiClient(configuration)
+    api_client = KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
     try:
         yield Api(fake, api_client)
     finally:
@@ -133,6 +133,6 @@ async def test_an_api_error_other_than_not_found_propagates(api: Api) -> None:
     """403 (RBAC) is an error for the caller, which then goes on anonymously."""
     api.fake.refuse = True
     source = KubeSecretSource(api.api_client)
-    with pytest.raises(client.ApiException):
+    with pytest.raises(ApiError):
         await source.pull_secrets(PullSecretsRef("team-a", ("regcred",), ""))
     await source.aclose()

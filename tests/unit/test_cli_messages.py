@@ -3,13 +3,11 @@ talks to a cluster, and one line naming the mistake (the flag, the file, the fix
 
 from __future__ import annotations
 
-import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import yaml
 
 from extender.cli.main import main
 from extender.cli.scheduler_config import Registration
+from tests.support.json_server import json_server
 from tests.support.process import free_port
 
 
@@ -127,27 +126,11 @@ def test_an_invalid_reference_is_not_called_uppercase_when_lowercase_would_not_h
     ]) == (status, messages)  # fmt: skip
 
 
-class _NotKubernetes(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # an HTTP server, but no API server: {} for /version
-        body = b"{}"
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def not_kubernetes() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotKubernetes)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    """An HTTP server, but no API server: {} for /version."""
+    with json_server(lambda _: {}) as url:
+        yield url
 
 
 def test_a_version_answer_that_is_not_kubernetes_is_one_line(not_kubernetes, tmp_path):

@@ -1,0 +1,38 @@
+"""A loopback HTTP server that answers every GET with JSON a function makes of the request's
+headers: a stand-in for an API server where only what it was sent matters."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+from email.message import Message
+from typing import Any
+
+
+@contextlib.contextmanager
+def json_server(answer: Callable[[Message], Any]) -> Iterator[str]:
+    """Serve `answer(headers)` as JSON to every GET; yields the server's http:// URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(answer(self.headers)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
