@@ -30,7 +30,7 @@ log = structlog.get_logger("archfit")
 INTERNAL_ERROR = "internal_error"
 """The cause of archfit's own defect: logged with its traceback, not a client problem."""
 
-Connection = Literal["kept", "closed", "lost"]
+AfterAnswer = Literal["kept", "closed", "lost"]
 """What becomes of the connection: kept for the requests pipelined behind; closed once the
 answer is sent, the rest of a body that never came not waited for; lost, the client gone."""
 
@@ -43,7 +43,7 @@ class ErrorAnswer:
     cause: str
     """The client problem it counts as (`archfit_client_problems_total{cause}`), or
     INTERNAL_ERROR."""
-    connection: Connection = "kept"
+    connection: AfterAnswer = "kept"
     fields: Mapping[str, str] = field(default_factory=dict)
     """What the warning says besides its cause and the request's path."""
 

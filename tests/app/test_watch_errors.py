@@ -11,10 +11,11 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from kubernetes import client
 from structlog.testing import capture_logs
 
 from extender.core.gates import GATED_LABEL
+from extender.kube.api import KubeApi
+from extender.kube.connection import Connection
 from extender.kube.gated_pods import GatedPods
 from extender.kube.nodes import NodeIndex
 from tests.objects import node, pod
@@ -67,13 +68,11 @@ class ScriptedWatches:
 
 
 async def api_for(aiohttp_server: Callable[..., Any], path: str, watches: ScriptedWatches):
-    """A kubernetes ApiClient for a local server that answers `path` from `watches`."""
+    """An API client for a local server that answers `path` from `watches`."""
     app = web.Application()
     app.router.add_get(path, watches.handle)
     server = await aiohttp_server(app)
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.port}"
-    return client.ApiClient(configuration)
+    return KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
 
 
 def failures(logs: list[dict[str, Any]], event: str) -> list[str]:
