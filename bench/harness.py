@@ -355,6 +355,14 @@ def proc_memory(pid: int) -> tuple[int, int]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
+def proc_cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far, from /proc/PID/stat."""
+    # The command name may hold spaces and parentheses; the fields after its last ")" do not.
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # -- requests ----------------------------------------------------------------------------
 
 
