@@ -29,7 +29,9 @@ Cost, beside the Go do-nothing webhook (issue 32):
   kube-apiserver sends it `--cpu-pods` CREATEs, in blocks of its own, rotated, each block
   read once the process has gone quiet, so archfit's count holds its admissions and its
   watches' handling of those pods, but not of the other servers' pods (it watches every
-  pod in the cluster, as in production); the idle rate is printed beside it;
+  pod in the cluster, as in production); the idle rate is printed beside it. Beside the
+  Go floor, bench/aiohttp_webhook: the same do-nothing webhook on archfit's stack (aiohttp,
+  asyncio's TLS), so what is archfit's own shows apart from what its stack costs;
 - RSS (VmRSS) of each server after all the pods;
 - one registry round trip: a GET of a manifest on a kept, authenticated TLS connection to
   the cold rounds' registry, timed in the same rounds, so the cold row can be judged
@@ -52,6 +54,7 @@ import base64
 import json
 import ssl
 import statistics
+import sys
 import tempfile
 import time
 import urllib.request
@@ -233,6 +236,23 @@ class NoopWebhook:
         self.process.stop()
 
 
+def aiohttp_webhook(cert: ServingCert, workdir: Path) -> tuple[Process, int]:
+    """bench/aiohttp_webhook on a free loopback port, started and answering."""
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.aiohttp_webhook",
+        f"--port={port}",
+        f"--cert={cert.cert}",
+        f"--key={cert.key}",
+    ]
+    process = Process("aiohttp-webhook", argv, workdir, harness.source_env(None)).start()
+    context = ssl.create_default_context(cafile=str(cert.ca_bundle))
+    process.wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/readyz", context))
+    return process, port
+
+
 def bench_hook(name: str, label: str, url: str, ca: bytes) -> dict[str, Any]:
     """A copy of the shipped webhook calling `url`, for namespaces labelled `label` only."""
     hook: dict[str, Any] = shipped_configuration(url)["webhooks"][0]
@@ -269,8 +289,15 @@ def before_archfit(
         "certFile": str(cert.cert),
         "keyFile": str(cert.key),
         "archTaints": [{"architecture": "arm64", **ARM64_TAINT}],
+        "gate": {"leaseName": "archfit-releaser-before"},
     }
-    merged = merge(settings, {"webhook": hook})
+    # Leases of its own: it leads its own watcher, which watches every pod as archfit's
+    # does, rather than stand by while archfit holds the one Lease.
+    watcher = {
+        "leaseName": "archfit-watcher-before",
+        "evidenceConfigMap": "archfit-evidence-before",
+    }
+    merged = merge(settings, {"webhook": hook, "watcher": watcher})
     archfit = Archfit(workdir, merged, name="archfit-before", env=harness.source_env(source))
     return archfit.start(), cert, port
 
@@ -341,12 +368,16 @@ def run(
             stack.append(noop.stop)
             noop_url = f"https://127.0.0.1:{noop.port}"
             noop_ca = noop.cert.ca_bundle.read_bytes()
+            floor, floor_port = aiohttp_webhook(noop.cert, root / "noop")
+            stack.append(floor.stop)
             hooks = [
                 bench_hook("allow", "allow", f"{noop_url}/allow", noop_ca),
                 bench_hook("answer", "answer", f"{noop_url}/answer", noop_ca),
+                bench_hook("aiohttp", "aiohttp", f"https://127.0.0.1:{floor_port}/allow", noop_ca),
             ]
             servers = [
                 Server("Go do-nothing webhook", "bench-allow", pid_of(noop.process)),
+                Server("aiohttp do-nothing", "bench-aiohttp", pid_of(floor)),
                 Server("archfit", "warm", pid_of(hook.archfit.process)),
             ]
             if before is not None:
@@ -602,7 +633,7 @@ def report(measured: Measured, pods: int, before: Path | None) -> None:
     print()
     print("targets (issue 32)")
     bound = go.cpu_per_thousand * CPU_TARGET_TIMES_GO
-    for server in servers[1:]:
+    for server in servers[2:]:
         print(
             target(
                 f"{server.name}: CPU per 1,000 warm pods <= {CPU_TARGET_TIMES_GO:g}x Go "
