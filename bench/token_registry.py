@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,20 +49,17 @@ class TokenRegistry:
         return [pusher.index(REPOSITORY, tag, _PLATFORMS, salt=tag)[0] for tag in tags]
 
     @contextlib.contextmanager
-    def round_trips(self, tag: str) -> Iterator[RoundTrips]:
-        """A kept TLS connection that times one authenticated GET of `tag`'s manifest."""
+    def round_trips(self, warm_tag: str) -> Iterator[RoundTrips]:
+        """A kept TLS connection that times authenticated GETs of manifests; `warm_tag` is
+        read a few times first (the handshake, and the registry's first look at it)."""
+        host, _, port = self.registry.host.partition(":")
         connection = http.client.HTTPSConnection(
-            self.registry.host.split(":")[0],
-            int(self.registry.host.split(":")[1]),
-            context=self.registry.client_context(),
-            timeout=10,
+            host, int(port), context=self.registry.client_context(), timeout=10
         )
-        token = self.issuer.mint("anonymous", [(REPOSITORY, ["pull"])])
-        trips = RoundTrips(connection, f"/v2/{REPOSITORY}/manifests/{tag}", token)
+        trips = RoundTrips(connection, self.issuer.mint("anonymous", [(REPOSITORY, ["pull"])]))
         try:
-            for _ in range(5):  # the handshake and the registry's first look at the tag
-                trips.time_one()
-            trips.samples.clear()
+            for _ in range(5):
+                trips.get_ms(warm_tag)
             yield trips
         finally:
             connection.close()
@@ -71,26 +67,31 @@ class TokenRegistry:
 
 @dataclass
 class RoundTrips:
-    """GETs of one manifest over one kept connection, as archfit's client sends them."""
+    """GETs of manifests over one kept connection, as archfit's client sends them: of a tag
+    read before (`again`), and of a tag never read (`new`), as a cold lookup's is."""
 
     connection: http.client.HTTPSConnection
-    path: str
     token: str
-    samples: list[float] = field(default_factory=list)
+    again: list[float] = field(default_factory=list)
+    new: list[float] = field(default_factory=list)
 
-    def time_one(self) -> None:
-        """One GET, its milliseconds kept."""
+    def get_ms(self, tag: str) -> float:
+        """Milliseconds for one GET of `tag`'s manifest."""
+        path = f"/v2/{REPOSITORY}/manifests/{tag}"
         headers = {"Authorization": f"Bearer {self.token}", "Accept": OCI_INDEX}
         started = time.perf_counter()
-        self.connection.request("GET", self.path, headers=headers)
+        self.connection.request("GET", path, headers=headers)
         response = self.connection.getresponse()
         response.read()
-        self.samples.append((time.perf_counter() - started) * 1000)
+        spent = (time.perf_counter() - started) * 1000
         if response.status != 200:
-            raise RuntimeError(f"GET {self.path} -> {response.status}")
+            raise RuntimeError(f"GET {path} -> {response.status}")
+        return spent
 
-    def median_ms(self) -> float:
-        return statistics.median(self.samples)
+    def time_both(self, warm_tag: str, new_tag: str) -> None:
+        """One GET of each, their times kept."""
+        self.again.append(self.get_ms(warm_tag))
+        self.new.append(self.get_ms(new_tag))
 
 
 @contextlib.contextmanager
