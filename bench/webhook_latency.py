@@ -33,15 +33,23 @@ Cost, beside the Go do-nothing webhook (issue 32):
   Go floor, bench/aiohttp_webhook: the same do-nothing webhook on archfit's stack (aiohttp,
   asyncio's TLS), so what is archfit's own shows apart from what its stack costs;
 - RSS (VmRSS) of each server after all the pods;
-- one registry round trip: a GET of a manifest on a kept, authenticated TLS connection to
-  the cold rounds' registry, timed in the same rounds, so the cold row can be judged
-  against the warm row plus one round trip.
+- one registry round trip: a GET of a manifest (of a tag never read before, as a cold
+  lookup's is) on a kept, authenticated TLS connection to the cold rounds' registry, timed
+  in the same rounds, so the cold row can be judged against the warm row plus one round
+  trip.
 
 What a run on the 2-core bench machine, shared, said (issue 21 goal 6, <= 1 ms warm):
 calling any webhook +0.4-0.8 ms, applying archfit's patch +0.4-1.0 ms more, so the Go
 webhook with archfit's very answer already adds 0.8-1.9 ms; archfit's share on top
 +0.5-1.0 ms. Over one connection, kept; of archfit's ~0.4 ms of CPU per call, aiohttp and
 asyncio's TLS take about half (an aiohttp app answering a constant costs 0.2 ms here).
+
+Issue 32, two runs at load 2-2.3: CPU per 1,000 warm pods, Go 0.25-0.33 s, the aiohttp
+do-nothing webhook 1.5-1.6x that, archfit 3.1-3.2x (e003127: 3.8-3.9x; its pod watch was
+sent every pod, bound or not). The stack's floor leaves archfit's own work well under half
+a Go floor to reach 2x. Cold added p50 exceeds warm plus one round trip (about 1.4 ms) by
+1.5 ms; archfit's handler alone, on a quiet loop, pays a cold tag the round trip and about
+0.2 ms more, so most of the rest is the 2 shared cores' queue (apiserver, archfit, registry).
 
     .venv/bin/python -m bench.webhook_latency [--pods 100] [--cpu-pods 400] [--before /work/old]
 """
