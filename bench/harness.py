@@ -355,6 +355,15 @@ def proc_memory(pid: int) -> tuple[int, int]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
+def proc_cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds a process has used so far, from /proc/PID/stat."""
+    # The command name may hold spaces and parentheses; the fields after its last ")" do not.
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 # -- requests ----------------------------------------------------------------------------
 
 

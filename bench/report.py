@@ -81,6 +81,21 @@ GOALS: tuple[tuple[str, str, str, bool, float | None], ...] = (
         True,
         None,
     ),
+    (
+        "32. webhook CPU per 1,000 warm pods, archfit / Go do-nothing webhook",
+        "≤ 2",
+        "webhook_cpu_times_go",
+        True,
+        2.0,
+    ),
+    ("32. RSS of archfit serve after the webhook's pods (MiB)", "≤ 70", "webhook_rss", True, 70),
+    (
+        "32. cold added p50 less (warm added p50 + one registry round trip) (ms)",
+        "≤ 0",
+        "webhook_cold_over",
+        True,
+        0.0,
+    ),
 )
 
 NO_WATCHER = "archfit-no-watcher"
@@ -89,6 +104,14 @@ _WARM_WEBHOOK = re.compile(
     r"^(?:archfit|webhook), warm cache\s+[\d.]+\s+[\d.]+\s+(-?[\d.]+)\s*$", re.M
 )
 _WEBHOOK_SHARE = re.compile(r"archfit's share \(warm less Go with its answer\): ([+-]?[\d.]+) ms")
+# bench/webhook_latency's process cost table: archfit's row (CPU s per 1,000 pods, x Go,
+# system share, idle, RSS MiB), and its cold target line (the bound, then the figure).
+_WEBHOOK_COST = re.compile(r"^archfit\s+[\d.]+\s+([\d.]+)\s+\d+%\s+[\d.]+\s+([\d.]+)\s*$", re.M)
+_WEBHOOK_COLD = re.compile(
+    r"^  archfit: cold added p50 <= warm added p50 \+ one round trip \((-?[\d.]+) ms\): "
+    r"(-?[\d.]+) ms",
+    re.M,
+)
 
 
 def goal_figures(results: Results) -> dict[str, float | None]:
@@ -126,6 +149,11 @@ def goal_figures(results: Results) -> dict[str, float | None]:
         figures["webhook"] = float(found.group(1))
     if found := _WEBHOOK_SHARE.search(webhook):
         figures["webhook_share"] = float(found.group(1))
+    if found := _WEBHOOK_COST.search(webhook):
+        figures["webhook_cpu_times_go"] = float(found.group(1))
+        figures["webhook_rss"] = float(found.group(2))
+    if found := _WEBHOOK_COLD.search(webhook):
+        figures["webhook_cold_over"] = float(found.group(2)) - float(found.group(1))
     for key, ratios in throughput_ratios(results).items():
         figures[key] = statistics.median(ratios) if ratios else None
     return figures
@@ -315,7 +343,7 @@ def render(
             f"The before column is archfit {baseline['meta']['archfit']}, measured by "
             f"the same scripts on {baseline['meta']['machine']['date']}.",
         ]
-    out += ["", "## Goals (issue 21)", ""]
+    out += ["", "## Goals (issues 21 and 32)", ""]
     if meta.get("quick"):
         out += [
             "**A `--quick` run**: fewer nodes and images and shorter loads than the goals "

@@ -307,7 +307,7 @@ class Metrics:
         would have happened. `skipped` is why the pod was not examined (counted for filter
         only, so a pod is counted once per scheduling attempt).
         """
-        child = self._child
+        child = self.child
         child(self.requests, verb, outcome).inc()
         if seconds is not None:
             child(self.request_seconds, verb).observe(seconds)
@@ -323,7 +323,7 @@ class Metrics:
         if unknown_images:
             child(self.unknown_images, failure_policy).inc(unknown_images)
 
-    def _child(self, metric: Any, *labels: str) -> Any:
+    def child(self, metric: Any, *labels: str) -> Any:
         """metric.labels(*labels), remembered: prometheus_client takes a lock and builds a
         key on every labels() call, which the hot path pays per request otherwise."""
         key = (id(metric), labels)
@@ -334,7 +334,7 @@ class Metrics:
 
     def cache_lookup(self, kind: str, result: str, count: int = 1) -> None:
         """Count `count` resolver cache lookups, globally and for the current request."""
-        self._child(self.cache_lookups, kind, result).inc(count)
+        self.child(self.cache_lookups, kind, result).inc(count)
         tally = _request_tally.get()
         if tally is not None:
             tally[result] += count
@@ -353,7 +353,7 @@ class Metrics:
 
     def stale_answer(self, error: str) -> None:
         """Count one tag answered from its last good digest."""
-        self._child(self.cache_stale_answers, error).inc()
+        self.child(self.cache_stale_answers, error).inc()
 
     def render(self) -> bytes:
         """The exposition text for GET /metrics."""

@@ -90,7 +90,7 @@ class PodMutation:
         structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
         skip = _skip_reason(settings, pod, pod_facts)
         if skip is not None:
-            metrics.skipped_pods.labels(skip).inc()
+            metrics.child(metrics.skipped_pods, skip).inc()
             explain.admission_skipped(skip, started)
             return SKIPPED
         lookups = tally_request_lookups()
@@ -121,20 +121,21 @@ class PodMutation:
         # counted.
         if not dry_run and not review.dry_run:
             for change in mutation.changes:
-                metrics.admission_changes.labels(change).inc()
+                metrics.child(metrics.admission_changes, change).inc()
         if services.steering and mutation.steering and not (dry_run or review.dry_run):
             services.steering.chosen(mutation.steering, mutation.arch_choice)
         if mutation.unknown:
             policy = "gate" if mutation.outcome == "gated" else "fail-open"
-            metrics.unknown_images.labels(policy).inc(len(mutation.unknown))
+            metrics.child(metrics.unknown_images, policy).inc(len(mutation.unknown))
         explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
         outcome = "dry_run" if dry_run else mutation.outcome
         return Admission(outcome, operations, mutation.warnings)
 
     def count(self, outcome: str, seconds: float | None) -> None:
-        self.metrics.admissions.labels(outcome).inc()
+        metrics = self.metrics
+        metrics.child(metrics.admissions, outcome).inc()
         if seconds is not None:
-            self.metrics.admission_seconds.observe(seconds)
+            metrics.admission_seconds.observe(seconds)
 
 
 def _hold_of(settings: Settings, services: Services) -> Hold | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -70,11 +71,13 @@ class Pusher:
         *,
         basic: tuple[str, str] | None = None,
         token: Callable[[str], str] | None = None,
+        context: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.host = urllib.parse.urlsplit(self.base_url).netloc
         self._basic = basic
         self._token = token
+        self._context = context
 
     def blob(self, repo: str, data: bytes, media_type: str) -> Descriptor:
         """Upload `data` as a blob (POST then PUT ?digest=) and describe it."""
@@ -104,7 +107,7 @@ class Pusher:
         elif self._token is not None:
             request.add_header("Authorization", "Bearer " + self._token(repo))
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=30, context=self._context) as response:  # noqa: S310
                 response.read()
                 return response
         except urllib.error.HTTPError as error:

@@ -1,5 +1,5 @@
 """A loopback HTTP server that answers every GET with JSON a function makes of the request's
-headers: a stand-in for an API server where only what it was sent matters."""
+path and headers: a stand-in for an API server where only what it was sent matters."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def json_server(answer: Callable[[Message], Any]) -> Iterator[str]:
-    """Serve `answer(headers)` as JSON to every GET; yields the server's http:// URL."""
+def json_server(answer: Callable[[str, Message], Any]) -> Iterator[str]:
+    """Serve `answer(path, headers)` to every GET, as JSON (bytes as they are: a watch's
+    stream); `path` has the query string. Yields the server's http:// URL."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = json.dumps(answer(self.headers)).encode()
+            answered = answer(self.path, self.headers)
+            body = answered if isinstance(answered, bytes) else json.dumps(answered).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

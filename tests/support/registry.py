@@ -1,13 +1,15 @@
 """A real CNCF distribution registry process on 127.0.0.1, and what it saw.
 
 Start one with `RegistryProcess.start(workdir)`; optionally behind htpasswd Basic auth
-or Bearer tokens from `tests.support.tokens`. Requests are counted from its JSON log.
+or Bearer tokens from `tests.support.tokens`, and over TLS. Requests are counted from its
+JSON log.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -20,6 +22,7 @@ from pathlib import Path
 from tests.support.prerequisites import require_binary
 from tests.support.process import start_on_free_port, wait_ready
 from tests.support.process import stop as stop_process
+from tests.support.tls import ServingCert
 
 REGISTRY_BINARY = os.environ.get("DOCKER_REGISTRY_BINARY", "/usr/bin/docker-registry")
 """Debian's docker-registry; DOCKER_REGISTRY_BINARY names another CNCF distribution build."""
@@ -58,12 +61,20 @@ class RegistryProcess:
     log_path: Path
     basic_auth: tuple[str, str] | None = None
     """The htpasswd user, when the registry requires Basic auth."""
+    tls: ServingCert | None = None
+    """Its serving certificate, when it speaks HTTPS."""
     _log_offset: int = field(default=0, repr=False)
 
     @property
     def url(self) -> str:
-        """The base URL, `http://127.0.0.1:<port>`."""
-        return f"http://{self.host}"
+        """The base URL, `http://127.0.0.1:<port>` (https with `tls`)."""
+        return f"{'https' if self.tls else 'http'}://{self.host}"
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """A client SSLContext that trusts its certificate; None over plain HTTP."""
+        if self.tls is None:
+            return None
+        return ssl.create_default_context(cafile=str(self.tls.ca_bundle))
 
     @classmethod
     def start(
@@ -72,6 +83,7 @@ class RegistryProcess:
         *,
         htpasswd: tuple[str, str] | None = None,
         token: TokenAuthConfig | None = None,
+        tls: ServingCert | None = None,
     ) -> RegistryProcess:
         """Start a registry on a free port and wait until it answers /v2/."""
         binary = require_binary(REGISTRY_BINARY, "docker-registry")
@@ -79,7 +91,7 @@ class RegistryProcess:
         config, log_path = workdir / "config.yml", workdir / "registry.log"
 
         def launch(port: int) -> RegistryProcess:
-            config.write_text(_config(workdir, port, htpasswd, token))
+            config.write_text(_config(workdir, port, htpasswd, token, tls))
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
                     [binary, "serve", str(config)],
@@ -87,7 +99,7 @@ class RegistryProcess:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-            return cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd)
+            return cls(f"127.0.0.1:{port}", workdir, process, log_path, htpasswd, tls)
 
         registry = start_on_free_port(launch, RegistryProcess._wait_ready)
         if registry is None:
@@ -100,7 +112,9 @@ class RegistryProcess:
 
     def _answers(self) -> bool:
         try:
-            urllib.request.urlopen(f"{self.url}/v2/", timeout=1).close()  # noqa: S310
+            urllib.request.urlopen(  # noqa: S310
+                f"{self.url}/v2/", timeout=1, context=self.client_context()
+            ).close()
         except urllib.error.HTTPError:
             return True  # 401 from an auth-protected registry means it is up
         except OSError:
@@ -156,7 +170,9 @@ class RegistryProcess:
         # requests and then see in the log means the earlier lines are written too.
         marker = uuid.uuid4().hex
         try:
-            urllib.request.urlopen(f"{self.url}{_SYNC_PATH}{marker}", timeout=2).close()  # noqa: S310
+            urllib.request.urlopen(  # noqa: S310
+                f"{self.url}{_SYNC_PATH}{marker}", timeout=2, context=self.client_context()
+            ).close()
         except urllib.error.HTTPError as error:
             error.close()
         deadline = time.monotonic() + _SYNC_TIMEOUT
@@ -203,6 +219,7 @@ def _config(
     port: int,
     htpasswd: tuple[str, str] | None,
     token: TokenAuthConfig | None,
+    tls: ServingCert | None,
 ) -> str:
     storage = workdir / "storage"
     storage.mkdir(exist_ok=True)
@@ -219,6 +236,7 @@ def _config(
             f"    issuer: {token.issuer}\n"
             f"    rootcertbundle: {token.root_cert_bundle}\n"
         )
+    served = "" if tls is None else f"  tls:\n    certificate: {tls.cert}\n    key: {tls.key}\n"
     return (
         "version: 0.1\n"
         "log:\n  level: info\n  formatter: json\n  accesslog:\n    disabled: true\n"
@@ -226,7 +244,7 @@ def _config(
         "  delete:\n    enabled: true\n"
         "  cache:\n    blobdescriptor: inmemory\n"
         f"http:\n  addr: 127.0.0.1:{port}\n  secret: archfit-test-{uuid.uuid4().hex}\n"
-        f"{auth}"
+        f"{served}{auth}"
     )
 
 

@@ -129,7 +129,7 @@ def test_an_invalid_reference_is_not_called_uppercase_when_lowercase_would_not_h
 @pytest.fixture
 def not_kubernetes() -> Iterator[str]:
     """An HTTP server, but no API server: {} for /version."""
-    with json_server(lambda _: {}) as url:
+    with json_server(lambda _path, _headers: {}) as url:
         yield url
 
 

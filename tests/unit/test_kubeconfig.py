@@ -199,7 +199,7 @@ def test_in_cluster_without_a_token_says_so_as_the_client_did(tmp_path):
 @pytest.fixture
 def echo_server() -> Iterator[str]:
     """Answers the Authorization header it was sent."""
-    with json_server(lambda headers: {"authorization": headers.get("Authorization")}) as url:
+    with json_server(lambda _path, headers: {"authorization": headers.get("Authorization")}) as url:
         yield url
 
 

@@ -3,12 +3,19 @@ watcher reads, from a pod as kube-apiserver returns it."""
 
 from __future__ import annotations
 
+from email.message import Message
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
 import orjson
 
 from bench.pod_watch import pod as realistic_pod
 from extender.core.mismatch import ContainerState
 from extender.core.pods import PullSecretsRef
-from extender.kube.pod_watch import decode_pod, decode_pod_page
+from extender.kube.api import KubeApi
+from extender.kube.connection import Connection
+from extender.kube.pod_watch import BOUND, PodWatch, decode_pod, decode_pod_page
+from tests.support.json_server import json_server
 
 
 def test_a_failing_pod_decodes_to_its_owner_node_images_and_container_states() -> None:
@@ -52,3 +59,21 @@ def test_a_running_pod_is_ready_and_not_failing_and_a_page_keeps_its_continue_to
         item.ready,
         item.failing,
     )
+
+
+def test_the_list_and_the_watch_ask_only_for_pods_bound_to_a_node() -> None:
+    """An unscheduled pod has no container status to judge: neither call is sent one."""
+    asked: list[dict[str, list[str]]] = []
+
+    def answer(path: str, _headers: Message) -> Any:
+        query = parse_qs(urlsplit(path).query)
+        asked.append(query)
+        if "watch" in query:
+            return b""  # a watch the server ends at once
+        return {"metadata": {"resourceVersion": "1"}, "items": []}
+
+    with json_server(answer) as url:
+        watch = PodWatch(KubeApi(Connection(host=url)))
+        watch.watch_from(watch.list_all())
+    assert [[BOUND], [BOUND]] == [query.get("fieldSelector") for query in asked]
+    assert "spec.nodeName!=" == BOUND
