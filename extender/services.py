@@ -263,7 +263,7 @@ async def registry_resolver(
 
     secrets = None
     if api is not None and settings.kubernetes.pull_secrets:
-        from extender.kube.secrets import KubeSecretSource
+        from extender.kube.pull_secrets import KubeSecretSource
 
         secrets = KubeSecretSource(api, ttl_seconds=settings.registry.pull_secret_ttl_seconds)
     source: SecretSource | None = secrets

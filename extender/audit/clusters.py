@@ -128,7 +128,7 @@ async def fleet_resolver(
     settings: Settings, metrics: Metrics, apis: Mapping[str, Any]
 ) -> AsyncIterator[PlatformResolver]:
     """One resolver for every cluster: one cache and single flight, each cluster's secrets."""
-    from extender.kube.secrets import KubeSecretSource
+    from extender.kube.pull_secrets import KubeSecretSource
 
     readers: dict[str, KubeSecretSource] = {}
     if settings.kubernetes.pull_secrets:

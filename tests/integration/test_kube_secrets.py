@@ -14,7 +14,7 @@ from extender.core.pods import PullSecretsRef
 from extender.kube.api import KubeApi
 from extender.kube.connection import Connection
 from extender.kube.errors import ApiError
-from extender.kube.secrets import KubeSecretSource
+from extender.kube.pull_secrets import KubeSecretSource
 from extender.registry.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
 from tests.support.pull_secrets import auth_field, secret_manifest
