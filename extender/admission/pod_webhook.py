@@ -17,7 +17,7 @@ from aiohttp import web
 
 from extender import explain
 from extender.admission.skeleton import SKIPPED, Admission, Admissions
-from extender.admission.workloads import WorkloadWarner
+from extender.admission.workload_webhook import WorkloadWarner
 from extender.app_keys import WEBHOOK_GUARD, WEBHOOK_HOLDS
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
@@ -56,7 +56,7 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
     handler = Admissions(mutation, metrics, warnings, settings.server.body_timeout_seconds)
     app.router.add_post(settings.webhook.path, handler.serve)
     if settings.webhook.workload_warnings.enabled:
-        # The second admission path: warnings on workloads (extender.admission.workloads).
+        # The second admission path: warnings on workloads (extender.admission.workload_webhook).
         WorkloadWarner(settings, metrics, services, mutation.rules, warnings).route(app)
     return app
 

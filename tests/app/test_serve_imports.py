@@ -114,7 +114,7 @@ NOT_FOR_SERVING = ("kubernetes", "rich", "cryptography")
 WEBHOOK_MODULES = (
     "extender.admission.pod_webhook",
     "extender.admission.skeleton",
-    "extender.admission.workloads",
+    "extender.admission.workload_webhook",
 )
 
 
