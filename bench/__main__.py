@@ -2,10 +2,13 @@
 
     .venv/bin/python -m bench [--source DIR] [--quick] [--only NAME ...]
                               [--doc docs/benchmarks.md] [--baseline results.json]
+                              [--before DIR]
 
 `--source DIR` measures the archfit of another checkout with these scripts (its
 `extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
-puts its figures beside this run's in the goals table. `--quick` shrinks every benchmark
+puts its figures beside this run's in the goals table. `--before DIR` runs another
+checkout's archfit beside this one in the same run, in the benchmarks that can (scheduler
+throughput's archfit-before rows, the webhook's `--before` rows). `--quick` shrinks every benchmark
 to prove the pipeline in a few minutes; its figures are not the ones to quote.
 """
 
@@ -47,7 +50,7 @@ class Skipped(Exception):
     """A benchmark that cannot run here; its message goes into the document."""
 
 
-def throughput(source: Path | None, quick: bool) -> list[dict[str, Any]]:
+def throughput(source: Path | None, quick: bool, before: Path | None) -> list[dict[str, Any]]:
     """bench.scheduler_throughput.run(pods, nodes, source, runs=...), when that module has it."""
     try:
         from bench import scheduler_throughput
@@ -60,7 +63,7 @@ def throughput(source: Path | None, quick: bool) -> list[dict[str, Any]]:
         ) from None
     pods, nodes = (100, 100) if quick else (500, 500)
     # Three runs: the goal's figure is their median, quoted with the spread.
-    rows = run(pods, nodes, source, runs=1 if quick else THROUGHPUT_RUNS)
+    rows = run(pods, nodes, source, runs=1 if quick else THROUGHPUT_RUNS, before=before)
     return [
         dataclasses.asdict(r)
         if dataclasses.is_dataclass(r) and not isinstance(r, type)
@@ -69,7 +72,11 @@ def throughput(source: Path | None, quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-def others(source: Path | None, quick: bool) -> dict[str, str]:
+#: The older scripts that take `--before DIR` (another checkout measured in the same run).
+TAKE_BEFORE = frozenset({"webhook_latency.py"})
+
+
+def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, str]:
     """Run the older scripts from the measured checkout; their stdout by name."""
     checkout = source or harness.ROOT
     found = {}
@@ -79,8 +86,9 @@ def others(source: Path | None, quick: bool) -> dict[str, str]:
             found[script] = f"(not in {checkout})"
             continue
         # As a module of the checkout's bench package: its `tests` imports resolve from there.
+        beside = ["--before", str(before)] if before is not None and script in TAKE_BEFORE else []
         done = subprocess.run(
-            [sys.executable, "-m", f"bench.{path.stem}", *(small if quick else full)],
+            [sys.executable, "-m", f"bench.{path.stem}", *(small if quick else full), *beside],
             env=harness.source_env(source),
             capture_output=True,
             text=True,
@@ -101,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these")
     parser.add_argument("--doc", type=Path, default=DOC, help="where to write the Markdown")
     parser.add_argument("--baseline", type=Path, help="results.json of a run to compare with")
+    parser.add_argument("--before", type=Path, help="a checkout whose archfit runs beside")
     args = parser.parse_args(argv)
     source = args.source.resolve() if args.source else None
+    before = args.before.resolve() if args.before else None
     selected = args.only or list(NAMES)
 
     def say(line: str) -> None:
@@ -117,13 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             "bench": harness.git_commit(harness.ROOT),
             "arguments": arguments,
             "quick": args.quick,
+            "before": harness.git_commit(before) if before is not None else None,
             "problems": [],
         }
     }
     say(f"measuring archfit from {results['meta']['archfit_path']}")
     quick = args.quick
     runners: dict[str, Callable[[], Any]] = {
-        "scheduler_throughput": lambda: throughput(source, quick),
+        "scheduler_throughput": lambda: throughput(source, quick, before),
         "request_cost": lambda: request_cost.run(
             source=source,
             sweep=request_cost.QUICK_SWEEP if quick else request_cost.SWEEP,
@@ -138,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=say,
         ),
         "startup": lambda: startup.run(source=source, runs=5 if quick else 10, progress=say),
-        "others": lambda: others(source, quick),
+        "others": lambda: others(source, quick, before),
     }
     failed = False
     for name in NAMES:

@@ -381,8 +381,15 @@ def reproduce(meta: Mapping[str, Any], baseline: Results | None) -> list[str]:
         ".venv/bin/pip install --no-deps -e .",
         "# Go >= 1.26 on PATH builds the control plane and the load generator once",
     ]
+    beside = ""
+    if meta.get("before"):
+        lines += [
+            f"# the archfit-before rows: archfit {meta['before']}, run beside this one",
+            f"git worktree add ../archfit-beside {meta['before']}",
+        ]
+        beside = " --before ../archfit-beside"
     if baseline is None:
-        return [*lines, f".venv/bin/python -m bench{quick}", "```"]
+        return [*lines, f".venv/bin/python -m bench{quick}{beside}", "```"]
     before = baseline["meta"]["archfit"]
     return [
         *lines,
@@ -391,7 +398,8 @@ def reproduce(meta: Mapping[str, Any], baseline: Results | None) -> list[str]:
         f".venv/bin/python -m bench{quick} --source ../archfit-before"
         " --doc ../bench-before/benchmarks.md",
         "# this run, beside it",
-        f".venv/bin/python -m bench{quick} --baseline ../bench-before/benchmarks/results.json",
+        f".venv/bin/python -m bench{quick}{beside}"
+        " --baseline ../bench-before/benchmarks/results.json",
         "```",
     ]
 
