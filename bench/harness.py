@@ -436,8 +436,11 @@ Bodies = bytes | Sequence[bytes]
 """One request body, or several sent in turn."""
 
 
-def load(url: str, bodies: Bodies, concurrency: int, seconds: float) -> dict[str, Any]:
-    """POST `bodies` (in turn) to `url` at `concurrency` for `seconds` from the client core.
+def load(
+    url: str, bodies: Bodies, concurrency: int, seconds: float, ca_file: Path | None = None
+) -> dict[str, Any]:
+    """POST `bodies` (in turn) to `url` at `concurrency` for `seconds` from the client core;
+    an https `url` is trusted by `ca_file`.
 
     Returns the load generator's JSON: requests, req_per_s, p50/p90/p99/max_ms, non_200.
     """
@@ -450,6 +453,8 @@ def load(url: str, bodies: Bodies, concurrency: int, seconds: float) -> dict[str
         argv = ["taskset", "-c", str(CLIENT_CORE), str(loadgen_binary())]
         argv += ["-url", url, "-body", ",".join(paths), "-c", str(concurrency)]
         argv += ["-d", f"{seconds}s"]
+        if ca_file is not None:
+            argv += ["-cacert", str(ca_file)]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BenchError(f"loadgen exited {done.returncode}: {done.stderr[-2000:]}")

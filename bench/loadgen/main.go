@@ -8,6 +8,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -39,9 +41,10 @@ func main() {
 	bodyPath := flag.String("body", "", "file holding the request body; several, comma-separated, are sent in turn")
 	concurrency := flag.Int("c", 1, "requests in flight at once, one connection each")
 	duration := flag.Duration("d", 5*time.Second, "how long to send")
+	caFile := flag.String("cacert", "", "PEM bundle to trust for an https URL (a webhook's CA)")
 	flag.Parse()
 	if *url == "" || *bodyPath == "" || *concurrency < 1 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s] [-cacert FILE]")
 		os.Exit(2)
 	}
 	var bodies [][]byte
@@ -53,14 +56,26 @@ func main() {
 		}
 		bodies = append(bodies, body)
 	}
-	client := &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			MaxIdleConns:        *concurrency,
-			MaxIdleConnsPerHost: *concurrency,
-			DisableCompression:  true,
-		},
+	transport := &http.Transport{
+		MaxIdleConns:        *concurrency,
+		MaxIdleConnsPerHost: *concurrency,
+		DisableCompression:  true,
 	}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			fmt.Fprintln(os.Stderr, "no certificate in", *caFile)
+			os.Exit(2)
+		}
+		// HTTP/1.1 over TLS, kept alive, as kube-apiserver calls a webhook.
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: transport}
 
 	var (
 		mu         sync.Mutex
