@@ -5,6 +5,7 @@ Only logs: counting is metrics' job (extender.metrics), done once per call by th
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -128,6 +129,8 @@ def admitted(
     policy = "gate" if mutation.outcome == "gated" else "fail-open"
     for image, why in unknown_images(resolved).items():
         log.warning("image_platforms_unknown", image=image, error=why, failure_policy=policy)
+    if not log.is_enabled_for(logging.INFO):
+        return  # the line would be dropped: build none of its fields (one per admission)
     log.info(
         "pod_admitted",
         outcome=mutation.outcome,

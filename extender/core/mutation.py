@@ -142,7 +142,7 @@ def decide_mutation(
     fits = fits_of(frozenset(r for _, r in known), rules.platforms, rules.rule, rules.aarch32)
     supported = fits.supported
     mutation.runs_on = fits.runs_on
-    _annotate(pod, fits.annotated, mutation)
+    _annotate(pod, fits.annotation, mutation)
     allowed = allowed_by_pod(spec, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
@@ -194,7 +194,9 @@ def _require_known(
 def allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
     """The platforms the pod's nodeSelector and required node affinity already admit."""
     selector = read_mapping(spec.get("nodeSelector"), "spec.nodeSelector", ShapeError)
-    terms = _required_terms(_node_affinity(spec))
+    terms = _required_terms(_read_node_affinity(spec))
+    if not selector and terms is None:
+        return frozenset(platforms)  # most pods: they admit every platform
     return frozenset(
         p
         for p in platforms
@@ -384,17 +386,31 @@ def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
-    node_affinity = read_mapping_at(spec, "affinity.nodeAffinity", ShapeError, within="spec")
+    node_affinity = _read_node_affinity(spec)
+    if not node_affinity:
+        return {}  # most pods: nothing to copy
     try:
         copied = copy.deepcopy(dict(node_affinity))
     except RecursionError as error:
         raise ShapeError("spec.affinity.nodeAffinity nests deeper than any pod") from error
-    required = read_mapping(copied.get(REQUIRED_TERMS), "requiredDuringScheduling", ShapeError)
-    terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
+    required = copied.get(REQUIRED_TERMS) or {}
+    terms = required.get("nodeSelectorTerms") or []
     for index, term in enumerate(terms):
         # The apiserver decodes a null item as an empty term (Go's zero value): so does this.
-        terms[index] = dict(read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError))
+        terms[index] = dict(term or {})
     return copied
+
+
+def _read_node_affinity(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """spec.affinity.nodeAffinity as the pod has it ({} when absent), its required terms'
+    shape checked: what reading it needs, without the copy editing it needs."""
+    node_affinity = read_mapping_at(spec, "affinity.nodeAffinity", ShapeError, within="spec")
+    if node_affinity:
+        required = node_affinity.get(REQUIRED_TERMS)
+        required = read_mapping(required, "requiredDuringScheduling", ShapeError)
+        for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
+            read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError)
+    return node_affinity
 
 
 def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -406,7 +422,8 @@ def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]
     required = node_affinity.get(REQUIRED_TERMS)
     if required is None:
         return None
-    return list(required.get("nodeSelectorTerms") or [])
+    # A null item is an empty term, as the apiserver decodes it (_node_affinity).
+    return [term or {} for term in required.get("nodeSelectorTerms") or ()]
 
 
 def _set_node_affinity(
@@ -485,11 +502,15 @@ def _route(spec: Mapping[str, Any], rules: MutationRules, mutation: Mutation) ->
         mutation.outcome = "mutated"
 
 
-def _annotate(pod: Mapping[str, Any], platforms: Sequence[Platform], mutation: Mutation) -> None:
+def _annotation_value(platforms: Sequence[Platform]) -> str:
+    """The `archfit.io/platforms` text: the platforms, the first few named."""
     shown = [str(p) for p in platforms[:_MAX_ANNOTATED_PLATFORMS]]
     if len(platforms) > len(shown):
         shown.append(f"+{len(platforms) - len(shown)} more")
-    value = ",".join(shown) or "none"
+    return ",".join(shown) or "none"
+
+
+def _annotate(pod: Mapping[str, Any], value: str, mutation: Mutation) -> None:
     metadata = read_mapping_at(pod, "metadata", ShapeError)
     annotations = read_mapping_at(pod, "metadata.annotations", ShapeError)
     if annotations.get(PLATFORMS_ANNOTATION) == value:
@@ -513,6 +534,8 @@ class Fits(NamedTuple):
     native: frozenset[Platform]
     """Those of `supported` every image runs on natively (no 32-bit Arm build on arm64):
     only these earn a preference."""
+    annotation: str
+    """`annotated` as the annotation's text."""
 
 
 @functools.lru_cache(maxsize=_FITS_CACHED)
@@ -535,8 +558,9 @@ def fits_of(
     # The images' platforms and the cluster's: the annotation names every one supported has.
     entries = {p for ps in image_platforms for p in ps} | platforms
     native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
+    annotated = tuple(sorted(_runs_on(known, entries, rules)))
     return Fits(
-        supported, tuple(sorted(supported)), tuple(sorted(_runs_on(known, entries, rules))), native
+        supported, tuple(sorted(supported)), annotated, native, _annotation_value(annotated)
     )
 
 

@@ -5,6 +5,7 @@ Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -138,10 +139,15 @@ def images(spec: Mapping[str, Any]) -> tuple[str, ...]:
             raise PodError(f"Pod.spec.{key} must be a list")
         _bounded(containers, f"Pod.spec.{key}", MAX_POD_CONTAINERS)
         for index, container in enumerate(containers):
-            where = f"Pod.spec.{key}[{index}]"
-            image = _string(read_mapping(container, where).get("image"), f"{where}.image").strip()
+            image = container.get("image") if type(container) is dict else None
+            image = image.strip() if type(image) is str else ""
             if not image:
-                raise PodError(f"{where}.image is empty")
+                # Only a bad container names its field: the common case formats no text.
+                where = f"Pod.spec.{key}[{index}]"
+                image = _string(read_mapping(container, where).get("image"), f"{where}.image")
+                image = image.strip()
+                if not image:
+                    raise PodError(f"{where}.image is empty")
             seen.setdefault(image, None)
     return tuple(seen)
 
@@ -210,6 +216,8 @@ def read_mapping(value: object, where: str, error: type[Exception] = PodError) -
     """A field of a Kubernetes object that must be an object: {} when it is absent or null,
     else `error` naming the field `where`. The one reader for pods, the webhook's patches
     and the audit's workloads alike."""
+    if type(value) is dict:  # what JSON decodes to: skip the ABC check on the hot path
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -224,12 +232,31 @@ def read_mapping_at(
     read as `read_mapping` reads one: {} once a level is absent or null, else `error` naming
     the first level that is not an object by its path (after `within.`, the name of `obj`,
     when given)."""
+    found: Mapping[str, Any] = obj
+    for key in _path_keys(path):
+        value = found.get(key)
+        if type(value) is not dict:  # absent, null, another Mapping, or wrong
+            return _read_mapping_named(obj, path, error, within) if value is not None else {}
+        found = value
+    return found
+
+
+def _read_mapping_named(
+    obj: Mapping[str, Any], path: str, error: type[Exception], within: str
+) -> Mapping[str, Any]:
+    """read_mapping_at's walk, naming each level as it goes: for what is not a plain dict."""
     where = within
     found: Mapping[str, Any] = obj
-    for key in path.split("."):
+    for key in _path_keys(path):
         where = f"{where}.{key}" if where else key
         found = read_mapping(found.get(key), where, error)
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _path_keys(path: str) -> tuple[str, ...]:
+    """`"spec.affinity"` → ("spec", "affinity"): the few dotted paths the code names, split once."""
+    return tuple(path.split("."))
 
 
 def _string(value: object, where: str) -> str:
