@@ -67,7 +67,7 @@ def steered_facts(
         return pod_facts
     order = steering.preference_order(pod)
     # Most pods carry no preference anywhere: keep the facts as they are, no copy per call.
-    return pod_facts if order == pod_facts.prefer_arch else replace(pod_facts, prefer_arch=order)
+    return pod_facts if order == pod_facts.prefer_arch else pod_facts._replace(prefer_arch=order)
 
 
 def steered_rules(
