@@ -1,5 +1,7 @@
 """Extracting images, pull secrets and annotations from a v1.Pod."""
 
+from types import MappingProxyType
+
 import pytest
 
 from extender.core.pods import PodError, PullSecretsRef, facts, read_mapping, read_mapping_at
@@ -76,6 +78,13 @@ AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         ({"spec": None}, "spec.affinity.nodeAffinity", {}),
         ({"spec": {"affinity": None}}, "spec.affinity.nodeAffinity", {}),
         ({"spec": {"affinity": {}}}, "spec.affinity.nodeAffinity", {}),
+        # Another Mapping than a dict (what JSON decodes to) takes the reader's other path.
+        (
+            {"spec": MappingProxyType({"affinity": AFFINITY})},
+            "spec.affinity.nodeAffinity",
+            AFFINITY["nodeAffinity"],
+        ),
+        ({"spec": MappingProxyType({})}, "spec.affinity.nodeAffinity", {}),
     ],
 )
 def test_a_path_reads_the_object_at_its_end_or_nothing_once_a_level_is_missing(obj, path, expected):
@@ -89,6 +98,11 @@ def test_a_path_reads_the_object_at_its_end_or_nothing_once_a_level_is_missing(o
         ({"spec": {"affinity": []}}, "spec.affinity.nodeAffinity", "spec.affinity must be"),
         ({"spec": "x"}, "spec.affinity.nodeAffinity", "spec must be"),
         ({"spec": {"affinity": {"nodeAffinity": 7}}}, "spec.affinity.nodeAffinity", "nodeAffinity"),
+        (
+            {"spec": MappingProxyType({"affinity": []})},
+            "spec.affinity.nodeAffinity",
+            "^spec.affinity must be",
+        ),
     ],
 )
 def test_a_level_that_is_not_an_object_is_refused_by_its_path(obj, path, message):
