@@ -78,7 +78,7 @@ def steered_rules(
     when this app has the namespace watch."""
     if steering is None:
         return rules
-    return replace(rules, steering=steering.steer(pod, rules.arch_preference))
+    return rules.steered(steering.steer(pod, rules.arch_preference))
 
 
 def with_cluster_platforms(rules: MutationRules, nodes: NodeSource | None) -> MutationRules:

@@ -130,7 +130,7 @@ def parse_share(value: object) -> int:
 def owner_of(metadata: Mapping[str, Any], namespace: str) -> OwnerKey:
     """The pod's controller, as the ReplicaSet (or other) controller wrote it at create."""
     for ref in metadata.get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if (type(ref) is dict or isinstance(ref, Mapping)) and ref.get("controller") is True:
             return OwnerKey(
                 namespace, str(ref.get("uid") or f"{ref.get('kind')}/{ref.get('name')}")
             )
@@ -274,6 +274,8 @@ def _kept_choice(metadata: Mapping[str, Any]) -> str:
 
 def _mapping_or_empty(value: object) -> Mapping[str, Any]:
     """{} for anything but an object: unlike pods.read_mapping, steering never refuses."""
+    if type(value) is dict:  # what JSON decodes to: no ABC check per admission
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
