@@ -273,13 +273,15 @@ async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_cl
         nodes=NeverSynced(),
         resolver=FunctionResolver(hung),
     )
-    started = asyncio.get_running_loop().time()
-    body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1"))
-    elapsed = asyncio.get_running_loop().time() - started
+    with capture_logs() as logs:
+        body = await post(client, "filter", args_names(pod("acme/amd:1"), "n1"))
     assert ["n1"] == body["NodeNames"]
-    # Two budgets one after the other cannot take less than 2 s, whatever the machine's load;
-    # one shared budget takes just over 1 s.
-    assert elapsed < 2 * 1.0, f"took {elapsed:.2f}s for a 1 s budget"
+    # The wait for the index spent the whole 1 s, so the lookup was given what was left of
+    # it, nothing: with a budget of its own it would say "the 1 s deadline". Read off the
+    # log, not a clock, so a loaded machine cannot turn it red.
+    reasons = [str(e.get("error")) for e in logs if "deadline" in str(e.get("error"))]
+    assert reasons, logs
+    assert all("slower than the 0 s deadline" in reason for reason in reasons), reasons
 
 
 async def test_serve_under_auto_reads_nodes_through_kubeconfig_as_audit_does(
