@@ -30,8 +30,8 @@ class ConnectionGuard:
     """Makes the protocol of each accepted connection, enforcing the caps and timeouts.
 
     Connections are counted at accept, before any TLS handshake: a socket that never sends
-    a ClientHello holds a slot, never TLS buffers (asyncio's TLS protocol allocates 256 KiB
-    as it is made, so it is made only once the client's first bytes arrive). Past a cap,
+    a ClientHello holds a slot, never TLS state (a TLS protocol is made only once the
+    client's first bytes arrive: ~3 KiB a silent connection, docs/webhook.md). Past a cap,
     the oldest *idle* connection (no request in progress) makes way for the new one, so
     connections held open without a request cannot lock kube-scheduler or kube-apiserver out.
     """
@@ -60,7 +60,8 @@ class ConnectionGuard:
     def factory(
         self, make_handler: Callable[[], asyncio.Protocol], tls: ssl.SSLContext | None = None
     ) -> Callable[[], asyncio.Protocol]:
-        return lambda: _GuardedConnection(self, make_handler, tls)
+        by_loop = tls_by_loop(asyncio.get_running_loop())
+        return lambda: _GuardedConnection(self, make_handler, tls, by_loop)
 
     def problem(self, cause: str) -> None:
         client_problem(self._metrics, self._warnings, cause)
@@ -103,7 +104,9 @@ class _GuardedConnection(asyncio.Protocol):
     a kept-alive connection fall under aiohttp's keepalive_timeout).
 
     On a TLS listener it is first the protocol of the plain socket, then, once the client's
-    first bytes arrive, the application protocol under asyncio's TLS protocol.
+    first bytes arrive, the application protocol under a TLS protocol: the loop's own
+    through `loop.start_tls` on uvloop, asyncio's with a smaller buffer on asyncio's loop
+    (`tls_by_loop` says why).
     """
 
     def __init__(
@@ -111,13 +114,18 @@ class _GuardedConnection(asyncio.Protocol):
         guard: ConnectionGuard,
         make_handler: Callable[[], asyncio.Protocol],
         tls: ssl.SSLContext | None,
+        tls_by_loop: bool,
     ):
         self._guard = guard
         self._make_handler = make_handler
         self._tls = tls
+        self._tls_by_loop = tls_by_loop
         self._handler: asyncio.Protocol | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
+        self._handshake: asyncio.Task[None] | None = None
+        self._early: list[bytes] = []
+        """Plain text the loop's TLS passed on before start_tls returned to us."""
         self._tail = b""
         self._transport: asyncio.BaseTransport | None = None
         """The socket's own transport (under TLS too): closing it ends the connection."""
@@ -141,7 +149,7 @@ class _GuardedConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self._upgraded:
-            # The TLS handshake is done: `transport` carries the plain text.
+            # asyncio's TLS handshake is done: `transport` carries the plain text.
             self._cancel_handshake_timer()
             self._start_handler(transport)
             return
@@ -165,6 +173,55 @@ class _GuardedConnection(asyncio.Protocol):
         self._handler = self._make_handler()
         self._handler.connection_made(transport)
 
+    def _start_loop_tls(self, first: bytes) -> None:
+        """Hand the socket to the loop's own TLS (loop.start_tls) with the `first` bytes."""
+        assert self._transport is not None
+        self._upgraded = True
+        # Nothing more is read until start_tls has put its TLS protocol in our place, a turn
+        # on: bytes read before that would come to this protocol, out of the handshake.
+        self._transport.pause_reading()  # type: ignore[attr-defined]
+        self._handshake = asyncio.get_running_loop().create_task(self._handshake_by_loop(first))
+
+    async def _handshake_by_loop(self, first: bytes) -> None:
+        """The TLS handshake in the loop's own implementation, then aiohttp's handler."""
+        assert self._tls is not None
+        assert self._transport is not None
+        loop = asyncio.get_running_loop()
+        # start_tls swaps the protocol now and starts the handshake a turn later (it reads
+        # nothing before): this runs in between and gives the TLS protocol `first`.
+        loop.call_soon(self._feed_loop_tls, first)
+        try:
+            plain = await loop.start_tls(
+                self._transport,  # type: ignore[arg-type]  # a socket's transport
+                self,
+                self._tls,
+                server_side=True,
+                # Ours (connection_made) fires first and counts the cause; the loop's backs it.
+                ssl_handshake_timeout=self._guard.handshake_timeout,
+            )
+        except asyncio.CancelledError:
+            self._release()
+            raise
+        except Exception:  # failed, timed out or closed: the socket is gone
+            self._release()
+            return
+        self._cancel_handshake_timer()
+        if plain is None or not self._counted:
+            # Closed (to make room, or lost) between the handshake and this turn.
+            self.close()
+            return
+        self._start_handler(plain)
+        early, self._early = self._early, []
+        for data in early:
+            self.data_received(data)
+
+    def _feed_loop_tls(self, first: bytes) -> None:
+        """Give `first` to the TLS protocol start_tls put in this one's place."""
+        assert self._transport is not None
+        tls = self._transport.get_protocol()
+        if tls is not self and not self._transport.is_closing():  # else start_tls failed
+            _feed(tls, first)  # type: ignore[arg-type]  # both loops' TLS protocols are buffered
+
     def _start_tls(self, first: bytes) -> None:
         """Put asyncio's TLS protocol between the socket and this one, and feed it `first`."""
         assert self._tls is not None
@@ -183,13 +240,7 @@ class _GuardedConnection(asyncio.Protocol):
         )
         self._transport.set_protocol(tls)
         tls.connection_made(self._transport)
-        view = memoryview(first)
-        while view:
-            buffer = tls.get_buffer(len(view))
-            size = min(len(view), len(buffer))
-            buffer[:size] = view[:size]
-            tls.buffer_updated(size)
-            view = view[size:]
+        _feed(tls, first)
 
     def _handshake_done(self, handshake: asyncio.Future[None]) -> None:
         if handshake.cancelled() or handshake.exception() is not None:
@@ -207,9 +258,19 @@ class _GuardedConnection(asyncio.Protocol):
             self._handshake_timer = None
 
     def data_received(self, data: bytes) -> None:
-        if self._tls is not None and not self._upgraded:
-            if self._counted:
-                self._start_tls(data)
+        if self._handler is None:
+            if self._upgraded:
+                # Plain text before start_tls has returned to us: uvloop passes on what came
+                # with the handshake's last flight only after that, asyncio's start_tls
+                # before. Kept for the handler.
+                self._early.append(data)
+            elif self._tls is not None and self._counted:
+                # The client's first bytes: TLS starts now, not at accept (see
+                # `tls_by_loop`), so a socket that never sends holds no TLS state.
+                if self._tls_by_loop:
+                    self._start_loop_tls(data)
+                else:
+                    self._start_tls(data)
             return
         if self._timer is not None:
             seen = self._tail + data
@@ -248,8 +309,32 @@ class _GuardedConnection(asyncio.Protocol):
             self._handler.resume_writing()
 
 
+def tls_by_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether TLS goes through the loop's own implementation (`loop.start_tls`), or through
+    asyncio's TLS protocol with a smaller buffer (`_TlsProtocol`).
+
+    uvloop's TLS is compiled and costs less CPU per request than asyncio's pure-Python one,
+    and it only reserves its 256 KiB read buffer (pages are touched as records arrive).
+    asyncio's, which start_tls would make on asyncio's own loop, zero-fills its 256 KiB as it
+    is made and keeps it for the connection's life: 3,000 clients that send one byte each
+    would hold ~750 MiB (docs/webhook.md), so there archfit makes its own with 16 KiB.
+    """
+    return not isinstance(loop, asyncio.BaseEventLoop)
+
+
+def _feed(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
+    """Give `data` to `protocol` as if it had been read from its socket."""
+    view = memoryview(data)
+    while view:
+        buffer = memoryview(protocol.get_buffer(len(view)))
+        size = min(len(view), len(buffer))
+        buffer[:size] = view[:size]
+        protocol.buffer_updated(size)
+        view = view[size:]
+
+
 class _TlsProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS protocol with a 64 KiB read buffer instead of 256 KiB: a TLS record
+    """asyncio's TLS protocol with a 16 KiB read buffer instead of 256 KiB: a TLS record
     holds at most 16 KiB, and the buffer is allocated for every connection."""
 
     max_size = 16 * 1024

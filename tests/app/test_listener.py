@@ -1,18 +1,41 @@
-"""`archfit serve` under attack on its own listener: real process, real sockets, bounded in time."""
+"""`archfit serve` under attack on its own listener: real process, real sockets, bounded in time.
+
+Every test runs on both loops archfit serves on (server.eventLoop): their TLS is not the same
+code (extender.serving.listener.tls_by_loop).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
+import ssl
 import threading
 import time
 from pathlib import Path
 
 import orjson
+import pytest
+from aiohttp import web
 
+from extender.config.settings import ServerSettings
+from extender.event_loop import loop_factory
+from extender.metrics import Metrics
+from extender.once import OncePerCause
+from extender.serving.listener import ConnectionGuard, GuardedSite
 from tests.objects import args_full, args_names, node, pod
 from tests.support.archfit_process import Archfit, is_closed, post, read_responses, running
+from tests.support.process import free_port
+from tests.support.tls import make_serving_cert
 from tests.support.waiting import wait_for
+
+
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def serving_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """server.eventLoop of the archfit each test starts (its environment override)."""
+    monkeypatch.setenv("ARCHFIT_SERVER__EVENT_LOOP", request.param)
+    loop: str = request.param
+    return loop
 
 SKIPPED = orjson.dumps(
     args_full(pod("acme/amd:1", annotations={"archfit.io/skip": "true"}), node("n1"))
@@ -295,3 +318,82 @@ def test_a_32_mib_body_of_short_strings_keeps_both_listeners_below_256_mib(tmp_p
         peak = archfit.rss_bytes("VmHWM")
     assert [400, 400, 413] == statuses
     assert peak < 256 << 20, peak >> 20
+
+
+def test_the_start_line_names_the_loop_the_test_asked_for(tmp_path: Path, serving_loop: str):
+    """The environment override reaches the process: each test here runs on that loop."""
+    with running(tmp_path) as archfit:
+        lines = wait_for(
+            lambda: [line for line in archfit.log_lines() if "archfit_starting" in line],
+            "the start line",
+            10,
+        )
+    assert serving_loop == orjson.loads(lines[0])["event_loop"]
+
+
+TLS_TRANSPORT = {"asyncio": "asyncio.sslproto", "uvloop": "uvloop.loop"}
+"""The module of the TLS transport a request arrives on: the loop's own TLS on uvloop."""
+
+
+def test_tls_runs_in_the_loops_own_implementation(tmp_path: Path, serving_loop: str):
+    """The guarded TLS listener on each loop: a request sent in one segment with the client's
+    Finished (read with the handshake's last flight) is answered, over uvloop's compiled TLS
+    on uvloop, not asyncio's pure-Python one."""
+    cert = make_serving_cert(tmp_path / "tls")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert.cert, cert.key)
+
+    async def transport_module(request: web.Request) -> web.Response:
+        return web.Response(text=type(request.transport).__module__)
+
+    async def serve_one() -> bytes:
+        app = web.Application()
+        app.router.add_get("/", transport_module)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        guard = ConnectionGuard(ServerSettings(), Metrics(), OncePerCause())
+        port = free_port()
+        await GuardedSite(runner, "127.0.0.1", port, guard, context).start()
+        try:
+            return await asyncio.to_thread(_request_with_the_last_flight, port, cert.ca_bundle)
+        finally:
+            await runner.cleanup()
+
+    _, new_loop = loop_factory(serving_loop)  # type: ignore[arg-type]  # a param of the fixture
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        answer = runner.run(serve_one())
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert TLS_TRANSPORT[serving_loop] == answer.split(b"\r\n\r\n", 1)[1].decode()
+
+
+def _request_with_the_last_flight(port: int, ca_file: Path) -> bytes:
+    """GET / over TLS, its bytes sent with the client's Finished in one write; the answer."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl.create_default_context(cafile=str(ca_file))
+    tls = client.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                sock.sendall(outgoing.read())
+                incoming.write(sock.recv(65536) or b"")
+        tls.write(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        sock.sendall(outgoing.read())
+        answer = b""
+        while not _whole(answer) and (received := sock.recv(65536)):
+            incoming.write(received)
+            with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                while chunk := tls.read(65536):
+                    answer += chunk
+    return answer
+
+
+def _whole(answer: bytes) -> bool:
+    """Whether `answer` holds an HTTP response's head and all its Content-Length body."""
+    head, found, body = answer.partition(b"\r\n\r\n")
+    for line in head.lower().split(b"\r\n"):
+        if found and line.startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":")[1])
+    return False
