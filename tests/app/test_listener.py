@@ -37,6 +37,7 @@ def serving_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     loop: str = request.param
     return loop
 
+
 SKIPPED = orjson.dumps(
     args_full(pod("acme/amd:1", annotations={"archfit.io/skip": "true"}), node("n1"))
 )

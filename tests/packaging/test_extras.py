@@ -50,7 +50,7 @@ TEST_SOURCES = [
 
 #: What each extra promises to make importable ("" is the plain install).
 PROMISES: dict[str, set[str]] = {
-    "": _extender_modules() - {REDIS_TIER},
+    "": (_extender_modules() - {REDIS_TIER}) | {"uvloop"},  # a dependency on Linux
     "redis": {REDIS_TIER},
     "uvloop": {"uvloop"},
     # tests/unit and tests/app exercise the Redis tier and uvloop too; the pytest plugins
