@@ -5,8 +5,9 @@ pip holding requirements.lock's packages (built once per lock, under ~/.cache/ar
 and a wheel built from the measured checkout, installed with pip into a directory of its own
 that goes on PYTHONPATH. Both run from the bytecode pip compiled at install, with
 PYTHONDONTWRITEBYTECODE=1 as in the image; so no editable-install finder, no test packages
-(uvloop is an extra the image lacks: server.eventLoop auto is asyncio's loop). `--checkout`
-runs the checkout's files with this venv instead, as before (quicker, less like the image).
+(uvloop is in the lock, a dependency on Linux: server.eventLoop auto runs on it, as in the
+image). `--checkout` runs the checkout's files with this venv instead, as before (quicker,
+less like the image).
 
 Starts `python -m extender serve` with kubernetes.mode off and the in-memory defaults,
 `--runs` times, and times each from just before exec to the first 200 from /readyz

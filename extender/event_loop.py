@@ -1,9 +1,11 @@
-"""Which event loop `archfit serve` runs on (server.eventLoop): asyncio's own, or uvloop; and
+"""Which event loop `archfit serve` runs on (server.eventLoop): uvloop, or asyncio's own; and
 `in_background`, the one way archfit runs work as a task while a block runs.
 
-uvloop (libuv) was measured against asyncio's loop on the bench machine: 2% more 500-name
-filters per second, within its noise (docs/benchmarks.md), so asyncio's is the default and
-uvloop an extra (`archfit[uvloop]`) for those who measure otherwise.
+uvloop (libuv) is the default (`auto`) where it is installed, which is on Linux (a dependency
+there, so in the image): its compiled TLS, which the webhook's listener uses through
+loop.start_tls (extender.serving.listener), makes a pod admission ~15% cheaper in CPU than
+asyncio's pure-Python TLS (docs/benchmarks.md). The filter verbs, plain HTTP, gain ~2%, within
+noise. asyncio's loop stays one setting away, and is what `auto` runs elsewhere.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class ConnectionGuard:
 
     Connections are counted at accept, before any TLS handshake: a socket that never sends
     a ClientHello holds a slot, never TLS state (a TLS protocol is made only once the
-    client's first bytes arrive: ~3 KiB a silent connection, docs/webhook.md). Past a cap,
+    client's first bytes arrive: ~3 KiB a silent connection, docs/architecture.md). Past a cap,
     the oldest *idle* connection (no request in progress) makes way for the new one, so
     connections held open without a request cannot lock kube-scheduler or kube-apiserver out.
     """
@@ -316,8 +316,9 @@ def tls_by_loop(loop: asyncio.AbstractEventLoop) -> bool:
     uvloop's TLS is compiled and costs less CPU per request than asyncio's pure-Python one,
     and it only reserves its 256 KiB read buffer (pages are touched as records arrive).
     asyncio's, which start_tls would make on asyncio's own loop, zero-fills its 256 KiB as it
-    is made and keeps it for the connection's life: 3,000 clients that send one byte each
-    would hold ~750 MiB (docs/webhook.md), so there archfit makes its own with 16 KiB.
+    is made and keeps it for the connection's life: 2,000 clients that send one byte each
+    held ~600 MiB (docs/architecture.md, The server), so there the guard makes its own
+    with 16 KiB.
     """
     return not isinstance(loop, asyncio.BaseEventLoop)
 
