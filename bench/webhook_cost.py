@@ -7,16 +7,17 @@ AdmissionReviews over kept TLS connections, from core 0, to one server at a time
 core 1, for `--seconds`, and reads the server's CPU time over the run:
 
 - aiohttp do-nothing (bench/aiohttp_webhook): archfit's stack answering allowed, unchanged;
-  the floor of any webhook written on aiohttp and asyncio's TLS;
+  the floor of any webhook written on aiohttp and asyncio's TLS; and the same on uvloop and
+  its compiled TLS, the floor of archfit's uvloop rows;
 - archfit (`archfit serve`, webhook on, kubernetes off, a real registry on loopback): each
   review is a new pod of a Deployment, as kube-apiserver sends it after its own defaulting,
   naming a multi-arch image archfit has already resolved (warm), so every call is
   answered with archfit's patch; and the same at log level info (the production default)
   beside the bench's warning.
 
-"archfit's own" is archfit's CPU per call less the floor's: what its decisions, logs and
-metrics cost above the stack. With `--source DIR`, another checkout's archfit is measured
-too, in the same run.
+"archfit's own" is archfit's CPU per call less the floor's on the same loop: what its
+decisions, logs and metrics cost above the stack. With `--source DIR`, another checkout's
+archfit is measured too, in the same run.
 
     .venv/bin/python -m bench.webhook_cost [--seconds 5] [--source DIR] [--output table|json]
 """
@@ -211,19 +212,8 @@ def run(seconds: float, source: Path | None) -> list[dict[str, Any]]:
             images = harness.push_kinds(registry)
             bodies = [review_body(index, images.multi) for index in range(BODIES)]
             rows.append(go_floor(root, cert, bodies, seconds))
-            port = free_port()
-            argv = [sys.executable, "-m", "bench.aiohttp_webhook", f"--port={port}"]
-            argv += [f"--cert={cert.cert}", f"--key={cert.key}"]
-            pinned = ["taskset", "-c", str(harness.ARCHFIT_CORE), *argv]
-            floor = Process("aiohttp-webhook", pinned, root, harness.source_env(None)).start()
-            try:
-                context = ssl.create_default_context(cafile=str(cert.ca_bundle))
-                floor.wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/readyz", context))
-                assert floor.pid is not None
-                url = f"https://127.0.0.1:{port}/allow"
-                rows.append(measure("aiohttp do-nothing", floor.pid, url, cert, bodies, seconds))
-            finally:
-                floor.stop()
+            for loop in AIOHTTP_FLOOR_LOOPS:
+                rows.append(aiohttp_floor(root, cert, bodies, seconds, loop))
             checkouts: list[tuple[str, Path | None]] = [("archfit", None)]
             if source is not None:
                 checkouts.append((f"archfit {harness.git_commit(source)}", source))
@@ -241,14 +231,42 @@ def run(seconds: float, source: Path | None) -> list[dict[str, Any]]:
                         archfit_answer(hook["port"], cert.ca_bundle.read_bytes(), bodies[0])
                         row = measure(label, server.ps.pid, url, cert, bodies, seconds)
                         row["server"] = f"{label}, {loop}, log level {level}"
+                        row["event_loop"] = loop
                         rows.append(row)
         finally:
             registry.stop()
-    go_us, floor_us = rows[0]["cpu_us"], rows[1]["cpu_us"]
+    go_us = rows[0]["cpu_us"]
+    floor_us = {loop: rows[1 + i]["cpu_us"] for i, loop in enumerate(AIOHTTP_FLOOR_LOOPS)}
     for row in rows:
         row["x_go"] = row["cpu_us"] / go_us
-        row["own_us"] = row["cpu_us"] - floor_us
+        row["own_us"] = row["cpu_us"] - floor_us[row.get("event_loop", "asyncio")]
     return rows
+
+
+AIOHTTP_FLOOR_LOOPS = ("asyncio", "uvloop")
+"""The loops the aiohttp do-nothing webhook runs on, one row each (asyncio's first)."""
+
+
+def aiohttp_floor(
+    root: Path, cert: ServingCert, bodies: list[bytes], seconds: float, loop: str
+) -> dict[str, Any]:
+    """bench/aiohttp_webhook on `loop` answering allowed, unchanged: the stack's floor."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.aiohttp_webhook", f"--port={port}", f"--loop={loop}"]
+    argv += [f"--cert={cert.cert}", f"--key={cert.key}"]
+    pinned = ["taskset", "-c", str(harness.ARCHFIT_CORE), *argv]
+    floor = Process(f"aiohttp-webhook-{loop}", pinned, root, harness.source_env(None)).start()
+    try:
+        context = ssl.create_default_context(cafile=str(cert.ca_bundle))
+        floor.wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/readyz", context))
+        assert floor.pid is not None
+        url = f"https://127.0.0.1:{port}/allow"
+        name = "aiohttp do-nothing" + ("" if loop == "asyncio" else f", {loop}")
+        row = measure(name, floor.pid, url, cert, bodies, seconds)
+        row["event_loop"] = loop
+        return row
+    finally:
+        floor.stop()
 
 
 def go_floor(root: Path, cert: ServingCert, bodies: list[bytes], seconds: float) -> dict[str, Any]:
