@@ -3,9 +3,9 @@
 
 uvloop (libuv) is the default (`auto`) where it is installed, which is on Linux (a dependency
 there, so in the image): its compiled TLS, which the webhook's listener uses through
-loop.start_tls (extender.serving.listener), makes a pod admission ~15% cheaper in CPU than
-asyncio's pure-Python TLS (docs/benchmarks.md). The filter verbs, plain HTTP, gain ~2%, within
-noise. asyncio's loop stays one setting away, and is what `auto` runs elsewhere.
+loop.start_tls (extender.serving.listener), made a pod admission ~10% cheaper in CPU than
+on asyncio's loop and its pure-Python TLS (python -m bench.webhook_cost; a do-nothing aiohttp
+webhook: 15-35%). The filter verbs, plain HTTP, gained ~2%, within noise (docs/benchmarks.md). asyncio's loop stays one setting away, and is what `auto` runs elsewhere.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """server.eventLoop: uvloop when installed (it is, in CI and the image), asyncio on request."""
 
 import asyncio
+import importlib.util
 import sys
 
 import pytest
 
+from extender.config.settings import ServerSettings
 from extender.event_loop import EventLoopUnavailable, loop_factory
 
 
@@ -16,6 +18,21 @@ def test_auto_and_uvloop_run_on_uvloop_when_it_is_installed(choice, expected):
         assert (expected, "uvloop") == (name, type(loop).__module__.split(".")[0])
     finally:
         loop.close()
+
+
+def test_the_default_runs_on_uvloop_where_it_is_installed():
+    """server.eventLoop's default is auto: uvloop, a dependency on Linux, is taken."""
+    assert "uvloop" == loop_factory(ServerSettings().event_loop)[0]
+
+
+def test_without_uvloop_the_default_runs_on_asyncios_loop(monkeypatch):
+    """Elsewhere than Linux uvloop may be missing: the default still starts."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        "importlib.util.find_spec",
+        lambda name, *rest: None if name == "uvloop" else find_spec(name, *rest),
+    )
+    assert "asyncio" == loop_factory(ServerSettings().event_loop)[0]
 
 
 def test_asyncio_runs_on_asyncios_own_loop():
