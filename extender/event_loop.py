@@ -5,7 +5,8 @@ uvloop (libuv) is the default (`auto`) where it is installed, which is on Linux 
 there, so in the image): its compiled TLS, which the webhook's listener uses through
 loop.start_tls (extender.serving.listener), made a pod admission ~10% cheaper in CPU than
 on asyncio's loop and its pure-Python TLS (python -m bench.webhook_cost; a do-nothing aiohttp
-webhook: 15-35%). The filter verbs, plain HTTP, gained ~2%, within noise (docs/benchmarks.md). asyncio's loop stays one setting away, and is what `auto` runs elsewhere.
+webhook: 15-35%). The filter verbs, plain HTTP, gained ~2%, within noise (docs/benchmarks.md).
+asyncio's loop stays one setting away, and is what `auto` runs elsewhere.
 """
 
 from __future__ import annotations
