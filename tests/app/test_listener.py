@@ -12,7 +12,9 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -336,10 +338,12 @@ TLS_TRANSPORT = {"asyncio": "asyncio.sslproto", "uvloop": "uvloop.loop"}
 """The module of the TLS transport a request arrives on: the loop's own TLS on uvloop."""
 
 
-def test_tls_runs_in_the_loops_own_implementation(tmp_path: Path, serving_loop: str):
-    """The guarded TLS listener on each loop: a request sent in one segment with the client's
-    Finished (read with the handshake's last flight) is answered, over uvloop's compiled TLS
-    on uvloop, not asyncio's pure-Python one."""
+def _on_a_guarded_tls_site(
+    loop: str, tmp_path: Path, server: ServerSettings, client: Callable[[int, Path], Any]
+) -> tuple[Any, int, str]:
+    """Run `client(port, ca_file)` in a thread against a guarded TLS site of an app whose
+    GET / answers the module of the transport it came on, on `loop`; what it returned, the
+    connections the guard held once they had all closed (or after 10 s), and the metrics."""
     cert = make_serving_cert(tmp_path / "tls")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert.cert, cert.key)
@@ -347,24 +351,70 @@ def test_tls_runs_in_the_loops_own_implementation(tmp_path: Path, serving_loop: 
     async def transport_module(request: web.Request) -> web.Response:
         return web.Response(text=type(request.transport).__module__)
 
-    async def serve_one() -> bytes:
+    async def serve() -> tuple[Any, int, str]:
         app = web.Application()
         app.router.add_get("/", transport_module)
         runner = web.AppRunner(app)
         await runner.setup()
-        guard = ConnectionGuard(ServerSettings(), Metrics(), OncePerCause())
+        metrics = Metrics()
+        guard = ConnectionGuard(server, metrics, OncePerCause())
         port = free_port()
         await GuardedSite(runner, "127.0.0.1", port, guard, context).start()
         try:
-            return await asyncio.to_thread(_request_with_the_last_flight, port, cert.ca_bundle)
+            result = await asyncio.to_thread(client, port, cert.ca_bundle)
+            for _ in range(100):
+                if not guard.open:
+                    break
+                await asyncio.sleep(0.1)
+            return result, guard.open, metrics.render().decode()
         finally:
             await runner.cleanup()
 
-    _, new_loop = loop_factory(serving_loop)  # type: ignore[arg-type]  # a param of the fixture
+    _, new_loop = loop_factory(loop)  # type: ignore[arg-type]  # a param of the fixture
     with asyncio.Runner(loop_factory=new_loop) as runner:
-        answer = runner.run(serve_one())
+        return runner.run(serve())
+
+
+def test_tls_runs_in_the_loops_own_implementation(tmp_path: Path, serving_loop: str):
+    """The guarded TLS listener on each loop: a request sent in one segment with the client's
+    Finished (read with the handshake's last flight) is answered, over uvloop's compiled TLS
+    on uvloop, not asyncio's pure-Python one."""
+    server = ServerSettings()
+    answer, _, _ = _on_a_guarded_tls_site(
+        serving_loop, tmp_path, server, _request_with_the_last_flight
+    )
     assert answer.startswith(b"HTTP/1.1 200"), answer
     assert TLS_TRANSPORT[serving_loop] == answer.split(b"\r\n\r\n", 1)[1].decode()
+
+
+def _misbehave_then_behave(port: int, ca_file: Path) -> list[bool]:
+    """A handshake the client refuses (unknown CA), junk instead of a ClientHello, a
+    ClientHello's first byte and no more, then a good request: whether the junk and the
+    stalled one were closed, and whether the good one was served."""
+    address = ("127.0.0.1", port)
+    refused = socket.create_connection(address, timeout=10)
+    with contextlib.suppress(ssl.SSLError), refused:
+        ssl.create_default_context().wrap_socket(refused, server_hostname="127.0.0.1")
+    with socket.create_connection(address, timeout=10) as junk:
+        junk.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        closed = [is_closed(junk, seconds=5)]
+    with socket.create_connection(address, timeout=10) as stalled:
+        stalled.sendall(b"\x16")
+        closed.append(is_closed(stalled, seconds=5))  # after handshakeTimeoutSeconds
+    answer = _request_with_the_last_flight(port, ca_file)
+    return [*closed, answer.startswith(b"HTTP/1.1 200")]
+
+
+def test_every_tls_connection_gives_its_slot_back(tmp_path: Path, serving_loop: str):
+    """Failed, junk and timed-out handshakes are closed, a good request is served after them,
+    and once all are closed the guard holds no connection: every slot came back, a failed
+    handshake's at once (only the stalled one is counted late, by its own timer)."""
+    server = ServerSettings(handshake_timeout_seconds=1)
+    closed, held, metrics = _on_a_guarded_tls_site(
+        serving_loop, tmp_path, server, _misbehave_then_behave
+    )
+    late = 'archfit_client_problems_total{cause="handshake_timeout"} 1.0' in metrics
+    assert ([True, True, True], 0, True) == (closed, held, late)
 
 
 def _request_with_the_last_flight(port: int, ca_file: Path) -> bytes:
