@@ -51,7 +51,7 @@ a Go floor to reach 2x. Cold added p50 exceeds warm plus one round trip (about 1
 1.5 ms; archfit's handler alone, on a quiet loop, pays a cold tag the round trip and about
 0.2 ms more, so most of the rest is the 2 shared cores' queue (apiserver, archfit, registry).
 
-    .venv/bin/python -m bench.webhook_latency [--pods 100] [--cpu-pods 400] [--before /work/old]
+    .venv/bin/python -m bench.webhook_latency [--pods 100] [--cpu-pods 1000] [--before /work/old]
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument(
-        "--cpu-pods", type=int, default=400, help="CREATEs per server in the CPU rounds"
+        "--cpu-pods", type=int, default=1000, help="CREATEs per server in the CPU rounds"
     )
     parser.add_argument("--before", type=Path, help="a checkout whose archfit to measure too")
     args = parser.parse_args()
