@@ -37,7 +37,8 @@ NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
 OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
-    "webhook_latency.py": (["--pods", "100"], ["--pods", "20"]),
+    "webhook_latency.py": (["--pods", "100"], ["--pods", "20", "--cpu-pods", "200"]),
+    "webhook_cost.py": (["--seconds", "5"], ["--seconds", "1"]),
     "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
