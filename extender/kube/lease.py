@@ -206,15 +206,10 @@ class Lease:
                 pass
         found = await self._records.read(self._timeout())
         if found is None:
-            created = {
-                "holderIdentity": self._identity,
-                "leaseDurationSeconds": max(1, math.ceil(self._duration)),
-                "leaseTransitions": 0,
-            }
+            # Created with its times, as client-go creates one: nobody held it before, so
+            # no transition is counted.
+            created = {**self._record(now), "leaseTransitions": 0}
             self._wrote(await self._records.create(created, self._timeout()), now)
-            # Created without times: written now; if that fails, the first renewal does.
-            assert self._lease is not None
-            self._wrote(await self._write(self._lease, self._record(now)), now)
             return True
         self._lease = found
         record: Spec = found.get("spec") or {}
