@@ -31,7 +31,8 @@ Cost, beside the Go do-nothing webhook (issue 32):
   watches' handling of those pods, but not of the other servers' pods (it watches every
   pod in the cluster, as in production); the idle rate is printed beside it. Beside the
   Go floor, bench/aiohttp_webhook: the same do-nothing webhook on archfit's stack (aiohttp,
-  asyncio's TLS), so what is archfit's own shows apart from what its stack costs;
+  uvloop and its TLS, archfit's default loop), so what is archfit's own shows apart from
+  what its stack costs;
 - RSS (VmRSS) of each server after all the pods;
 - one registry round trip: a GET of a manifest (of a tag never read before, as a cold
   lookup's is) on a kept, authenticated TLS connection to the cold rounds' registry, timed
@@ -264,6 +265,7 @@ def aiohttp_webhook(cert: ServingCert, workdir: Path) -> tuple[Process, int]:
         f"--port={port}",
         f"--cert={cert.cert}",
         f"--key={cert.key}",
+        "--loop=uvloop",  # archfit's own default (server.eventLoop: auto)
     ]
     process = Process("aiohttp-webhook", argv, workdir, harness.source_env(None)).start()
     context = ssl.create_default_context(cafile=str(cert.ca_bundle))
