@@ -19,14 +19,28 @@ core 1, for `--seconds`, and reads the server's CPU time over the run:
 decisions, logs and metrics cost above the stack. With `--source DIR`, another checkout's
 archfit is measured too, in the same run.
 
-    .venv/bin/python -m bench.webhook_cost [--seconds 5] [--source DIR] [--output table|json]
+Then the cold rows (issue 32: a never-seen tag should cost one registry round trip and
+almost nothing more): archfit against a registry as production ones are
+(bench/token_registry: HTTPS, Bearer tokens), each review naming a tag of one repository
+never read before, each body sent once (`loadgen -once`), `--cold-tags` of them, in chunks;
+between the chunks, one registry round trip (a GET of a never-read manifest on a kept,
+authenticated TLS connection, as bench/webhook_latency times it) on the same registry. Beside
+them the same archfit answering a tag it has resolved (warm), so "added" is the cold p50
+less the warm p50, to be judged against the round trip, and "extra CPU" is what a cold
+lookup costs archfit's process above a warm answer.
+
+    .venv/bin/python -m bench.webhook_cost [--seconds 5] [--cold-tags 1500] [--source DIR]
+        [--output table|json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import ssl
+import statistics
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -37,6 +51,7 @@ import orjson
 import psutil
 
 from bench import harness
+from bench.token_registry import TokenRegistry, token_registry
 from bench.webhook_latency import archfit_answer
 from tests.e2e import binaries
 from tests.e2e.processes import Process, http_ok
@@ -286,19 +301,200 @@ def go_floor(root: Path, cert: ServingCert, bodies: list[bytes], seconds: float)
         process.stop()
 
 
+# -- cold rows: each review names a tag never read before ---------------------------------
+
+COLD_CHUNK = 100
+"""Cold calls per loadgen run; one registry round trip is timed after each chunk (and
+COLD_TRIPS_PER_CHUNK in all), so both meet the machine in the same state."""
+COLD_TRIPS_PER_CHUNK = 10
+
+
+def cold_settings(registry: TokenRegistry, cert: ServingCert) -> dict[str, Any]:
+    """archfit's settings for the cold rows: the token registry trusted by its CA."""
+    settings = archfit_settings_for(cert)
+    settings["registry"] = {
+        "hosts": {registry.host: {"caBundle": str(registry.ca_bundle)}},
+        "allowedNetworks": ["127.0.0.1/32"],
+    }
+    return settings
+
+
+def archfit_settings_for(cert: ServingCert) -> dict[str, Any]:
+    """The webhook at log level warning on asyncio, as the first archfit row runs."""
+    return {
+        "server": {"eventLoop": "asyncio"},
+        "kubernetes": {"mode": "off"},
+        "webhook": {
+            "enabled": True,
+            "host": "127.0.0.1",
+            "port": free_port(),
+            "certFile": str(cert.cert),
+            "keyFile": str(cert.key),
+        },
+        "logging": {"level": "warning", "format": "json"},
+    }
+
+
+def load_once(url: str, bodies: list[bytes], ca_file: Path) -> dict[str, Any]:
+    """POST each of `bodies` once, in order, at concurrency 1 (loadgen -once), from the client
+    core; the load generator's JSON (harness.load sends bodies in turn for a time)."""
+    with tempfile.TemporaryDirectory(prefix="archfit-bodies-") as tmp:
+        paths = []
+        for index, body in enumerate(bodies):
+            path = Path(tmp) / f"{index}.json"
+            path.write_bytes(body)
+            paths.append(str(path))
+        argv = ["taskset", "-c", str(harness.CLIENT_CORE), str(harness.loadgen_binary())]
+        argv += ["-url", url, "-body", ",".join(paths), "-c", "1", "-once", "-latencies"]
+        argv += ["-d", "600s"]
+        argv += ["-cacert", str(ca_file)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise harness.BenchError(f"loadgen exited {done.returncode}: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    if result["non_200"] or result["errors"] or result["requests"] != len(bodies):
+        raise harness.BenchError(f"loadgen saw failures against {url}: {result}")
+    return result
+
+
+def cold_measure(
+    server: harness.ArchfitServer,
+    url: str,
+    cert: ServingCert,
+    registry: TokenRegistry,
+    tags: list[str],
+    trip_tags: list[str],
+) -> dict[str, Any]:
+    """Each of `tags` in one review, sent once, in chunks; archfit's CPU and the calls' p50;
+    between chunks, registry round trips on never-read `trip_tags`."""
+    chunks = [tags[i : i + COLD_CHUNK] for i in range(0, len(tags), COLD_CHUNK)]
+    latencies: list[float] = []
+    spent = 0.0
+    trips_left = iter(trip_tags[1:])
+    with registry.round_trips(tag_of(trip_tags[0])) as trips:
+        for number, chunk in enumerate(chunks):
+            bodies = [review_body(number * COLD_CHUNK + i, ref) for i, ref in enumerate(chunk)]
+            before = server.ps.cpu_times()
+            result = load_once(url, bodies, cert.ca_bundle)
+            after = server.ps.cpu_times()
+            spent += (after.user - before.user) + (after.system - before.system)
+            latencies += result["latencies_ms"]
+            for _ in range(COLD_TRIPS_PER_CHUNK):
+                trips.time_both(tag_of(trip_tags[0]), tag_of(next(trips_left)))
+    return {
+        "calls": len(tags),
+        "p50_ms": statistics.median(latencies),
+        "cpu_us": spent * 1e6 / len(tags),
+        "round_trip_ms": statistics.median(trips.new),
+        "round_trip_again_ms": statistics.median(trips.again),
+    }
+
+
+def tag_of(reference: str) -> str:
+    return reference.rpartition(":")[2]
+
+
+def cold_run(cold_tags: int, seconds: float, source: Path | None) -> list[dict[str, Any]]:
+    """The cold rows, each beside the same archfit's warm answer on the same registry."""
+    harness.loadgen_binary()
+    checkouts: list[tuple[str, Path | None]] = [("archfit", None)]
+    if source is not None:
+        checkouts.append((f"archfit {harness.git_commit(source)}", source))
+    chunks = -(-cold_tags // COLD_CHUNK)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
+        root = Path(tmp)
+        cert = make_serving_cert(root / "tls")
+        with token_registry(root / "cold") as registry:
+            # The registry on the load generator's core, every thread of it (Go's runtime
+            # has started several): archfit's core keeps only archfit.
+            pid = registry.registry.process.pid
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                os.sched_setaffinity(int(task.name), {harness.CLIENT_CORE})
+            for position, (label, checkout) in enumerate(checkouts):
+                tags = registry.push_many(f"cold{position}", cold_tags)
+                trip_tags = registry.push_many(f"trip{position}", 1 + chunks * COLD_TRIPS_PER_CHUNK)
+                warm_ref = registry.push_many(f"warm{position}", 1)[0]
+                settings = cold_settings(registry, cert)
+                server = harness.ArchfitServer(
+                    root / f"archfit-cold-{position}", settings, source=checkout
+                )
+                with harness.running(server):
+                    hook = settings["webhook"]
+                    url = f"https://127.0.0.1:{hook['port']}/mutate"
+                    warm_bodies = [review_body(index, warm_ref) for index in range(BODIES)]
+                    # The first lookup pays the registry's 401, a token, the TLS handshake: a
+                    # Deployment's first release does, its next ones not.
+                    archfit_answer(hook["port"], cert.ca_bundle.read_bytes(), warm_bodies[0])
+                    warm = measure(label, server.ps.pid, url, cert, warm_bodies, seconds)
+                    cold = cold_measure(server, url, cert, registry, tags, trip_tags)
+                rows.append(
+                    {
+                        "server": label,
+                        "cold_calls": cold["calls"],
+                        "cold_p50_ms": cold["p50_ms"],
+                        "warm_p50_ms": warm["p50_ms"],
+                        "added_ms": cold["p50_ms"] - warm["p50_ms"],
+                        "round_trip_ms": cold["round_trip_ms"],
+                        "over_ms": cold["p50_ms"] - warm["p50_ms"] - cold["round_trip_ms"],
+                        "cold_cpu_us": cold["cpu_us"],
+                        "warm_cpu_us": warm["cpu_us"],
+                        "extra_cpu_us": cold["cpu_us"] - warm["cpu_us"],
+                        "trip_again_ms": cold["round_trip_again_ms"],
+                    }
+                )
+    return rows
+
+
+def print_cold(rows: list[dict[str, Any]], cold_tags: int) -> None:
+    print()
+    print(
+        f"cold: each review names a tag never read ({cold_tags} tags, each sent once, in"
+        f" chunks of {COLD_CHUNK}), HTTPS registry with Bearer tokens; warm: the same archfit,"
+        " a resolved tag"
+    )
+    print(
+        "added = cold p50 - warm p50, to be <= one registry round trip (a GET of a never-read"
+        " manifest on a kept, authenticated TLS connection, timed between the chunks); over ="
+        " added - round trip"
+    )
+    columns = (
+        "server",
+        "cold_calls",
+        "cold_p50_ms",
+        "warm_p50_ms",
+        "added_ms",
+        "round_trip_ms",
+        "over_ms",
+        "cold_cpu_us",
+        "warm_cpu_us",
+        "extra_cpu_us",
+        "trip_again_ms",
+    )
+    harness.print_table(rows, columns)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--source", type=Path, help="another checkout whose archfit to measure")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--cold-tags", type=int, default=1500, help="never-read tags per cold row (0: none)"
+    )
+    parser.add_argument("--cold-only", action="store_true", help="measure the cold rows only")
     args = parser.parse_args(argv)
-    rows = run(args.seconds, args.source)
+    rows = [] if args.cold_only else run(args.seconds, args.source)
+    cold = cold_run(args.cold_tags, args.seconds, args.source) if args.cold_tags > 0 else []
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + cold, indent=2))
         return 0
-    print(f"one pod admission per call, concurrency 1, {args.seconds:g} s per server, TLS kept")
-    columns = ("server", "calls", "req_per_s", "p50_ms", "cpu_us", "x_go", "own_us", "system")
-    harness.print_table(rows, columns)
+    if rows:
+        print(f"one pod admission per call, concurrency 1, {args.seconds:g} s per server, TLS kept")
+        columns = ("server", "calls", "req_per_s", "p50_ms", "cpu_us", "x_go", "own_us", "system")
+        harness.print_table(rows, columns)
+    if cold:
+        print_cold(cold, args.cold_tags)
     return 0
 
 

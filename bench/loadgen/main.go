@@ -1,5 +1,6 @@
-// Command loadgen POSTs one fixed body to one URL at a fixed concurrency for a fixed time,
-// over keep-alive connections, and prints what it saw as one JSON object.
+// Command loadgen POSTs one fixed body (or several in turn, or each once) to one URL at a
+// fixed concurrency for a fixed time, over keep-alive connections, and prints what it saw
+// as one JSON object.
 //
 // A Python client cannot drive a few thousand requests a second from one core; this
 // can, so the benchmark measures archfit rather than its load generator
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +36,9 @@ type result struct {
 	Errors      int     `json:"errors"`
 	Concurrency int     `json:"concurrency"`
 	FirstError  string  `json:"first_error,omitempty"`
+	// Every call's milliseconds (each worker's in the order it sent them), with -latencies:
+	// for a caller that pools several runs into one median.
+	LatenciesMs []float64 `json:"latencies_ms,omitempty"`
 }
 
 func main() {
@@ -42,9 +47,11 @@ func main() {
 	concurrency := flag.Int("c", 1, "requests in flight at once, one connection each")
 	duration := flag.Duration("d", 5*time.Second, "how long to send")
 	caFile := flag.String("cacert", "", "PEM bundle to trust for an https URL (a webhook's CA)")
+	once := flag.Bool("once", false, "send each body once, then stop (-d still bounds the run): for bodies that must not repeat, as a cold cache's never-seen images")
+	keep := flag.Bool("latencies", false, "print every call's milliseconds too (latencies_ms)")
 	flag.Parse()
 	if *url == "" || *bodyPath == "" || *concurrency < 1 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s] [-cacert FILE]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen -url URL -body FILE [-c N] [-d 5s] [-cacert FILE] [-once]")
 		os.Exit(2)
 	}
 	var bodies [][]byte
@@ -85,6 +92,8 @@ func main() {
 		firstError string
 		wg         sync.WaitGroup
 	)
+	// With -once, the workers share one count of bodies taken, so each is sent exactly once.
+	var taken atomic.Int64
 	start := time.Now()
 	stop := start.Add(*duration)
 	for w := 0; w < *concurrency; w++ {
@@ -101,8 +110,17 @@ func main() {
 			problem := ""
 			for time.Now().Before(stop) {
 				sent := time.Now()
-				body := bodies[next%len(bodies)]
-				next++
+				var body []byte
+				if *once {
+					index := taken.Add(1) - 1
+					if index >= int64(len(bodies)) {
+						break
+					}
+					body = bodies[index]
+				} else {
+					body = bodies[next%len(bodies)]
+					next++
+				}
 				request, _ := http.NewRequest(http.MethodPost, *url, bytes.NewReader(body))
 				request.Header.Set("Content-Type", "application/json")
 				response, err := client.Do(request)
@@ -134,6 +152,12 @@ func main() {
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
 
+	var inOrder []float64
+	if *keep {
+		for _, latency := range latencies {
+			inOrder = append(inOrder, float64(latency.Microseconds())/1000)
+		}
+	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	out := result{
 		Requests:    len(latencies),
@@ -147,6 +171,7 @@ func main() {
 		Errors:      errors,
 		Concurrency: *concurrency,
 		FirstError:  firstError,
+		LatenciesMs: inOrder,
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		os.Exit(1)
