@@ -307,11 +307,14 @@ COLD_CHUNK = 100
 """Cold calls per loadgen run; one registry round trip is timed after each chunk (and
 COLD_TRIPS_PER_CHUNK in all), so both meet the machine in the same state."""
 COLD_TRIPS_PER_CHUNK = 10
+COLD_LOOPS = ("asyncio", "uvloop")
+"""server.eventLoop of each cold row: uvloop's TLS and loop are compiled, asyncio's TLS is
+Python, and a cold lookup is a TLS request of its own."""
 
 
-def cold_settings(registry: TokenRegistry, cert: ServingCert) -> dict[str, Any]:
+def cold_settings(registry: TokenRegistry, cert: ServingCert, loop: str) -> dict[str, Any]:
     """archfit's settings for the cold rows: the token registry trusted by its CA."""
-    settings = archfit_settings_for(cert)
+    settings = archfit_settings_for(cert, loop)
     settings["registry"] = {
         "hosts": {registry.host: {"caBundle": str(registry.ca_bundle)}},
         "allowedNetworks": ["127.0.0.1/32"],
@@ -319,10 +322,10 @@ def cold_settings(registry: TokenRegistry, cert: ServingCert) -> dict[str, Any]:
     return settings
 
 
-def archfit_settings_for(cert: ServingCert) -> dict[str, Any]:
-    """The webhook at log level warning on asyncio, as the first archfit row runs."""
+def archfit_settings_for(cert: ServingCert, loop: str) -> dict[str, Any]:
+    """The webhook at log level warning on `loop`, as the first archfit row runs."""
     return {
-        "server": {"eventLoop": "asyncio"},
+        "server": {"eventLoop": loop},
         "kubernetes": {"mode": "off"},
         "webhook": {
             "enabled": True,
@@ -411,11 +414,12 @@ def cold_run(cold_tags: int, seconds: float, source: Path | None) -> list[dict[s
             pid = registry.registry.process.pid
             for task in Path(f"/proc/{pid}/task").iterdir():
                 os.sched_setaffinity(int(task.name), {harness.CLIENT_CORE})
-            for position, (label, checkout) in enumerate(checkouts):
+            runs = [(label, checkout, loop) for label, checkout in checkouts for loop in COLD_LOOPS]
+            for position, (label, checkout, loop) in enumerate(runs):
                 tags = registry.push_many(f"cold{position}", cold_tags)
                 trip_tags = registry.push_many(f"trip{position}", 1 + chunks * COLD_TRIPS_PER_CHUNK)
                 warm_ref = registry.push_many(f"warm{position}", 1)[0]
-                settings = cold_settings(registry, cert)
+                settings = cold_settings(registry, cert, loop)
                 server = harness.ArchfitServer(
                     root / f"archfit-cold-{position}", settings, source=checkout
                 )
@@ -430,7 +434,7 @@ def cold_run(cold_tags: int, seconds: float, source: Path | None) -> list[dict[s
                     cold = cold_measure(server, url, cert, registry, tags, trip_tags)
                 rows.append(
                     {
-                        "server": label,
+                        "server": f"{label}, {loop}",
                         "cold_calls": cold["calls"],
                         "cold_p50_ms": cold["p50_ms"],
                         "warm_p50_ms": warm["p50_ms"],

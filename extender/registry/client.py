@@ -324,8 +324,10 @@ def _body_digest(response: Response, endpoint: Endpoint) -> str:
     header = response.headers.get("Docker-Content-Digest", "")
     if not header:
         return digest_of(response.body)
-    _check_digest(header, endpoint)
-    verify(response.body, header)
+    try:
+        verify(response.body, header)  # checks the digest's form first
+    except InvalidReference as error:
+        raise ManifestInvalid(f"{endpoint.host}: {error}") from error
     return header
 
 

@@ -87,7 +87,9 @@ def snippet(body: bytes | str, limit: int = _SNIPPET) -> str:
     Redacted before it is cut, so a cut never leaves half a secret behind its name.
     """
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    return cut(redact(printable(text, " ")).strip(), limit)
+    if not text.isprintable():  # most are: then the character-by-character pass is skipped
+        text = printable(text, " ")
+    return cut(redact(text).strip(), limit)
 
 
 class RegistryError(ArchfitError):

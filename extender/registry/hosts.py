@@ -40,20 +40,38 @@ class Endpoint:
         return url.with_query(ns=self.namespace) if self.is_mirror else url
 
 
+MAX_BUILT_REGISTRIES = 1024
+"""Registries whose endpoints are kept built. Image names are user input, so a flood of
+names empties the table rather than grows it; a name is rebuilt in microseconds."""
+
+
 class HostTable:
     """Endpoints per registry, built once from settings (TLS contexts included)."""
 
     def __init__(self, settings: RegistrySettings) -> None:
         self._settings = settings
         self._contexts: dict[str, ssl.SSLContext] = {}
+        self._built: dict[tuple[str, bool], tuple[Endpoint, ...]] = {}
+        """(registry, resolve) -> its endpoints: each lookup asks for them up to three times
+        (`RegistryClient.content_from_tag_hosts`, then its request), and they depend on the
+        registry's name and the settings only."""
         for name, host in settings.hosts.items():
             self._tls(host.ca_bundle, host.insecure_skip_verify, f"hosts.{name}.caBundle")
             for index, mirror in enumerate(host.mirrors):
                 where = f"hosts.{name}.mirrors[{index}].caBundle"
                 self._tls(mirror.ca_bundle, mirror.insecure_skip_verify, where)
 
-    def endpoints(self, ref: Reference, *, resolve: bool) -> list[Endpoint]:
+    def endpoints(self, ref: Reference, *, resolve: bool) -> tuple[Endpoint, ...]:
         """Endpoints to try in order; `resolve` selects hosts that may answer tags."""
+        key = (ref.domain, resolve)
+        found = self._built.get(key)
+        if found is None:
+            if len(self._built) >= MAX_BUILT_REGISTRIES:
+                self._built.clear()
+            found = self._built[key] = tuple(self._build(ref, resolve=resolve))
+        return found
+
+    def _build(self, ref: Reference, *, resolve: bool) -> list[Endpoint]:
         host = self._settings.host(ref.domain)
         wanted = "resolve" if resolve else "pull"
         found = [

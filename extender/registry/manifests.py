@@ -64,7 +64,10 @@ class Single:
 
 
 def verify(body: bytes, digest: str) -> None:
-    """Raise DigestMismatch unless `body` hashes to `digest`."""
+    """Raise DigestMismatch unless `body` hashes to `digest`.
+
+    Raises InvalidReference when `digest` is malformed (`parse_digest`).
+    """
     algorithm, expected = parse_digest(digest)
     actual = hashlib.new(algorithm, body).hexdigest()
     if actual != expected:

@@ -101,12 +101,13 @@ def parse(text: str) -> Reference:
     """
     if not text:
         raise InvalidReference("invalid image reference: it is empty")
-    shown = snippet(text, 80)
     if len(text) > _INPUT_MAX:
-        raise InvalidReference(f"invalid image reference {shown!r}: longer than {_INPUT_MAX}")
+        raise InvalidReference(
+            f"invalid image reference {_shown(text)!r}: longer than {_INPUT_MAX}"
+        )
     if _IDENTIFIER_RE.fullmatch(text):
         raise InvalidReference(
-            f"invalid image reference {shown!r}: a 64-character hex string is an image ID"
+            f"invalid image reference {_shown(text)!r}: a 64-character hex string is an image ID"
         )
     domain, remainder = _split_domain(text)
     remote = remainder.split(":", 1)[0].split("@", 1)[0]
@@ -114,28 +115,32 @@ def parse(text: str) -> Reference:
     # As distribution says it: "must be lowercase" only when lowercase would be valid.
     lowered = f"{domain}/{remote.lower()}{remainder[len(remote) :]}"
     if remote.lower() != remote and grammar.reference.fullmatch(lowered):
-        raise InvalidReference(f"invalid image reference {shown!r}: repository must be lowercase")
+        raise InvalidReference(
+            f"invalid image reference {_shown(text)!r}: repository must be lowercase"
+        )
     match = grammar.reference.fullmatch(f"{domain}/{remainder}")
     if match is None:
         raise InvalidReference(
-            f"invalid image reference {shown!r}: not a valid name[:tag][@digest]"
+            f"invalid image reference {_shown(text)!r}: not a valid name[:tag][@digest]"
         )
     name, tag, digest = match.group(1), match.group(2) or "", match.group(3) or ""
     name_match = grammar.name.fullmatch(name)
     if name_match is None:  # pragma: no cover - the reference pattern already matched it
-        raise InvalidReference(f"invalid image reference {shown!r}: bad repository name")
+        raise InvalidReference(f"invalid image reference {_shown(text)!r}: bad repository name")
     # reference.go Parse: a first component that is no valid domain ("reg_istry.io") reads
     # as part of the path, leaving the reference without a domain.
     found_domain, path = name_match.group(1) or "", name_match.group(2)
     if len(path) > PATH_MAX:
-        raise InvalidReference(f"invalid image reference {shown!r}: path longer than {PATH_MAX}")
+        raise InvalidReference(
+            f"invalid image reference {_shown(text)!r}: path longer than {PATH_MAX}"
+        )
     if digest:
-        _check_digest(digest, shown)
+        _check_digest(digest, text)
     if not found_domain:
         # containerd would dial the first component as a host and CRI-O would fail; no
         # registry is named, so archfit asks none rather than guess one.
         raise InvalidReference(
-            f"invalid image reference {shown!r}: {domain!r} is not a registry host, so the"
+            f"invalid image reference {_shown(text)!r}: {domain!r} is not a registry host, so the"
             f" name has no registry (distribution reads {snippet(path, 80)!r} as its path)"
         )
     if not tag and not digest:
@@ -160,15 +165,31 @@ def _split_domain(text: str) -> tuple[str, str]:
     return domain, remainder
 
 
-def _check_digest(digest: str, shown: str) -> None:
+def _shown(text: str) -> str:
+    """How an error shows the text it refuses; made only when one is raised, for a valid
+    name is the common case and making it costs more than parsing the name (issue 32)."""
+    return snippet(text, 80)
+
+
+def _check_digest(digest: str, text: str) -> None:
+    """`text` is what holds the digest (the reference, or the digest alone), for the error."""
     algorithm, _, encoded = digest.partition(":")
     expected = _DIGEST_HEX_LENGTHS.get(algorithm)
     if expected is None:
-        raise InvalidReference(f"invalid image reference {shown!r}: unsupported digest algorithm")
+        raise InvalidReference(
+            f"invalid image reference {_shown(text)!r}: unsupported digest algorithm"
+        )
     if len(encoded) != expected or encoded.lower() != encoded:
         raise InvalidReference(
-            f"invalid image reference {shown!r}: {algorithm} digest needs {expected} lowercase hex"
+            f"invalid image reference {_shown(text)!r}: {algorithm} digest needs {expected}"
+            " lowercase hex"
         )
+
+
+@cache
+def _digest_pattern() -> re.Pattern[str]:
+    """`_DIGEST`, compiled on first use (a registry names a digest in every answer)."""
+    return re.compile(_DIGEST, re.ASCII)
 
 
 def parse_digest(digest: str) -> tuple[str, str]:
@@ -176,8 +197,8 @@ def parse_digest(digest: str) -> tuple[str, str]:
 
     Raises InvalidReference when it is malformed or uses an algorithm we cannot verify.
     """
-    if len(digest) > 200 or re.fullmatch(_DIGEST, digest, re.ASCII) is None:
-        raise InvalidReference(f"invalid digest {snippet(digest, 80)!r}")
-    _check_digest(digest, snippet(digest, 80))
+    if len(digest) > 200 or _digest_pattern().fullmatch(digest) is None:
+        raise InvalidReference(f"invalid digest {_shown(digest)!r}")
+    _check_digest(digest, digest)
     algorithm, _, encoded = digest.partition(":")
     return algorithm, encoded

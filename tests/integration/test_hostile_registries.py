@@ -16,6 +16,7 @@ from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
     DigestMismatch,
+    ManifestInvalid,
     RegistryError,
     Unauthorized,
     UnexpectedStatus,
@@ -96,6 +97,20 @@ async def test_a_digest_whose_body_does_not_hash_to_it_does_not_pin_the_tag(
     faults.registry.image("liar/app", "1", "linux/arm64")  # the registry is fixed
     platforms = await resolver.platforms(f"{faults.host}/liar/app:1", POD)
     assert ["linux/arm64"] == [str(p) for p in platforms]
+
+
+async def test_a_malformed_digest_named_with_a_tags_manifest_is_an_unreadable_manifest(
+    faults: RunningFaults, make_resolver: ResolverFactory
+) -> None:
+    """A never-seen tag's GET names a digest that is no digest: the manifest is unreadable (a
+    ManifestInvalid naming the host), not a bad image name; the digest's form is checked once,
+    by the body's verification."""
+    body = canonical({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []})
+    faults.registry.serve("/v2/odd/app/manifests/1", body, OCI_MANIFEST, digest="sha256:abc")
+    resolver = await make_resolver(local_settings(faults.host))
+    with pytest.raises(ManifestInvalid) as caught:
+        await resolver.platforms(f"{faults.host}/odd/app:1", POD)
+    assert f"{faults.host}: invalid digest 'sha256:abc'" == str(caught.value)
 
 
 def challenge_with_realm(faults: RunningFaults, path: str, realm: str) -> None:

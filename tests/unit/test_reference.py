@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from extender.registry import hosts, reference
 from extender.registry.errors import InvalidReference
 from extender.registry.hosts import HostTable
 from extender.registry.reference import parse, parse_digest
@@ -233,3 +234,46 @@ def test_every_endpoint_of_a_reference_is_a_host_the_reference_names(text: str) 
     endpoints = HostTable(RegistrySettings()).endpoints(ref, resolve=True)
     hosts = {endpoint.host for endpoint in endpoints}
     assert named == hosts
+
+
+def test_a_valid_reference_or_digest_is_parsed_without_making_an_error_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refused text's snippet (redacted, made printable) is made only for an error: it cost
+    more than the parse itself, on every never-seen tag (issue 32)."""
+
+    def refuse(*_: object) -> str:
+        raise AssertionError("snippet made for a valid name")
+
+    monkeypatch.setattr(reference, "snippet", refuse)
+    parsed = [parse(text) for text, _ in VALID]
+    digests = [parse_digest(digest) for digest in (SHA, SHA2, SHA512)]
+    assert (len(VALID), 3) == (len(parsed), len(digests))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (f"ghcr.io/a/b@md5:{'f' * 32}", "unsupported digest algorithm"),
+        (f"ghcr.io/a/b@sha256:{'f' * 40}", "sha256 digest needs 64 lowercase hex"),
+        ("ghcr.io/A/b", "repository must be lowercase"),
+    ],
+)
+def test_an_error_still_shows_the_refused_reference(text: str, message: str) -> None:
+    """Made only when raised, the snippet is still the reference as it was written."""
+    with pytest.raises(InvalidReference) as caught:
+        parse(text)
+    assert f"invalid image reference {text!r}: {message}" == str(caught.value)
+
+
+def test_a_registrys_endpoints_are_built_once_and_a_flood_of_names_stays_bounded() -> None:
+    """A lookup asks for its endpoints up to three times: the second ask reuses the first's.
+    Names are user input, so distinct registries past the bound start the table afresh."""
+    table = HostTable(RegistrySettings())
+    ref = parse("ghcr.io/acme/app:1")
+    first = table.endpoints(ref, resolve=True)
+    same = table.endpoints(ref, resolve=True)
+    for index in range(hosts.MAX_BUILT_REGISTRIES):
+        table.endpoints(parse(f"r{index}.example.com/app:1"), resolve=False)
+    again = table.endpoints(ref, resolve=True)
+    assert (True, False, first) == (same is first, again is first, again)
