@@ -89,9 +89,11 @@ class Transport:
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
+            # No total here: `_one` bounds each request, its fair-share wait and its body by
+            # requestTimeoutSeconds (or less) itself, so a second timer per request would
+            # never fire first.
             timeout=aiohttp.ClientTimeout(
-                total=settings.request_timeout_seconds,
-                sock_connect=settings.connect_timeout_seconds,
+                total=None, sock_connect=settings.connect_timeout_seconds
             ),
             headers={"User-Agent": USER_AGENT},
             trust_env=False,  # proxies come from registry.proxy only, chosen per request
@@ -257,12 +259,15 @@ async def _read(response: aiohttp.ClientResponse, cap: int, *, strict: bool, hos
         raise TooLarge(f"{host}: body of {declared} bytes exceeds the {cap}-byte cap")
     chunks: list[bytes] = []
     size = 0
+    content = response.content
     while size <= cap:
-        chunk = await response.content.read(min(65_536, cap + 1 - size))
+        chunk = await content.read(min(65_536, cap + 1 - size))
         if not chunk:
             break
         chunks.append(chunk)
         size += len(chunk)
+        if content.at_eof():
+            break  # all read: a manifest comes whole in one read, and asking again costs more
     if size > cap:
         if strict:
             raise TooLarge(f"{host}: body exceeds the {cap}-byte cap")
