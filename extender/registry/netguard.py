@@ -19,6 +19,8 @@ from extender.registry.settings import split_port
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_MAX_JUDGED_HOSTS = 4096
+"""URL hosts whose verdict `AddressGuard.check_url` keeps."""
 
 
 def is_public(ip: IPAddress) -> bool:
@@ -56,6 +58,10 @@ class AddressGuard:
     """
 
     def __init__(self, allowed: Iterable[str] = ()) -> None:
+        self._refusals: dict[tuple[str, int | None], str] = {}
+        """(URL host, port) -> why `check_url` refuses it, "" when it does not: the answer
+        depends on them and the allow-list only, and working it out (parsing the host as an
+        address, then judging it) cost a registry request more than its own checks."""
         self._networks: list[tuple[Network, int | None]] = []
         self._names: list[tuple[str, int | None]] = []
         self._suffixes: list[tuple[str, int | None]] = []
@@ -121,18 +127,29 @@ class AddressGuard:
             raise AddressForbidden(f"refusing URL with scheme {url.scheme!r}: only http(s) is used")
         if url.user is not None or url.password is not None:
             raise AddressForbidden("refusing URL that carries credentials")
-        host = url.host.strip("[]")
+        key = (url.host, url.port)
+        refusal = self._refusals.get(key)
+        if refusal is None:
+            if len(self._refusals) >= _MAX_JUDGED_HOSTS:
+                self._refusals.clear()  # hosts are user input: a flood starts afresh
+            refusal = self._refusals[key] = self._judge(url.host, url.port)
+        if refusal:
+            raise AddressForbidden(refusal)
+
+    def _judge(self, url_host: str, port: int | None) -> str:
+        """Why a URL naming `url_host` on `port` is refused, or "" if it is not (yet: a name
+        is checked on the addresses it resolves to)."""
+        host = url_host.strip("[]")
         try:
             ip: IPAddress = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
             legacy = _legacy_ipv4(host)
             if legacy is None:
-                return
+                return ""
             ip = legacy
-        if "%" in host or not self.address_allowed(ip, url.port):
-            raise AddressForbidden(
-                f"refusing to contact {host}: not a public address; {ALLOW_HINT}"
-            )
+        if "%" in host or not self.address_allowed(ip, port):
+            return f"refusing to contact {host}: not a public address; {ALLOW_HINT}"
+        return ""
 
 
 ALLOW_HINT = (

@@ -15,6 +15,7 @@ import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 import yarl
@@ -37,6 +38,9 @@ from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
 from extender.registry.proxy import routes
 from extender.registry.settings import RegistrySettings
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
 
 USER_AGENT = "archfit/0.1 (kube-scheduler extender)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -80,6 +84,9 @@ class Transport:
         self._target_check = GuardedResolver(self.guard)
         self._metrics = metrics
         self._host_labels: set[str] = set()
+        self._counted: dict[tuple[str, str, str, str], Counter] = {}
+        """(host label, method, kind, status) -> its `registry_requests` child: looked up once,
+        not on each request (the labels' check and lock cost more than the count)."""
         self._fair = FairShare(settings.max_connections, settings.max_connections_per_host)
         connector = aiohttp.TCPConnector(
             limit=settings.max_connections,
@@ -231,8 +238,13 @@ class Transport:
         return host
 
     def _count(self, host: str, method: str, kind: str, status: str) -> None:
-        if self._metrics is not None:
-            self._metrics.registry_requests.labels(self._label(host), method, kind, status).inc()
+        if self._metrics is None:
+            return
+        key = (self._label(host), method, kind, status)
+        child = self._counted.get(key)
+        if child is None:
+            child = self._counted[key] = self._metrics.registry_requests.labels(*key)
+        child.inc()
 
     def _note_ratelimit(self, host: str, headers: CIMultiDictProxy[str]) -> None:
         value = headers.get("ratelimit-remaining")

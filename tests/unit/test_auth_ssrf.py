@@ -10,7 +10,7 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from extender.registry.errors import AddressForbidden
-from extender.registry.netguard import AddressGuard, GuardedResolver, is_public
+from extender.registry.netguard import ALLOW_HINT, AddressGuard, GuardedResolver, is_public
 
 ADDRESSES = [
     ("8.8.8.8", True),
@@ -94,6 +94,35 @@ def test_a_public_url_and_a_host_name_pass_the_literal_check() -> None:
     for url in ("https://8.8.8.8/v2/", "https://134744072/v2/", "https://registry-1.docker.io/v2/"):
         guard.check_url(yarl.URL(url))
     assert guard.name_allowed("registry-1.docker.io") is False
+
+
+class _CountingGuard(AddressGuard):
+    """Counts the addresses it judges."""
+
+    judged = 0
+
+    def address_allowed(
+        self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int | None = None
+    ) -> bool:
+        self.judged += 1
+        return super().address_allowed(ip, port)
+
+
+def test_a_hosts_verdict_is_worked_out_once_and_holds_for_every_request_to_it() -> None:
+    """Every registry request is checked; the host's verdict depends on the host, the port and
+    the allow-list only, so it is judged once (issue 32), refusals included, with their words."""
+    guard = _CountingGuard(["127.0.0.1:5000"])
+    for path in ("/v2/", "/v2/a/manifests/1", "/v2/b/manifests/2"):
+        guard.check_url(yarl.URL(f"https://127.0.0.1:5000{path}"))
+    refusals = []
+    for path in ("/v2/", "/v2/a/manifests/1"):
+        with pytest.raises(AddressForbidden) as caught:
+            guard.check_url(yarl.URL(f"https://127.0.0.1:5001{path}"))
+        refusals.append(str(caught.value))
+    with pytest.raises(AddressForbidden):
+        guard.check_url(yarl.URL("ftp://127.0.0.1:5000/v2/"))  # the scheme, each time
+    expected = ["refusing to contact 127.0.0.1: not a public address; " + ALLOW_HINT] * 2
+    assert (2, expected) == (guard.judged, refusals)
 
 
 class _Dns(AbstractResolver):
