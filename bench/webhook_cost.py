@@ -22,12 +22,13 @@ archfit is measured too, in the same run.
 Then the cold rows (issue 32: a never-seen tag should cost one registry round trip and
 almost nothing more): archfit against a registry as production ones are
 (bench/token_registry: HTTPS, Bearer tokens), each review naming a tag of one repository
-never read before, each body sent once (`loadgen -once`), `--cold-tags` of them, in chunks;
-between the chunks, one registry round trip (a GET of a never-read manifest on a kept,
-authenticated TLS connection, as bench/webhook_latency times it) on the same registry. Beside
-them the same archfit answering a tag it has resolved (warm), so "added" is the cold p50
-less the warm p50, to be judged against the round trip, and "extra CPU" is what a cold
-lookup costs archfit's process above a warm answer.
+never read before, each body sent once (`loadgen -once`), `--cold-tags` of them, in chunks,
+the rows' chunks taking turns (every archfit runs at once, one sent reviews at a time);
+between the rounds, registry round trips (GETs of never-read manifests on a kept,
+authenticated TLS connection, as bench/webhook_latency times them) on the same registry. Beside
+them the same archfit answering a tag it has resolved (warm, in turns with the cold chunks),
+so "added" is the cold p50 less the warm p50, to be judged against the round trip, and
+"extra CPU" is what a cold lookup costs archfit's process above a warm answer.
 
     .venv/bin/python -m bench.webhook_cost [--seconds 5] [--cold-tags 1500] [--source DIR]
         [--output table|json]
@@ -36,6 +37,7 @@ lookup costs archfit's process above a warm answer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import ssl
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -304,8 +307,8 @@ def go_floor(root: Path, cert: ServingCert, bodies: list[bytes], seconds: float)
 # -- cold rows: each review names a tag never read before ---------------------------------
 
 COLD_CHUNK = 100
-"""Cold calls per loadgen run; one registry round trip is timed after each chunk (and
-COLD_TRIPS_PER_CHUNK in all), so both meet the machine in the same state."""
+"""Cold calls per loadgen run. The rows' chunks take turns; after each round of them,
+COLD_TRIPS_PER_CHUNK registry round trips are timed, so all meet the machine alike."""
 COLD_TRIPS_PER_CHUNK = 10
 COLD_LOOPS = ("asyncio", "uvloop")
 """server.eventLoop of each cold row: uvloop's TLS and loop are compiled, asyncio's TLS is
@@ -360,94 +363,114 @@ def load_once(url: str, bodies: list[bytes], ca_file: Path) -> dict[str, Any]:
     return result
 
 
-def cold_measure(
-    server: harness.ArchfitServer,
-    url: str,
-    cert: ServingCert,
-    registry: TokenRegistry,
-    tags: list[str],
-    trip_tags: list[str],
-) -> dict[str, Any]:
-    """Each of `tags` in one review, sent once, in chunks; archfit's CPU and the calls' p50;
-    between chunks, registry round trips on never-read `trip_tags`."""
-    chunks = [tags[i : i + COLD_CHUNK] for i in range(0, len(tags), COLD_CHUNK)]
-    latencies: list[float] = []
-    spent = 0.0
-    trips_left = iter(trip_tags[1:])
-    with registry.round_trips(tag_of(trip_tags[0])) as trips:
-        for number, chunk in enumerate(chunks):
-            bodies = [review_body(number * COLD_CHUNK + i, ref) for i, ref in enumerate(chunk)]
-            before = server.ps.cpu_times()
-            result = load_once(url, bodies, cert.ca_bundle)
-            after = server.ps.cpu_times()
-            spent += (after.user - before.user) + (after.system - before.system)
-            latencies += result["latencies_ms"]
-            for _ in range(COLD_TRIPS_PER_CHUNK):
-                trips.time_both(tag_of(trip_tags[0]), tag_of(next(trips_left)))
-    return {
-        "calls": len(tags),
-        "p50_ms": statistics.median(latencies),
-        "cpu_us": spent * 1e6 / len(tags),
-        "round_trip_ms": statistics.median(trips.new),
-        "round_trip_again_ms": statistics.median(trips.again),
-    }
+@dataclass
+class ColdServer:
+    """One archfit of the cold rows, running, and what its chunks measured."""
+
+    label: str
+    server: harness.ArchfitServer
+    url: str
+    tags: list[str]
+    warm_bodies: list[bytes]
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {"cold": [], "warm": []})
+    cpu_seconds: dict[str, float] = field(default_factory=lambda: {"cold": 0.0, "warm": 0.0})
+
+    def chunk(self, number: int, cert: ServingCert) -> None:
+        """Send chunk `number` of its tags, each once, and as many warm reviews, the two in
+        turns; keep each kind's call times and CPU."""
+        refs = self.tags[number * COLD_CHUNK : (number + 1) * COLD_CHUNK]
+        kinds = {
+            "cold": [review_body(number * COLD_CHUNK + i, ref) for i, ref in enumerate(refs)],
+            "warm": [self.warm_bodies[i % len(self.warm_bodies)] for i in range(len(refs))],
+        }
+        order = ("cold", "warm") if number % 2 else ("warm", "cold")
+        for kind in order:
+            before = self.server.ps.cpu_times()
+            result = load_once(self.url, kinds[kind], cert.ca_bundle)
+            after = self.server.ps.cpu_times()
+            spent = (after.user - before.user) + (after.system - before.system)
+            self.cpu_seconds[kind] += spent
+            self.latencies[kind] += result["latencies_ms"]
+
+    def row(self, round_trip: float, again: float) -> dict[str, Any]:
+        cold, warm = (statistics.median(self.latencies[kind]) for kind in ("cold", "warm"))
+        cpu = {
+            kind: self.cpu_seconds[kind] * 1e6 / len(self.latencies[kind])
+            for kind in ("cold", "warm")
+        }
+        return {
+            "server": self.label,
+            "cold_calls": len(self.latencies["cold"]),
+            "cold_p50_ms": cold,
+            "warm_p50_ms": warm,
+            "added_ms": cold - warm,
+            "round_trip_ms": round_trip,
+            "over_ms": cold - warm - round_trip,
+            "cold_cpu_us": cpu["cold"],
+            "warm_cpu_us": cpu["warm"],
+            "extra_cpu_us": cpu["cold"] - cpu["warm"],
+            "trip_again_ms": again,
+        }
 
 
 def tag_of(reference: str) -> str:
     return reference.rpartition(":")[2]
 
 
-def cold_run(cold_tags: int, seconds: float, source: Path | None) -> list[dict[str, Any]]:
-    """The cold rows, each beside the same archfit's warm answer on the same registry."""
+def cold_run(cold_tags: int, source: Path | None) -> list[dict[str, Any]]:
+    """The cold rows, each beside the same archfit's warm answer on the same registry.
+
+    Every archfit runs at once (only one is sent reviews at a time), and their chunks take
+    turns, a registry round trip timed between rounds: a busy moment of the shared machine
+    meets every row alike.
+    """
     harness.loadgen_binary()
     checkouts: list[tuple[str, Path | None]] = [("archfit", None)]
     if source is not None:
         checkouts.append((f"archfit {harness.git_commit(source)}", source))
     chunks = -(-cold_tags // COLD_CHUNK)
-    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
         root = Path(tmp)
         cert = make_serving_cert(root / "tls")
-        with token_registry(root / "cold") as registry:
+        with token_registry(root / "cold") as registry, contextlib.ExitStack() as stack:
             # The registry on the load generator's core, every thread of it (Go's runtime
             # has started several): archfit's core keeps only archfit.
             pid = registry.registry.process.pid
             for task in Path(f"/proc/{pid}/task").iterdir():
                 os.sched_setaffinity(int(task.name), {harness.CLIENT_CORE})
-            runs = [(label, checkout, loop) for label, checkout in checkouts for loop in COLD_LOOPS]
-            for position, (label, checkout, loop) in enumerate(runs):
-                tags = registry.push_many(f"cold{position}", cold_tags)
-                trip_tags = registry.push_many(f"trip{position}", 1 + chunks * COLD_TRIPS_PER_CHUNK)
-                warm_ref = registry.push_many(f"warm{position}", 1)[0]
+            trip_tags = [
+                tag_of(ref) for ref in registry.push_many("trip", 1 + chunks * COLD_TRIPS_PER_CHUNK)
+            ]
+            runs: list[ColdServer] = []
+            for position, (label, checkout, loop) in enumerate(
+                (label, checkout, loop) for label, checkout in checkouts for loop in COLD_LOOPS
+            ):
                 settings = cold_settings(registry, cert, loop)
                 server = harness.ArchfitServer(
                     root / f"archfit-cold-{position}", settings, source=checkout
                 )
-                with harness.running(server):
-                    hook = settings["webhook"]
-                    url = f"https://127.0.0.1:{hook['port']}/mutate"
-                    warm_bodies = [review_body(index, warm_ref) for index in range(BODIES)]
-                    # The first lookup pays the registry's 401, a token, the TLS handshake: a
-                    # Deployment's first release does, its next ones not.
-                    archfit_answer(hook["port"], cert.ca_bundle.read_bytes(), warm_bodies[0])
-                    warm = measure(label, server.ps.pid, url, cert, warm_bodies, seconds)
-                    cold = cold_measure(server, url, cert, registry, tags, trip_tags)
-                rows.append(
-                    {
-                        "server": f"{label}, {loop}",
-                        "cold_calls": cold["calls"],
-                        "cold_p50_ms": cold["p50_ms"],
-                        "warm_p50_ms": warm["p50_ms"],
-                        "added_ms": cold["p50_ms"] - warm["p50_ms"],
-                        "round_trip_ms": cold["round_trip_ms"],
-                        "over_ms": cold["p50_ms"] - warm["p50_ms"] - cold["round_trip_ms"],
-                        "cold_cpu_us": cold["cpu_us"],
-                        "warm_cpu_us": warm["cpu_us"],
-                        "extra_cpu_us": cold["cpu_us"] - warm["cpu_us"],
-                        "trip_again_ms": cold["round_trip_again_ms"],
-                    }
+                stack.enter_context(harness.running(server))
+                url = f"https://127.0.0.1:{settings['webhook']['port']}/mutate"
+                tags = registry.push_many(f"cold{position}", cold_tags)
+                warm_ref = registry.push_many(f"warm{position}", 1)[0]
+                warm_bodies = [review_body(index, warm_ref) for index in range(BODIES)]
+                # The first lookup pays the registry's 401, a token, the TLS handshake: a
+                # Deployment's first release does, its next ones not.
+                archfit_answer(
+                    settings["webhook"]["port"], cert.ca_bundle.read_bytes(), warm_bodies[0]
                 )
-    return rows
+                harness.load(url, warm_bodies, 1, 1.0, ca_file=cert.ca_bundle)  # warm up
+                runs.append(ColdServer(f"{label}, {loop}", server, url, tags, warm_bodies))
+            left = iter(trip_tags[1:])
+            with registry.round_trips(trip_tags[0]) as trips:
+                for number in range(chunks):
+                    for run in runs[number % len(runs) :] + runs[: number % len(runs)]:
+                        run.chunk(number, cert)
+                    for _ in range(COLD_TRIPS_PER_CHUNK):
+                        trips.time_both(trip_tags[0], next(left))
+            round_trip = statistics.median(trips.new)
+            again = statistics.median(trips.again)
+    return [run.row(round_trip, again) for run in runs]
 
 
 def print_cold(rows: list[dict[str, Any]], cold_tags: int) -> None:
@@ -455,11 +478,12 @@ def print_cold(rows: list[dict[str, Any]], cold_tags: int) -> None:
     print(
         f"cold: each review names a tag never read ({cold_tags} tags, each sent once, in"
         f" chunks of {COLD_CHUNK}), HTTPS registry with Bearer tokens; warm: the same archfit,"
-        " a resolved tag"
+        " a resolved tag, as many calls, in turns with the cold chunks; the rows' chunks in"
+        " turns too"
     )
     print(
         "added = cold p50 - warm p50, to be <= one registry round trip (a GET of a never-read"
-        " manifest on a kept, authenticated TLS connection, timed between the chunks); over ="
+        " manifest on a kept, authenticated TLS connection, timed between the rounds); over ="
         " added - round trip"
     )
     columns = (
@@ -489,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-only", action="store_true", help="measure the cold rows only")
     args = parser.parse_args(argv)
     rows = [] if args.cold_only else run(args.seconds, args.source)
-    cold = cold_run(args.cold_tags, args.seconds, args.source) if args.cold_tags > 0 else []
+    cold = cold_run(args.cold_tags, args.source) if args.cold_tags > 0 else []
     if args.output == "json":
         print(json.dumps(rows + cold, indent=2))
         return 0
