@@ -172,26 +172,22 @@ def _empty_objects(count: int) -> bytes:
 
 
 def test_a_huge_body_does_not_stall_a_concurrent_good_request(tmp_path: Path):
-    """30 MB of empty objects (within maxBodyBytes) is refused before parsing; meanwhile a
-    good request on another connection is answered while the huge body still arrives, and
-    never waits as long as parsing the huge body would hold the event loop."""
+    """30 MB of empty objects (within maxBodyBytes) is refused by counting, never parsed;
+    meanwhile a good request on another connection is answered while the huge body still
+    arrives. Judged by what was answered and why, not by a clock, so a loaded machine
+    cannot turn it red."""
     huge = _empty_objects(10_000_000)
-    # The reference, on this machine under its load now: a tenth of the body, parsed.
-    started = time.perf_counter()
-    orjson.loads(_empty_objects(1_000_000))
-    parse_huge = 10 * (time.perf_counter() - started)
-    latencies: list[float] = []
     with running(tmp_path) as archfit:
         sent = threading.Event()
         done = threading.Event()
-        statuses: list[int] = []
+        answers: list[tuple[int, bytes]] = []
 
         def attack() -> None:
             with archfit.connect(timeout=30) as conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
                 conn.sendall(post("/scheduler/filter", huge))
                 sent.set()
-                statuses.extend(status for status, _ in read_responses(conn, 1, seconds=30))
+                answers.extend(read_responses(conn, 1, seconds=30))
             done.set()
 
         attacker = threading.Thread(target=attack)
@@ -200,15 +196,16 @@ def test_a_huge_body_does_not_stall_a_concurrent_good_request(tmp_path: Path):
             attacker.start()
             give_up = time.monotonic() + 30  # the attacker's own reads give up by then
             while not done.is_set() and time.monotonic() < give_up:
-                asked = time.perf_counter()
                 good.sendall(post("/scheduler/filter", SKIPPED))
                 assert [200] == [s for s, _ in read_responses(good, 1, seconds=10)]
-                latencies.append(time.perf_counter() - asked)
                 answered_while_sending += not sent.is_set()
             attacker.join(timeout=30)
-    assert [400] == statuses
+    [(status, body)] = answers
+    assert 400 == status
+    # Refused by counting its objects before any parser saw it: parsing 10 million objects
+    # would hold the event loop, and every other request with it.
+    assert b"more than any real request" in body, body[:300]
     assert answered_while_sending >= 1
-    assert max(latencies) < parse_huge / 2, (max(latencies), parse_huge)
 
 
 def test_the_webhook_listener_closes_slow_handshakes_and_slow_headers(tmp_path: Path):
