@@ -8,7 +8,6 @@ and hands each change to the event loop; patches and events go through `asyncio.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +27,7 @@ from extender.core.text import MAX_API_MESSAGE, cut
 from extender.kube.api import JSON_PATCH, KubeApi
 from extender.kube.errors import ApiError
 from extender.kube.pod_watch import write_event
-from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
+from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
 
 log = structlog.get_logger("archfit.gates")
 
@@ -45,9 +44,13 @@ class GatedPods:
         self._api = api
         self._on_change: OnChange | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._response: Any = None
+        self._watch = ListWatch(
+            "archfit-gated-pods",
+            self._list,
+            self._watch_from,
+            log,
+            ("gated_pods_watch_expired", "gated_pods_error"),
+        )
         self._known: dict[str, Pod] = {}
         """uid → pod, as the thread last saw it (for DELETED on a relist)."""
 
@@ -55,11 +58,10 @@ class GatedPods:
         """List-watch held pods in a thread, telling `on_change` in this event loop."""
         self._on_change = on_change
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name="archfit-gated-pods", daemon=True)
-        self._thread.start()
+        self._watch.start()
 
     async def stop(self) -> None:
-        await stop_watching(self._stop, self._response, self._thread)
+        await self._watch.stop()
 
     # --- writes -----------------------------------------------------------------------
 
@@ -132,15 +134,6 @@ class GatedPods:
 
     # --- the list-watch thread ----------------------------------------------------------
 
-    def _run(self) -> None:
-        list_watch_forever(
-            self._stop,
-            self._list,
-            self._watch_from,
-            log,
-            ("gated_pods_watch_expired", "gated_pods_error"),
-        )
-
     def _list(self) -> str:
         listed = self._api.get(
             "/api/v1/pods", query={"labelSelector": GATED_SELECTOR}, timeout=(5, 60)
@@ -154,18 +147,9 @@ class GatedPods:
         return str(listed.get("metadata", {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
-        return follow_watch(
-            self._api,
-            "/api/v1/pods",
-            version,
-            self._stop,
-            self._apply,
-            self._reading,
-            {"labelSelector": GATED_SELECTOR},
+        return self._watch.follow(
+            self._api, "/api/v1/pods", version, self._apply, {"labelSelector": GATED_SELECTOR}
         )
-
-    def _reading(self, response: Any) -> None:
-        self._response = response
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
         obj: Pod = orjson.loads(memoryview(raw))

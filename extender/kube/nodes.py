@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import msgspec
 import structlog
@@ -30,13 +29,7 @@ from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
 from extender.kube.api import KubeApi, Query
 from extender.kube.errors import ApiError
-from extender.kube.watching import (
-    Expired,
-    ListMeta,
-    follow_watch,
-    list_watch_forever,
-    stop_watching,
-)
+from extender.kube.watching import Expired, ListMeta, ListWatch
 
 log = structlog.get_logger("archfit.nodes")
 
@@ -73,11 +66,14 @@ class NodeIndex:
         # which also lets the extender group candidates by identity (extender.core.placement).
         self._facts_of = FactsOf()
         self._platforms: frozenset[Platform] = frozenset()
-        self._stop = threading.Event()
         self._synced = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._response: Any = None
-        """The watch response being read, so stop() can cut it short."""
+        self._watch = ListWatch(
+            "archfit-node-index",
+            self._list,
+            self._watch_from,
+            log,
+            ("node_watch_expired", "node_index_error"),
+        )
         self.relists = 0
         """How many full lists were made (the first one included); tests read it."""
         self.pages = 0
@@ -99,8 +95,7 @@ class NodeIndex:
         return len(self._nodes)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="archfit-node-index", daemon=True)
-        self._thread.start()
+        self._watch.start()
 
     async def wait_synced(self, seconds: float) -> bool:
         """Wait up to `seconds` for the first list; True when synced."""
@@ -109,16 +104,7 @@ class NodeIndex:
         return await asyncio.to_thread(self._synced.wait, seconds)
 
     async def stop(self) -> None:
-        await stop_watching(self._stop, self._response, self._thread)
-
-    def _run(self) -> None:
-        list_watch_forever(
-            self._stop,
-            self._list,
-            self._watch_from,
-            log,
-            ("node_watch_expired", "node_index_error"),
-        )
+        await self._watch.stop()
 
     def _list(self) -> str:
         """List every node, a page at a time, and publish them at once; returns the version."""
@@ -151,12 +137,7 @@ class NodeIndex:
     def _watch_from(self, version: str) -> str:
         """Apply watch events from `version` until the server ends the watch; returns the
         version to resume from."""
-        return follow_watch(
-            self._api, "/api/v1/nodes", version, self._stop, self._apply, self._reading
-        )
-
-    def _reading(self, response: Any) -> None:
-        self._response = response
+        return self._watch.follow(self._api, "/api/v1/nodes", version, self._apply)
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
         obj = decode_node(raw)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,9 +28,7 @@ from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
     ListMeta,
-    follow_watch,
-    list_watch_forever,
-    stop_watching,
+    ListWatch,
 )
 
 log = structlog.get_logger("archfit.watcher")
@@ -218,27 +215,21 @@ class PodWatch:
         self._page_size = page_size
         self._on_pod: OnPod | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._response: Any = None
-
-    def start(self, on_pod: OnPod) -> None:
-        self._on_pod = on_pod
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name="archfit-pod-watch", daemon=True)
-        self._thread.start()
-
-    async def stop(self) -> None:
-        await stop_watching(self._stop, self._response, self._thread)
-
-    def _run(self) -> None:
-        list_watch_forever(
-            self._stop,
+        self._watch = ListWatch(
+            "archfit-pod-watch",
             self.list_all,
             self.watch_from,
             log,
             ("pod_watch_expired", "pod_watch_error"),
         )
+
+    def start(self, on_pod: OnPod) -> None:
+        self._on_pod = on_pod
+        self._loop = asyncio.get_running_loop()
+        self._watch.start()
+
+    async def stop(self) -> None:
+        await self._watch.stop()
 
     def list_all(self) -> str:
         """Tell every pod, page by page, then SYNCED; returns the list's resourceVersion."""
@@ -266,14 +257,8 @@ class PodWatch:
 
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
-        return follow_watch(
-            self._api,
-            "/api/v1/pods",
-            version,
-            self._stop,
-            self._apply,
-            self._reading,
-            {"fieldSelector": BOUND},
+        return self._watch.follow(
+            self._api, "/api/v1/pods", version, self._apply, {"fieldSelector": BOUND}
         )
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
@@ -281,9 +266,6 @@ class PodWatch:
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._tell(kind, pod)
         return pod.metadata.resource_version or version
-
-    def _reading(self, response: Any) -> None:
-        self._response = response
 
     def _tell(self, kind: str, pod: WatchedPod) -> None:
         loop, on_pod = self._loop, self._on_pod

@@ -36,9 +36,7 @@ from extender.kube.api import KubeApi, Query
 from extender.kube.watching import (
     LIST_PAGE,
     ListMeta,
-    follow_watch,
-    list_watch_forever,
-    stop_watching,
+    ListWatch,
 )
 
 log = structlog.get_logger("archfit.steering")
@@ -96,21 +94,20 @@ class _Watch:
         self._on_list = on_list
         self._on_event = on_event
         self._query = query
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._response: Any = None
         self.synced = threading.Event()
+        self._watch = ListWatch(
+            f"archfit-{name}",
+            self._list,
+            self._watch_from,
+            log,
+            (f"{name}_watch_expired", f"{name}_watch_error"),
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"archfit-{self._name}", daemon=True)
-        self._thread.start()
+        self._watch.start()
 
     async def stop(self) -> None:
-        await stop_watching(self._stop, self._response, self._thread)
-
-    def _run(self) -> None:
-        events = (f"{self._name}_watch_expired", f"{self._name}_watch_error")
-        list_watch_forever(self._stop, self._list, self._watch_from, log, events)
+        await self._watch.stop()
 
     def _list(self) -> str:
         items: list[_Object] = []
@@ -128,12 +125,7 @@ class _Watch:
         return page.metadata.resource_version
 
     def _watch_from(self, version: str) -> str:
-        return follow_watch(
-            self._api, self._path, version, self._stop, self._apply, self._reading, self._query
-        )
-
-    def _reading(self, response: Any) -> None:
-        self._response = response
+        return self._watch.follow(self._api, self._path, version, self._apply, self._query)
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
         obj = _decode_object(raw)

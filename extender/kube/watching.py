@@ -1,8 +1,8 @@
 """The list-then-watch loop every watch of archfit runs (nodes, held pods, every pod for the
 watcher, steering's namespaces and chosen pods), in a thread.
 
-The synchronous API client blocks, so each watch owns a daemon thread: list, then
-watch from the list's resourceVersion until the server ends the watch, and again; a
+The synchronous API client blocks, so each watch owns a daemon thread (a `ListWatch`): list,
+then watch from the list's resourceVersion until the server ends the watch, and again; a
 version too old (410) lists again at once, any other failure waits with backoff.
 """
 
@@ -76,51 +76,6 @@ def watch_error(raw: msgspec.Raw) -> Expired | WatchFailed:
     return WatchFailed(f"watch error {failure.code}: {failure.message}")
 
 
-def list_watch_forever(
-    stop: threading.Event,
-    list_all: Callable[[], str],
-    watch_from: Callable[[str], str],
-    log: Any,
-    events: tuple[str, str],
-) -> None:
-    """Until `stop`: `list_all()` returns a resourceVersion, `watch_from(v)` the next one.
-
-    `events` names the log lines: (a relist after expiry, a failure with its backoff).
-    """
-    expired_event, error_event = events
-    failures = 0
-    while not stop.is_set():
-        try:
-            version = list_all()
-            failures = 0
-            while not stop.is_set():
-                version = watch_from(version)
-        except Expired:
-            log.info(expired_event, action="relist")
-        except Exception as error:  # the thread must survive any API hiccup
-            if stop.is_set():
-                break  # the connection was cut because we are stopping
-            delay = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
-            failures += 1
-            log.warning(error_event, error=short_error(error), retry_in_s=delay)
-            stop.wait(delay)
-
-
-async def stop_watching(
-    stop: threading.Event, response: Any, thread: threading.Thread | None
-) -> None:
-    """Stop a list-watch thread: set `stop`, cut the watch being read (urllib3 >= 2.3 can; with
-    an older one the read ends at the watch's timeout), and wait a moment for the daemon
-    thread, never holding shutdown hostage to a read in progress."""
-    stop.set()
-    shutdown = getattr(response, "shutdown", None)
-    if shutdown is not None:
-        with contextlib.suppress(OSError):
-            shutdown()
-    if thread is not None:
-        await asyncio.to_thread(thread.join, 1.0)
-
-
 def open_watch(api: KubeApi, path: str, version: str, query: Query | None = None) -> Any:
     """A watch of the collection at `path` from `version`, its body not yet read (a urllib3
     response for `watch_lines`); a version too old raises Expired. `query` narrows it
@@ -160,7 +115,7 @@ def follow_watch(
     """Read a watch from `version` until the server ends it or `stop`: `apply` takes each
     event and returns the version to resume from. An ERROR event raises (`watch_error`), so
     no watch reads one as an object. `reading` is told the response while it is read (None
-    after), so `stop_watching` can cut it."""
+    after), so `ListWatch.stop` can cut it."""
     response = open_watch(api, path, version, query)
     reading(response)
     try:
@@ -175,6 +130,82 @@ def follow_watch(
         reading(None)
         response.release_conn()
     return version
+
+
+class ListWatch:
+    """One list-watch thread: the bookkeeping every watch of archfit shares, owned (not
+    inherited) by each watcher, which keeps only what it lists and how it applies an event.
+
+    The watcher builds it with its thread's name, `list_all()` (list, return the
+    resourceVersion) and `watch_from(version)` (read one watch, return the version to resume
+    from: `follow` does that), and the two log events (a relist after expiry, a failure with
+    its backoff). `start()` runs the loop in a daemon thread; `await stop()` ends it.
+    """
+
+    def __init__(
+        self,
+        thread_name: str,
+        list_all: Callable[[], str],
+        watch_from: Callable[[str], str],
+        log: Any,
+        events: tuple[str, str],
+    ) -> None:
+        self._thread_name = thread_name
+        self._list_all = list_all
+        self._watch_from = watch_from
+        self._log = log
+        self._expired_event, self._error_event = events
+        self.stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        """The watch response being read, so stop() can cut it short."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Set the stop event, cut the watch being read (urllib3 >= 2.3 can; with an older
+        one the read ends at the watch's timeout), and wait a moment for the daemon thread,
+        never holding shutdown hostage to a read in progress."""
+        self.stop_event.set()
+        shutdown = getattr(self._response, "shutdown", None)
+        if shutdown is not None:
+            with contextlib.suppress(OSError):
+                shutdown()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 1.0)
+
+    def reading(self, response: Any) -> None:
+        """Told the response while a watch is read (None after), so stop() can cut it."""
+        self._response = response
+
+    def follow(
+        self, api: KubeApi, path: str, version: str, apply: Apply, query: Query | None = None
+    ) -> str:
+        """`follow_watch` with this thread's stop event and `reading`: what a watcher's
+        `watch_from` returns."""
+        return follow_watch(api, path, version, self.stop_event, apply, self.reading, query)
+
+    def _run(self) -> None:
+        """Until stopped: list, then watch from the list's version, and again."""
+        stop = self.stop_event
+        failures = 0
+        while not stop.is_set():
+            try:
+                version = self._list_all()
+                failures = 0
+                while not stop.is_set():
+                    version = self._watch_from(version)
+            except Expired:
+                self._log.info(self._expired_event, action="relist")
+            except Exception as error:  # the thread must survive any API hiccup
+                if stop.is_set():
+                    break  # the connection was cut because we are stopping
+                delay = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
+                failures += 1
+                self._log.warning(self._error_event, error=short_error(error), retry_in_s=delay)
+                stop.wait(delay)
 
 
 def watch_lines(response: Any) -> Iterator[bytes]:

@@ -20,7 +20,6 @@ import contextlib
 import datetime as dt
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
@@ -33,7 +32,7 @@ from extender.config.settings import WebhookSettings
 from extender.kube.api import JSON_PATCH, KubeApi
 from extender.kube.connection import SERVICE_ACCOUNT_DIR
 from extender.kube.errors import ApiError, CertificateSetupError, short_error
-from extender.kube.watching import REQUEST_TIMEOUT, follow_watch, list_watch_forever, stop_watching
+from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
 from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
@@ -306,21 +305,20 @@ class _ConfigurationWatch:
     def __init__(self, api: KubeApi, path: str, name: str, changed: Callable[[], Any]):
         self._api, self._path, self._changed = api, path, changed
         self._selector = f"metadata.name={name}"
-        self._stop = threading.Event()
-        self._response: Any = None
-        self._thread: threading.Thread | None = None
         self._lists = 0
+        self._watch = ListWatch(
+            "archfit-ca-bundle",
+            self._list,
+            self._watch_from,
+            log,
+            ("webhook_configuration_watch_expired", "webhook_configuration_watch_failed"),
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="archfit-ca-bundle", daemon=True)
-        self._thread.start()
+        self._watch.start()
 
     async def stop(self) -> None:
-        await stop_watching(self._stop, self._response, self._thread)
-
-    def _run(self) -> None:
-        events = ("webhook_configuration_watch_expired", "webhook_configuration_watch_failed")
-        list_watch_forever(self._stop, self._list, self._watch_from, log, events)
+        await self._watch.stop()
 
     def _list(self) -> str:
         listed = self._api.get(
@@ -332,18 +330,9 @@ class _ConfigurationWatch:
         return str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
     def _watch_from(self, version: str) -> str:
-        return follow_watch(
-            self._api,
-            self._path,
-            version,
-            self._stop,
-            self._apply,
-            self._reading,
-            {"fieldSelector": self._selector},
+        return self._watch.follow(
+            self._api, self._path, version, self._apply, {"fieldSelector": self._selector}
         )
-
-    def _reading(self, response: Any) -> None:
-        self._response = response
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
         if kind in ("ADDED", "MODIFIED"):
