@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from extender import logs
 from extender.core.placement import FilterDecision, Policy, ScoreDecision
 from extender.core.platforms import Resolved, Unknown, summarise_platforms
 from extender.core.pods import PodFacts
@@ -129,7 +130,7 @@ def admitted(
     policy = "gate" if mutation.outcome == "gated" else "fail-open"
     for image, why in unknown_images(resolved).items():
         log.warning("image_platforms_unknown", image=image, error=why, failure_policy=policy)
-    if not log.is_enabled_for(logging.INFO):
+    if not logs.enabled(logging.INFO):
         return  # the line would be dropped: build none of its fields (one per admission)
     log.info(
         "pod_admitted",

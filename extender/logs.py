@@ -22,6 +22,23 @@ _LEVELS = {
 }
 
 
+_configured_level = logging.DEBUG
+"""The level `configure` set; debug until it runs (structlog's default writes every line)."""
+
+
+def enabled(level: int) -> bool:
+    """Whether lines at `level` are written: a line that would be dropped need not be built.
+    (structlog's own `is_enabled_for` is newer than the structlog archfit supports.)"""
+    return level >= _configured_level
+
+
+def reset() -> None:
+    """Back to structlog's defaults, every line written (tests that ran the CLI call it)."""
+    global _configured_level
+    structlog.reset_defaults()
+    _configured_level = logging.DEBUG
+
+
 def configure(
     level: Literal["debug", "info", "warning", "error"] = "info",
     fmt: Literal["auto", "json", "console"] = "auto",
@@ -58,6 +75,8 @@ def configure(
             cache_logger_on_first_use=True,
         )
     _route_stdlib(out, _LEVELS[level], console, shared)
+    global _configured_level
+    _configured_level = _LEVELS[level]
 
 
 def _route_stdlib(

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import structlog
 from aiohttp.test_utils import TestServer
 
+from extender import logs
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
 from extender.registry.credentials import PullSecret
@@ -63,7 +63,7 @@ def _fresh_logging() -> Iterator[None]:
     """Undo `archfit` CLI runs' logging setup: it binds the test's captured stdout, which
     pytest closes afterwards, and a later test's log line would fail on it."""
     yield
-    structlog.reset_defaults()
+    logs.reset()
 
 
 @pytest.fixture
