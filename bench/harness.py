@@ -37,7 +37,7 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.processes import Process, http_ok
 from tests.objects import node as full_node
 from tests.objects import pod as full_pod
-from tests.support.images import OCI_INDEX, Image, Pusher
+from tests.support.images import OCI_INDEX, Image, Pusher, index_entry
 from tests.support.process import free_port
 from tests.support.registry import RegistryProcess
 
@@ -160,15 +160,7 @@ def push_many(registry: RegistryProcess, count: int, workers: int = 16) -> tuple
     started = time.monotonic()
     pusher = Pusher(registry.url)
     children: list[Image] = [pusher.single(MANY_REPO, None, p) for p in MANY_PLATFORMS]
-    entries = [
-        {
-            "mediaType": child.media_type,
-            "digest": child.digest,
-            "size": child.size,
-            "platform": dict(zip(("os", "architecture"), p.split("/"), strict=True)),
-        }
-        for child, p in zip(children, MANY_PLATFORMS, strict=True)
-    ]
+    entries = [index_entry(c, p) for c, p in zip(children, MANY_PLATFORMS, strict=True)]
     local = threading.local()
 
     def put(index: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.support.images import OCI_INDEX, Image, Pusher
+from tests.support.images import OCI_INDEX, Image, Pusher, index_entry
 from tests.support.registry import RegistryProcess
 from tests.support.tls import make_serving_cert
 from tests.support.tokens import TokenIssuer, TokenPolicy, TokenServer
@@ -67,15 +67,7 @@ class TokenRegistry:
             context=self.registry.client_context(),
         )
         children = [pusher.single(REPOSITORY, None, p, salt=prefix) for p in _PLATFORMS]
-        entries = [
-            {
-                "mediaType": child.media_type,
-                "digest": child.digest,
-                "size": child.size,
-                "platform": dict(zip(("os", "architecture"), p.split("/"), strict=True)),
-            }
-            for child, p in zip(children, _PLATFORMS, strict=True)
-        ]
+        entries = [index_entry(c, p) for c, p in zip(children, _PLATFORMS, strict=True)]
         token = self.issuer.mint("pusher", [(REPOSITORY, ["pull", "push"])], lifetime=3600)
         host, _, port = self.registry.host.partition(":")
         local = threading.local()

@@ -178,15 +178,13 @@ def review_body(index: int, image: str) -> bytes:
 
 
 def archfit_settings(
-    registry: RegistryProcess, cert: ServingCert, level: str, loop: str
+    hosts: dict[str, Any], cert: ServingCert, level: str, loop: str
 ) -> dict[str, Any]:
+    """archfit with its webhook on, Kubernetes off, reading registries `hosts` (by name)."""
     return {
         "server": {"eventLoop": loop},
         "kubernetes": {"mode": "off"},
-        "registry": {
-            "hosts": {registry.host: {"plainHttp": True}},
-            "allowedNetworks": ["127.0.0.1/32"],
-        },
+        "registry": {"hosts": hosts, "allowedNetworks": ["127.0.0.1/32"]},
         "webhook": {
             "enabled": True,
             "host": "127.0.0.1",
@@ -237,7 +235,8 @@ def run(seconds: float, source: Path | None) -> list[dict[str, Any]]:
                 checkouts.append((f"archfit {harness.git_commit(source)}", source))
             for label, checkout in checkouts:
                 for level, loop in VARIANTS:
-                    settings = archfit_settings(registry, cert, level, loop)
+                    hosts = {registry.host: {"plainHttp": True}}
+                    settings = archfit_settings(hosts, cert, level, loop)
                     server = harness.ArchfitServer(
                         root / f"archfit-{level}-{loop}", settings, source=checkout
                     )
@@ -317,28 +316,8 @@ Python, and a cold lookup is a TLS request of its own."""
 
 def cold_settings(registry: TokenRegistry, cert: ServingCert, loop: str) -> dict[str, Any]:
     """archfit's settings for the cold rows: the token registry trusted by its CA."""
-    settings = archfit_settings_for(cert, loop)
-    settings["registry"] = {
-        "hosts": {registry.host: {"caBundle": str(registry.ca_bundle)}},
-        "allowedNetworks": ["127.0.0.1/32"],
-    }
-    return settings
-
-
-def archfit_settings_for(cert: ServingCert, loop: str) -> dict[str, Any]:
-    """The webhook at log level warning on `loop`, as the first archfit row runs."""
-    return {
-        "server": {"eventLoop": loop},
-        "kubernetes": {"mode": "off"},
-        "webhook": {
-            "enabled": True,
-            "host": "127.0.0.1",
-            "port": free_port(),
-            "certFile": str(cert.cert),
-            "keyFile": str(cert.key),
-        },
-        "logging": {"level": "warning", "format": "json"},
-    }
+    hosts = {registry.host: {"caBundle": str(registry.ca_bundle)}}
+    return archfit_settings(hosts, cert, "warning", loop)
 
 
 def load_once(url: str, bodies: list[bytes], ca_file: Path) -> dict[str, Any]:

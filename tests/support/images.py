@@ -62,6 +62,18 @@ def digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def index_entry(child: Image, platform: str) -> dict[str, Any]:
+    """An index's entry for `child`, described as `platform` ("os/arch[/variant]")."""
+    os_, arch, *rest = platform.split("/")
+    described = {"architecture": arch, "os": os_, **({"variant": rest[0]} if rest else {})}
+    return {
+        "mediaType": child.media_type,
+        "digest": child.digest,
+        "size": child.size,
+        "platform": described,
+    }
+
+
 class Pusher:
     """Pushes blobs and manifests to one registry, with optional Basic or Bearer auth."""
 
@@ -171,16 +183,7 @@ class Pusher:
         for platform in platforms:
             child = self.single(repo, None, platform, docker=docker, salt=salt)
             children.append(child)
-            os_, arch, *rest = (claims or {}).get(platform, platform).split("/")
-            described = {"architecture": arch, "os": os_, **({"variant": rest[0]} if rest else {})}
-            entries.append(
-                {
-                    "mediaType": child.media_type,
-                    "digest": child.digest,
-                    "size": child.size,
-                    "platform": described,
-                }
-            )
+            entries.append(index_entry(child, (claims or {}).get(platform, platform)))
             if attestations:
                 entries.append(self._attestation(repo, child.digest, salt))
         index_type = DOCKER_LIST if docker else OCI_INDEX
