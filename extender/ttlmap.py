@@ -10,12 +10,11 @@ entry goes, so what a flood of distinct keys can cost is bounded.
 `get_or_load` is noe's `Cache[T].LoadOrCall` made asynchronous: concurrent callers for a
 key share one load. The load runs as its own task, so a caller that stops waiting (its
 request hit its deadline) cancels neither the load nor the other callers, and the answer
-is still kept for the next request. Each caller waits on a future of its own that the load
-settles as it ends (what `asyncio.shield` of the task would do, one event loop pass sooner:
-the shield's outer future is only told in the pass after the task's, and a cold registry
-lookup passes through two of these maps and the request's own wait, issue 32). A failed load is not kept; a caller that wants a
-failure remembered (negative caching) has its loader return it as a value, and `ttl_of`
-gives that value a shorter life.
+is still kept for the next request. Each caller waits on a future of its own that the
+load settles in the step it ends in: `asyncio.shield` of the task would tell its caller a
+pass of the event loop later, and such passes are much of a cold lookup's CPU (issue 32).
+A failed load is not kept; a caller that wants a failure remembered (negative caching) has
+its loader return it as a value, and `ttl_of` gives that value a shorter life.
 
 Nothing here does I/O; the clock is injected, so tests move time instead of sleeping.
 """
