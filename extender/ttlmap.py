@@ -22,6 +22,7 @@ Nothing here does I/O; the clock is injected, so tests move time instead of slee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
@@ -128,7 +129,14 @@ class TTLMap(Generic[K, V]):
             return load.task.result()
         waiter: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         load.waiters.append(waiter)
-        return await waiter
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # This caller stopped waiting (or the load was cancelled): the load keeps no
+            # future of a caller that is gone, however long it runs.
+            with contextlib.suppress(ValueError):
+                load.waiters.remove(waiter)
+            raise
 
     async def aclose(self) -> None:
         """Cancel the loads still in flight (at shutdown) and wait for them to end."""

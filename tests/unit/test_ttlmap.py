@@ -289,3 +289,17 @@ async def test_a_load_cancelled_before_it_began_still_tells_its_waiters():
         loads.calls,
         cache.loading,
     )
+
+
+async def test_a_caller_that_stopped_waiting_is_not_held_by_the_load():
+    """A slow load outlives many impatient callers: it keeps no future for those gone."""
+    cache: TTLMap[str, object] = TTLMap(max_entries=10, clock=FakeClock())
+    loads = Loads()
+    callers = [asyncio.ensure_future(cache.get_or_load("k", loads, lambda _: 30)) for _ in range(3)]
+    await _settle()
+    callers[0].cancel()
+    await _settle()
+    still_told = len(cache._loads["k"].waiters)
+    loads.gate.set()
+    answers = await asyncio.gather(*callers[1:])
+    assert (2, ["value", "value"], 1) == (still_told, answers, loads.calls)
