@@ -10,9 +10,11 @@ entry goes, so what a flood of distinct keys can cost is bounded.
 `get_or_load` is noe's `Cache[T].LoadOrCall` made asynchronous: concurrent callers for a
 key share one load. The load runs as its own task, so a caller that stops waiting (its
 request hit its deadline) cancels neither the load nor the other callers, and the answer
-is still kept for the next request. A failed load is not kept; a caller that wants a
-failure remembered (negative caching) has its loader return it as a value, and `ttl_of`
-gives that value a shorter life.
+is still kept for the next request. Each caller waits on a future of its own that the
+load settles in the step it ends in: `asyncio.shield` of the task would tell its caller a
+pass of the event loop later, and such passes are much of a cold lookup's CPU (issue 32).
+A failed load is not kept; a caller that wants a failure remembered (negative caching) has
+its loader return it as a value, and `ttl_of` gives that value a shorter life.
 
 Nothing here does I/O; the clock is injected, so tests move time instead of sleeping.
 """
@@ -20,6 +22,7 @@ Nothing here does I/O; the clock is injected, so tests move time instead of slee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
@@ -50,7 +53,7 @@ class TTLMap(Generic[K, V]):
         """key -> the size `put` was told, for the entries that have one."""
         self.bytes = 0
         """The sum of the held entries' sizes."""
-        self._loads: dict[K, asyncio.Task[V]] = {}
+        self._loads: dict[K, _Load[V]] = {}
 
     def __len__(self) -> int:
         """Entries held; an expired one counts until it is met or evicted."""
@@ -116,16 +119,28 @@ class TTLMap(Generic[K, V]):
         entry = self._live(key)
         if entry is not None:
             return entry[0]
-        task = self._loads.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._load(key, loader, ttl_of))
-            self._loads[key] = task
-            task.add_done_callback(partial(self._landed, key))
-        return await asyncio.shield(task)
+        load = self._loads.get(key)
+        if load is None:
+            load = self._loads[key] = _Load()
+            load.task = asyncio.ensure_future(self._load(key, load, loader, ttl_of))
+            load.task.add_done_callback(partial(self._landed, key, load))
+        elif load.task.done():
+            # Cancelled before its first step, in this pass of the loop: so is this caller.
+            return load.task.result()
+        waiter: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        load.waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # This caller stopped waiting (or the load was cancelled): the load keeps no
+            # future of a caller that is gone, however long it runs.
+            with contextlib.suppress(ValueError):
+                load.waiters.remove(waiter)
+            raise
 
     async def aclose(self) -> None:
         """Cancel the loads still in flight (at shutdown) and wait for them to end."""
-        tasks = list(self._loads.values())
+        tasks = [load.task for load in self._loads.values()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -143,16 +158,72 @@ class TTLMap(Generic[K, V]):
         return entry
 
     async def _load(
-        self, key: K, loader: Callable[[], Awaitable[V]], ttl_of: Callable[[V], float]
+        self,
+        key: K,
+        load: _Load[V],
+        loader: Callable[[], Awaitable[V]],
+        ttl_of: Callable[[V], float],
     ) -> V:
         # The shared task: it keeps the answer even when every caller has stopped waiting.
-        value = await loader()
-        self.put(key, value, ttl_of(value))
+        # It tells its waiters itself, in the step it ends in, rather than through its
+        # done callbacks a pass of the loop later.
+        try:
+            value = await loader()
+            self.put(key, value, ttl_of(value))
+        except asyncio.CancelledError:
+            self._unlist(key, load)
+            _settle(load.waiters, cancelled=True)
+            raise
+        except Exception as error:
+            self._unlist(key, load)
+            _settle(load.waiters, error=error)
+            raise
+        self._unlist(key, load)
+        _settle(load.waiters, value)
         return value
 
-    def _landed(self, key: K, task: asyncio.Task[V]) -> None:
-        if self._loads.get(key) is task:
+    def _unlist(self, key: K, load: _Load[V]) -> None:
+        if self._loads.get(key) is load:
             del self._loads[key]
-        if not task.cancelled():
-            # Every caller may have gone; mark the exception seen so asyncio does not log it.
-            task.exception()
+
+    def _landed(self, key: K, load: _Load[V], task: asyncio.Task[V]) -> None:
+        # Also for a load cancelled before its first step, which `_load` never saw.
+        self._unlist(key, load)
+        if task.cancelled():
+            _settle(load.waiters, cancelled=True)
+            return
+        # Every caller may have gone; mark the exception seen so asyncio does not log it.
+        error = task.exception()
+        if error is not None:
+            _settle(load.waiters, error=error)
+
+
+class _Load(Generic[V]):
+    """One load in flight: its task, and a future for each caller waiting on it."""
+
+    __slots__ = ("task", "waiters")
+
+    task: asyncio.Task[V]
+
+    def __init__(self) -> None:
+        self.waiters: list[asyncio.Future[V]] = []
+
+
+def _settle(
+    waiters: list[asyncio.Future[V]],
+    value: V | None = None,
+    error: BaseException | None = None,
+    *,
+    cancelled: bool = False,
+) -> None:
+    """Tell every caller still waiting the load's answer: `value`, else `error`, else its
+    cancellation (a value may itself be an exception: a loader may return a failure)."""
+    for waiter in waiters:
+        if waiter.done():
+            continue  # its caller stopped waiting (cancelled), or it was told already
+        if cancelled:
+            waiter.cancel()
+        elif error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(value)  # type: ignore[arg-type]

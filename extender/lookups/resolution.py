@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
 
 from extender.core.platforms import (
     Platform,
@@ -45,6 +45,8 @@ class WorkloadEvidence(Protocol):
         """`resolved` narrowed by the workload's evidence; `resolved` itself when none."""
         ...
 
+
+T = TypeVar("T")
 
 RECENT_SECONDS = 5.0
 """How long a known answer is reused without asking the resolver (see Resolution)."""
@@ -127,22 +129,31 @@ class Resolution:
                     if isinstance(platforms, frozenset):  # the recent map holds only these
                         self._on_known(image, pull, platforms)
             return self._believed(answered, pull, workload)
+        unique = dict.fromkeys(images)
+        if not unique:
+            return {}
+        loop = asyncio.get_running_loop()
+        lookups = _Lookups(len(unique), loop.create_future())
         token = request_deadline.set(time.monotonic() + max(budget_seconds, 0.0))
         fresh = skip_remembered_failures.set(fresh_failures)
         try:  # tasks copy the context as it is now, the deadline included
             tasks = {
-                image: asyncio.ensure_future(self.resolver.platforms(image, pull))
-                for image in images
+                image: asyncio.ensure_future(
+                    _telling(self.resolver.platforms(image, pull), lookups)
+                )
+                for image in unique
             }
         finally:
             skip_remembered_failures.reset(fresh)
             request_deadline.reset(token)
-        if not tasks:
-            return {}
-        _, pending = await asyncio.wait(tasks.values(), timeout=max(budget_seconds, 0.0))
+        timer = loop.call_later(max(budget_seconds, 0.0), lookups.stop_waiting)
+        try:
+            await lookups.ended
+        finally:
+            timer.cancel()
         results: dict[str, SharedResolved] = {}
         for image, task in tasks.items():
-            if task in pending:
+            if not task.done():
                 self._background.add(task)
                 task.add_done_callback(self._forget)
                 results[image] = Unknown(
@@ -188,3 +199,35 @@ class Resolution:
             task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+
+class _Lookups:
+    """What a request waits for: all its lookups told `ended` as they ended, or its budget
+    spent. `asyncio.wait` would do it, a pass of the event loop later per wait: a task's end
+    reaches it through the task's done callbacks, scheduled for the next pass, and only then
+    is the request woken (issue 32: a cold lookup's CPU is spent in such passes)."""
+
+    __slots__ = ("_left", "ended")
+
+    def __init__(self, count: int, ended: asyncio.Future[None]) -> None:
+        self._left = count
+        self.ended = ended
+        """Done when every lookup has ended or the budget is spent (cancelled when the request
+        itself stopped waiting)."""
+
+    def one_ended(self) -> None:
+        self._left -= 1
+        if not self._left:
+            self.stop_waiting()
+
+    def stop_waiting(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+
+async def _telling(lookup: Awaitable[T], lookups: _Lookups) -> T:
+    """`lookup`'s answer; as it ends, in the same step, `lookups` is told."""
+    try:
+        return await lookup
+    finally:
+        lookups.one_ended()

@@ -146,7 +146,10 @@ class Store:
         async def fill() -> T:
             # The map's shared load: it keeps the answer even if every caller has gone.
             value = await fetch()
-            await self.set(kind, key, value, encode, ttl)  # memory first: Redis may be slow
+            if self._redis is not None:
+                # Memory first, for Redis may be slow; without Redis the map keeps the
+                # answer itself as the load ends.
+                await self.set(kind, key, value, encode, ttl)
             return value
 
         result: T = await self._local[kind].get_or_load(key, fill, lambda _: ttl)

@@ -39,12 +39,14 @@ class FairShare:
     async def take(self, host: str) -> None:
         """Wait for one of `host`'s connections, then hold it."""
         if not self._queued:
-            # As under the lock: the host counts as busy while it asks.
-            self._waiting[host] += 1
-            free = self._may_take(host)
-            self._drop(self._waiting, host)
-            if free:
-                self._in_use[host] += 1
+            # As under the lock, the host counting as busy while it asks; with nobody queued
+            # nobody waits, so the busy hosts are those holding connections, and this one.
+            in_use = self._in_use
+            held = in_use[host]
+            busy = len(in_use) + (0 if held else 1)
+            share = max(1, min(self._per_host, self._total // (busy + 1)))
+            if held < share and in_use.total() < self._total:
+                in_use[host] = held + 1
                 return
         self._queued += 1
         try:

@@ -170,7 +170,8 @@ class Transport:
         try:
             # The wait for a fair share counts against the same limit as the request.
             async with asyncio.timeout(limit), self._fair.slot(host):
-                await system_cas.loaded()  # `serve` reads them after it is ready
+                if system_cas.pending():  # `serve` reads them after it is ready
+                    await system_cas.loaded()
                 proxy = self.proxies.for_url(url) if self.proxies else None
                 if proxy is not None:
                     await self._check_proxied_target(url)

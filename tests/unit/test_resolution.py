@@ -55,6 +55,21 @@ async def test_images_resolve_concurrently_not_one_after_another():
     assert 10 * [AMD] == list(result.values())
 
 
+async def test_an_image_named_twice_is_looked_up_once_and_answered_when_that_ends():
+    """The request waits for each distinct image's lookup, not for one per mention: with a
+    budget of an hour, an answer at all shows it did not wait for a lookup never made."""
+    looked_up: list[str] = []
+
+    async def resolve(image, pull):
+        looked_up.append(image)
+        return AMD
+
+    resolution = Resolution(FunctionResolver(resolve))
+    async with asyncio.timeout(5):  # waiting out the budget would hang the test instead
+        result = await resolution.resolve(["a", "b", "a"], PULL, budget_seconds=3600)
+    assert ({"a": AMD, "b": AMD}, ["a", "b"]) == (result, looked_up)
+
+
 async def test_a_failing_lookup_is_unknown_with_its_reason():
     """Any exception is 'unknown', never 'unsupported'."""
 

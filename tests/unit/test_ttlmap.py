@@ -272,3 +272,34 @@ def test_a_map_bounded_by_bytes_forgets_the_least_recently_used_until_it_fits():
     for key, size in (("a", 4), ("b", 4), ("c", 6), ("huge", 11)):
         kept.put(key, 0, 60, size)
     assert ([None, 0, 0, None], 10) == ([kept.get(k) for k in ("a", "b", "c", "huge")], kept.bytes)
+
+
+async def test_a_load_cancelled_before_it_began_still_tells_its_waiters():
+    """aclose in the very pass a load was asked for: the load never runs a step of its own,
+    so its waiters must learn of the cancellation from the task's end, not from the load."""
+    cache: TTLMap[str, object] = TTLMap(max_entries=10, clock=FakeClock())
+    loads = Loads()
+    waiter = asyncio.ensure_future(cache.get_or_load("k", loads, lambda _: 30))
+    await asyncio.sleep(0)  # the caller has asked: its load is made, not yet begun
+    async with asyncio.timeout(5):  # a waiter nobody tells would wait forever
+        await cache.aclose()
+        outcome = await asyncio.gather(waiter, return_exceptions=True)
+    assert ([asyncio.CancelledError], 0, 0) == (
+        [type(o) for o in outcome],
+        loads.calls,
+        cache.loading,
+    )
+
+
+async def test_a_caller_that_stopped_waiting_is_not_held_by_the_load():
+    """A slow load outlives many impatient callers: it keeps no future for those gone."""
+    cache: TTLMap[str, object] = TTLMap(max_entries=10, clock=FakeClock())
+    loads = Loads()
+    callers = [asyncio.ensure_future(cache.get_or_load("k", loads, lambda _: 30)) for _ in range(3)]
+    await _settle()
+    callers[0].cancel()
+    await _settle()
+    still_told = len(cache._loads["k"].waiters)
+    loads.gate.set()
+    answers = await asyncio.gather(*callers[1:])
+    assert (2, ["value", "value"], 1) == (still_told, answers, loads.calls)
