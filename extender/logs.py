@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import json
 import logging
 import math
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, BinaryIO, Literal, TextIO
+from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
@@ -39,10 +36,9 @@ def enabled(level: int) -> bool:
 
 def reset() -> None:
     """Back to structlog's defaults, every line written (tests that ran the CLI call it)."""
-    global _configured_level, _lines, _stream
-    flush()
+    global _configured_level
     structlog.reset_defaults()
-    _configured_level, _lines, _stream = logging.DEBUG, None, None
+    _configured_level = logging.DEBUG
 
 
 def configure(
@@ -70,7 +66,6 @@ def configure(
             cache_logger_on_first_use=True,
         )
     else:
-        lines = JsonLines(out.buffer)
         structlog.configure(
             processors=[
                 *shared,
@@ -78,115 +73,12 @@ def configure(
                 structlog.processors.JSONRenderer(serializer=_json_bytes),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-            logger_factory=lines.factory,
+            logger_factory=structlog.BytesLoggerFactory(file=out.buffer),
             cache_logger_on_first_use=True,
         )
-    flush()  # what the last configuration's writer holds
-    global _configured_level, _lines, _stream
-    _lines, _stream = (None, None) if console else (lines, out)
     _route_stdlib(out, _LEVELS[level], console, shared)
+    global _configured_level
     _configured_level = _LEVELS[level]
-
-
-LINE_LINGER_SECONDS = 0.1
-"""How long an info or debug line may wait before it is written, with the lines after it."""
-
-
-class JsonLines:
-    """The structlog logger of JSON lines on a binary stream (stdout: the image runs with
-    PYTHONUNBUFFERED, so each write is a syscall).
-
-    Warnings and errors are written at once, with any line before them. An info or debug
-    line on the event loop waits up to LINE_LINGER_SECONDS and goes out in one write with
-    the lines after it: otherwise each costs a write syscall of its own, one per admission
-    at log level info (the pod_admitted line), about 13 us of a warm admission's CPU
-    (bench/webhook_cost). A normal exit writes what waits (`flush`, at exit); a process
-    killed outright (SIGKILL, the OOM killer) loses up to LINE_LINGER_SECONDS of info lines,
-    never a warning.
-    """
-
-    __slots__ = ("_clock", "_due", "_lock", "_out", "_waiting")
-
-    def __init__(self, out: BinaryIO, clock: Callable[[], float] = time.monotonic) -> None:
-        self._out = out
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._waiting: list[bytes] = []
-        self._due: float | None = None
-        """When the waiting lines are to be written at the latest; None when none wait."""
-
-    def factory(self, *args: object) -> JsonLines:
-        """structlog's logger_factory: every logger writes through this one."""
-        return self
-
-    def write_now(self, line: bytes) -> None:
-        with self._lock:
-            self._waiting.append(line)
-        self.flush()
-
-    def write_soon(self, line: bytes) -> None:
-        with self._lock:
-            self._waiting.append(line)
-            due = self._due
-            if due is None:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:  # no loop in this thread to write it later
-                    loop = None
-                else:
-                    self._due = self._clock() + LINE_LINGER_SECONDS
-        if due is None:
-            if loop is None:
-                self.flush()
-            else:
-                loop.call_later(LINE_LINGER_SECONDS, self.flush)
-        elif self._clock() >= due:  # its timer has not run: the loop is held up, or gone
-            self.flush()
-
-    def flush(self) -> None:
-        """Write every waiting line now, in order."""
-        with self._lock:
-            self._due = None
-            if not self._waiting:
-                return
-            lines, self._waiting = self._waiting, []
-            data = memoryview(b"".join(line + b"\n" for line in lines))
-            while data:  # an unbuffered stream may take part of it
-                data = data[self._out.write(data) or 0 :]
-            self._out.flush()
-
-    debug = info = write_soon
-    msg = log = warn = warning = err = error = critical = fatal = failure = exception = write_now
-
-
-_lines: JsonLines | None = None
-"""The JSON lines writer `configure` made, if any."""
-_stream: TextIO | None = None
-"""The text stream under `_lines`, held: once collected, it would close the buffer."""
-
-
-def flush() -> None:
-    """Write the log lines that wait (JsonLines); run at exit."""
-    if _lines is not None:
-        _lines.flush()
-
-
-atexit.register(flush)
-
-
-class _StdlibLines(logging.Handler):
-    """The standard library's records, rendered, through the same JsonLines: one stream of
-    lines in order."""
-
-    def __init__(self, lines: JsonLines) -> None:
-        super().__init__()
-        self._lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self._lines.write_now(self.format(record).encode())
-        except Exception:
-            self.handleError(record)
 
 
 def _route_stdlib(
@@ -211,9 +103,7 @@ def _route_stdlib(
             renderer,
         ],
     )
-    handler: logging.Handler = (
-        logging.StreamHandler(out) if _lines is None else _StdlibLines(_lines)
-    )
+    handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -43,7 +43,7 @@ from extender.app_keys import (
 from extender.config.settings import Settings
 from extender.errors import ListenError, SetupError, WebhookSetupError
 from extender.event_loop import in_background, loop_factory
-from extender.logs import configure, flush
+from extender.logs import configure
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.once import OncePerCause
@@ -93,11 +93,8 @@ def serve(
     )
     app = build(settings)
     tune_gc()
-    try:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
-            runner.run(_run_until_signalled(app))
-    finally:
-        flush()  # the last info lines wait for a timer the closed loop will never run
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(_run_until_signalled(app))
 
 
 def writing_controllers(settings: Settings) -> list[str]:
