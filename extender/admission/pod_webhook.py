@@ -127,7 +127,7 @@ class PodMutation:
         if mutation.unknown:
             policy = "gate" if mutation.outcome == "gated" else "fail-open"
             metrics.child(metrics.unknown_images, policy).inc(len(mutation.unknown))
-        explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
+        explain.admitted(pod_facts, resolved, mutation, dry_run, lookups, started)
         outcome = "dry_run" if dry_run else mutation.outcome
         return Admission(outcome, operations, mutation.warnings)
 
