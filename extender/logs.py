@@ -8,8 +8,10 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable
-from typing import Literal, TextIO
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
@@ -52,7 +54,7 @@ def configure(
     out = stream or sys.stdout
     console = fmt == "console" or (fmt == "auto" and out.isatty())
     shared: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
+        merge_request_context,
         structlog.processors.add_log_level,
         UtcTimestamp(),
     ]
@@ -151,11 +153,36 @@ def _json_bytes(value: object, **_: object) -> bytes:
         return json.dumps(value, default=str).encode()
 
 
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+_request_context: ContextVar[Mapping[str, Any]] = ContextVar("archfit_request", default=_NO_FIELDS)
+"""The fields every line of the current request carries (`bind_request`, `bind`): one
+variable for all of them. structlog's contextvars keep one per field, and merging them
+copies and walks the whole context on every line, clearing them walks it again.
+A mapping bound here is never changed, only replaced: a task started mid-request keeps the
+fields of its start, as a copied context does."""
+
+
 def bind_request(request_id: str | None, verb: str) -> None:
-    """Start one request's log context (extender verbs and admission alike): clear what the
+    """Start one request's log context (extender verbs and admission alike): forget what the
     last request bound, then bind its id (the caller's X-Request-Id, or a new one) and verb."""
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(request_id=request_id or new_request_id(), verb=verb)
+    _request_context.set({"request_id": request_id or new_request_id(), "verb": verb})
+
+
+def bind(**fields: Any) -> None:
+    """Add `fields` to the current request's log context (the pod, its namespace...): every
+    line written in this context from now on carries them (structlog.contextvars is not
+    merged: bind here)."""
+    _request_context.set({**_request_context.get(), **fields})
+
+
+def merge_request_context(
+    logger: object, method: str, event_dict: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A structlog processor: the request's fields (`bind_request`, `bind`) on each line,
+    after its own; a field the line names itself is its own."""
+    for key, value in _request_context.get().items():
+        event_dict.setdefault(key, value)
+    return event_dict
 
 
 def new_request_id() -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from extender import explain
+from extender import explain, logs
 from extender.admission.skeleton import SKIPPED, Admission, Admissions
 from extender.admission.workload_webhook import WorkloadWarner
 from extender.app_keys import WEBHOOK_GUARD, WEBHOOK_HOLDS
@@ -87,7 +87,7 @@ class PodMutation:
         settings, metrics, dry_run = self.settings, self.metrics, self.dry_run
         pod = _with_namespace(review.object, review.namespace)
         pod_facts = facts(pod)
-        structlog.contextvars.bind_contextvars(pod=pod_facts.name, namespace=pod_facts.namespace)
+        logs.bind(pod=pod_facts.name, namespace=pod_facts.namespace)
         skip = _skip_reason(settings, pod, pod_facts)
         if skip is not None:
             metrics.child(metrics.skipped_pods, skip).inc()
@@ -127,7 +127,7 @@ class PodMutation:
         if mutation.unknown:
             policy = "gate" if mutation.outcome == "gated" else "fail-open"
             metrics.child(metrics.unknown_images, policy).inc(len(mutation.unknown))
-        explain.admitted(pod_facts, resolved, mutation, dry_run, dict(lookups), started)
+        explain.admitted(pod_facts, resolved, mutation, dry_run, lookups, started)
         outcome = "dry_run" if dry_run else mutation.outcome
         return Admission(outcome, operations, mutation.warnings)
 

@@ -15,6 +15,7 @@ from collections import Counter
 import structlog
 from aiohttp import web
 
+from extender import logs
 from extender.admission.skeleton import SKIPPED, Admission, Admissions
 from extender.config.settings import Settings
 from extender.core.mutation import MutationRules
@@ -76,9 +77,7 @@ class WorkloadWarner:
         ):
             return SKIPPED
         name = str((review.object.get("metadata") or {}).get("name") or "")
-        structlog.contextvars.bind_contextvars(
-            workload=f"{kind}/{name}", namespace=review.namespace
-        )
+        logs.bind(workload=f"{kind}/{name}", namespace=review.namespace)
         if review.old_object is not None and not template_changed(
             kind, review.old_object, review.object
         ):

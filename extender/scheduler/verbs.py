@@ -19,7 +19,7 @@ import msgspec
 import structlog
 from aiohttp import web
 
-from extender import explain
+from extender import explain, logs
 from extender.config.rules import policy_of
 from extender.config.settings import Settings
 from extender.core.node_facts import NodeFacts
@@ -393,7 +393,7 @@ class Verbs:
         body = await read_body(request, settings.server.body_timeout_seconds)
         args = parse_args(body, self.facts_of, self.pods.decode)
         pod = steered_facts(self.pods.facts(args.pod), args.pod, services.steering)
-        structlog.contextvars.bind_contextvars(pod=pod.name, namespace=pod.namespace)
+        logs.bind(pod=pod.name, namespace=pod.namespace)
         skip = skip_reason(pod, settings.policy.excluded_namespaces)
         candidates, groups = _UNEXAMINED, None
         if args.facts is not None:
