@@ -209,3 +209,21 @@ def test_an_error_text_longer_than_its_width_ends_in_an_ellipsis():
         len(error_text(long)),
         error_text(long)[-3:],
     )
+
+
+def test_request_log_fields_are_bound_in_one_place() -> None:
+    """A request's log fields are bound with extender.logs (bind_request, bind), whose one
+    context variable every line merges; structlog.contextvars is not merged, so a field
+    bound there would vanish from every line without an error."""
+    bound_elsewhere = [
+        f"{name}:{node.lineno}"
+        for name, tree in modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "contextvars"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "structlog"
+        or isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("structlog.contextvars")
+    ]
+    assert [] == bound_elsewhere
