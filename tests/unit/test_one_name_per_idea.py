@@ -219,11 +219,15 @@ def test_request_log_fields_are_bound_in_one_place() -> None:
         f"{name}:{node.lineno}"
         for name, tree in modules()
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr == "contextvars"
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "structlog"
-        or isinstance(node, ast.ImportFrom)
-        and (node.module or "").startswith("structlog.contextvars")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "contextvars"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "structlog"
+        )
+        or (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("structlog.contextvars")
+        )
     ]
     assert [] == bound_elsewhere
