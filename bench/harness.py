@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import uuid
@@ -37,7 +36,7 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.processes import Process, http_ok
 from tests.objects import node as full_node
 from tests.objects import pod as full_pod
-from tests.support.images import OCI_INDEX, Image, Pusher, index_entry
+from tests.support.images import Image, Pusher, index_entry, put_indexes
 from tests.support.process import free_port
 from tests.support.registry import RegistryProcess
 
@@ -161,35 +160,15 @@ def push_many(registry: RegistryProcess, count: int, workers: int = 16) -> tuple
     pusher = Pusher(registry.url)
     children: list[Image] = [pusher.single(MANY_REPO, None, p) for p in MANY_PLATFORMS]
     entries = [index_entry(c, p) for c, p in zip(children, MANY_PLATFORMS, strict=True)]
-    local = threading.local()
-
-    def put(index: int) -> str:
-        connection = getattr(local, "connection", None)
-        if connection is None:
-            connection = local.connection = http.client.HTTPConnection(registry.host, timeout=30)
-        tag = f"i{index:06d}"
-        body = orjson.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": OCI_INDEX,
-                "manifests": entries,
-                "annotations": {"bench.archfit/image": tag},
-            }
-        )
-        connection.request(
-            "PUT",
-            f"/v2/{MANY_REPO}/manifests/{tag}",
-            body,
-            {"Content-Type": OCI_INDEX},
-        )
-        response = connection.getresponse()
-        response.read()
-        if response.status != 201:
-            raise BenchError(f"PUT {tag} -> {response.status}")
-        return f"{registry.host}/{MANY_REPO}:{tag}"
-
-    with ThreadPoolExecutor(workers) as pool:
-        references = list(pool.map(put, range(count)))
+    tags = [f"i{index:06d}" for index in range(count)]
+    put_indexes(
+        lambda: http.client.HTTPConnection(registry.host, timeout=30),
+        MANY_REPO,
+        entries,
+        tags,
+        workers=workers,
+    )
+    references = [f"{registry.host}/{MANY_REPO}:{tag}" for tag in tags]
     return references, time.monotonic() - started
 
 

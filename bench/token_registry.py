@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from tests.support.images import OCI_INDEX, Image, Pusher, index_entry
+from tests.support.images import OCI_INDEX, Image, Pusher, index_entry, put_indexes
 from tests.support.registry import RegistryProcess
 from tests.support.tls import make_serving_cert
 from tests.support.tokens import TokenIssuer, TokenPolicy, TokenServer
@@ -70,33 +66,18 @@ class TokenRegistry:
         entries = [index_entry(c, p) for c, p in zip(children, _PLATFORMS, strict=True)]
         token = self.issuer.mint("pusher", [(REPOSITORY, ["pull", "push"])], lifetime=3600)
         host, _, port = self.registry.host.partition(":")
-        local = threading.local()
-
-        def put(index: int) -> str:
-            connection = getattr(local, "connection", None)
-            if connection is None:
-                connection = local.connection = http.client.HTTPSConnection(
-                    host, int(port), context=self.registry.client_context(), timeout=30
-                )
-            tag = f"{prefix}-{index}"
-            body = orjson.dumps(
-                {
-                    "schemaVersion": 2,
-                    "mediaType": OCI_INDEX,
-                    "manifests": entries,
-                    "annotations": {"bench.archfit/tag": tag},
-                }
-            )
-            headers = {"Content-Type": OCI_INDEX, "Authorization": f"Bearer {token}"}
-            connection.request("PUT", f"/v2/{REPOSITORY}/manifests/{tag}", body, headers)
-            response = connection.getresponse()
-            response.read()
-            if response.status != 201:
-                raise RuntimeError(f"PUT {tag} -> {response.status}")
-            return f"{self.host}/{REPOSITORY}:{tag}"
-
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(put, range(count)))
+        tags = [f"{prefix}-{index}" for index in range(count)]
+        put_indexes(
+            lambda: http.client.HTTPSConnection(
+                host, int(port), context=self.registry.client_context(), timeout=30
+            ),
+            REPOSITORY,
+            entries,
+            tags,
+            headers={"Authorization": f"Bearer {token}"},
+            workers=workers,
+        )
+        return [f"{self.host}/{REPOSITORY}:{tag}" for tag in tags]
 
     @contextlib.contextmanager
     def round_trips(self, warm_tag: str) -> Iterator[RoundTrips]:
