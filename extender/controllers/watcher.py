@@ -37,7 +37,7 @@ from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
 from extender.core.text import cut, error_text
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
+from extender.lookups.evidence import EvidenceBook
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.reference import parse as parse_reference
@@ -414,8 +414,7 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
     watch_settings = settings.watcher
 
     async def work() -> None:
-        watch = PodWatch(api, watch_settings.page_size)
-        learned = services.resolution.resolver
+        watch: PodWatch[WatchedPod] = PodWatch(api, watch_settings.page_size)
         watcher = Watcher(
             watch_settings,
             metrics,
@@ -423,7 +422,7 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
             services.resolution,
             services.nodes,
             services.evidence,
-            learned if isinstance(learned, LearnedResolver) else None,
+            services.learned,
         )
         watch.start(watcher.on_pod)
         try:

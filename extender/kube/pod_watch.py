@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import structlog
@@ -194,36 +194,49 @@ class WatchedPod(msgspec.Struct, frozen=True):
             )
 
 
-class _PodList(msgspec.Struct, frozen=True):
+P = TypeVar("P", bound=msgspec.Struct)
+
+
+class _PodList(msgspec.Struct, Generic[P], frozen=True):
     metadata: ListMeta = ListMeta()
-    items: list[WatchedPod] | None = None
+    items: list[P] | None = None
 
 
-decode_pod_page = msgspec.json.Decoder(_PodList).decode
+decode_pod_page = msgspec.json.Decoder(_PodList[WatchedPod]).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
 
-OnPod = Callable[[str, WatchedPod], None]
-"""Told ("ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a relist tells
-every pod again, then "SYNCED" with an empty pod, so the watcher can drop the ones not told."""
+OnPod = Callable[[str, P], None]
+"""Told ("LISTING" | "ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a
+relist says "LISTING" (with an empty pod), tells every pod again, then "SYNCED" with an empty
+pod, so the watcher can drop the ones not told."""
 
 
-class PodWatch:
-    """List-watch of every pod bound to a node, a page at a time, decoded into WatchedPods."""
+class PodWatch(Generic[P]):
+    """List-watch of every pod bound to a node, a page at a time, decoded into WatchedPods;
+    or, given `pod_type` and `fields`, of the pods `fields` selects, decoded into `pod_type`
+    (extender.kube.indexed_pods: every pod)."""
 
-    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        page_size: int = 500,
+        *,
+        pod_type: type[P] = WatchedPod,  # type: ignore[assignment]  # P is WatchedPod then
+        fields: str | None = BOUND,
+        name: str = "archfit-pod-watch",
+        events: tuple[str, str] = ("pod_watch_expired", "pod_watch_error"),
+    ) -> None:
         self._api = api
         self._page_size = page_size
-        self._on_pod: OnPod | None = None
+        self._pod_type = pod_type
+        self._decode_page = msgspec.json.Decoder(_PodList[pod_type]).decode  # type: ignore[valid-type]
+        self._decode_pod = msgspec.json.Decoder(pod_type).decode
+        self._fields = fields
+        self._on_pod: OnPod[P] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watch = ListWatch(
-            "archfit-pod-watch",
-            self.list_all,
-            self.watch_from,
-            log,
-            ("pod_watch_expired", "pod_watch_error"),
-        )
+        self._watch = ListWatch(name, self.list_all, self.watch_from, log, events)
 
-    def start(self, on_pod: OnPod) -> None:
+    def start(self, on_pod: OnPod[P]) -> None:
         self._on_pod = on_pod
         self._loop = asyncio.get_running_loop()
         self._watch.start()
@@ -232,11 +245,13 @@ class PodWatch:
         await self._watch.stop()
 
     def list_all(self) -> str:
-        """Tell every pod, page by page, then SYNCED; returns the list's resourceVersion."""
+        """Tell LISTING, every pod, page by page, then SYNCED; returns the list's
+        resourceVersion."""
         token = ""
+        self._tell("LISTING", self._pod_type())
         while True:
             query: Query = {
-                "fieldSelector": BOUND,
+                "fieldSelector": self._fields,
                 "limit": self._page_size,
                 "continue": token or None,
             }
@@ -246,28 +261,27 @@ class PodWatch:
                 if error.status == 410:
                     raise Expired from error
                 raise
-            page = decode_pod_page(data)
+            page = self._decode_page(data)
             for pod in page.items or ():
                 self._tell("ADDED", pod)
             token = page.metadata.next
             if not token:
                 break
-        self._tell("SYNCED", WatchedPod())
+        self._tell("SYNCED", self._pod_type())
         return page.metadata.resource_version
 
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
-        return self._watch.follow(
-            self._api, "/api/v1/pods", version, self._apply, {"fieldSelector": BOUND}
-        )
+        query: Query = {"fieldSelector": self._fields}
+        return self._watch.follow(self._api, "/api/v1/pods", version, self._apply, query)
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
-        pod = decode_pod(raw)
+        pod = self._decode_pod(raw)
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._tell(kind, pod)
-        return pod.metadata.resource_version or version
+        return str(pod.metadata.resource_version) or version  # type: ignore[attr-defined]
 
-    def _tell(self, kind: str, pod: WatchedPod) -> None:
+    def _tell(self, kind: str, pod: P) -> None:
         loop, on_pod = self._loop, self._on_pod
         if loop is not None and on_pod is not None and not loop.is_closed():
             loop.call_soon_threadsafe(on_pod, kind, pod)

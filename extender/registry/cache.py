@@ -30,7 +30,7 @@ from extender.core.platforms import normalize
 from extender.metrics import Metrics
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain
-from extender.registry.deadline import request_seconds_left, skip_remembered_failures
+from extender.registry.deadline import cached_only, request_seconds_left, skip_remembered_failures
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
@@ -286,6 +286,8 @@ class CachedSource:
         if hit is not None:
             self._count(kind, "miss" if fetched else "hit")
             return hit
+        if cached_only.get():
+            raise errors.NotCached(f"no {kind} cached")
         failure_ttl = self._settings.failure_ttl_seconds
         if not skip_remembered_failures.get():
             failure = await self._store.get("failure", key, _decode_failure, failure_ttl)
