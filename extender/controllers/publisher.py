@@ -186,10 +186,7 @@ class Publisher:
             self.carry(await self._store.read())
         except Exception as error:  # the first publish finds out again
             log.warning("policy_parameter_unreadable", error=_short(error))
-        self._tasks = [
-            asyncio.create_task(self._worker(), name=f"archfit-policy-lookup-{n}")
-            for n in range(self._workers)
-        ]
+        self.start()
         try:
             await self.synced.wait()
             while True:
@@ -197,6 +194,13 @@ class Publisher:
                 await asyncio.sleep(self._settings.publish_seconds)
         finally:
             await self.aclose()
+
+    def start(self) -> None:
+        """Start the lookups (new keys first, then refreshes, oldest first)."""
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"archfit-policy-lookup-{n}")
+            for n in range(self._workers)
+        ]
 
     async def aclose(self) -> None:
         for task in self._tasks:

@@ -79,8 +79,8 @@ def test_what_the_policy_reads_of_each_value_is_what_the_webhook_decides_on() ->
     """CEL's reading of a value (`(v / bit) % 2`, `(v / nativeBit) % 2`) gives, for random
     platform sets under each rule, exactly `fits_of`'s supported and native platforms; and a
     replica reads the exact set back."""
-    pool = [parse(t) for t in ("linux/amd64", "linux/arm64", "linux/arm/v7", "linux/arm/v6",
-                               "linux/386", "linux/amd64/v3", "linux/s390x", "linux/arm64/v8")]  # fmt: skip
+    texts = "linux/amd64 linux/arm64 linux/arm/v7 linux/arm/v6 linux/386 linux/amd64/v3 linux/s390x"
+    pool = [parse(text) for text in texts.split()]
     rng = random.Random(3)
     for rule in Rule:
         for aarch32 in (False, True):
@@ -162,7 +162,7 @@ def test_fairness_lists_the_kth_image_of_every_namespace_before_the_next_of_any(
     ]
     order, namespaces_of = fair_order(lanes, ["carried"])
     rank = {key: order.index(key) for key in order}
-    assert rank["small-0"] < 2 and rank["big-49"] < 2  # each namespace's first
+    assert ["big-49", "small-0"] == sorted(order[:2])  # each namespace's first
     assert rank["shared"] < 4  # second in small, last in big: it takes second
     assert rank["small-1"] < 6  # small's third, before big's fourth
     assert "carried" == order[-1]
@@ -227,13 +227,11 @@ def test_the_pods_of_one_workload_share_one_kept_tuple() -> None:
     """100 pods of a ReplicaSet cost a dict entry each: their PodUse is one object."""
     uses = ImageUses(FakeClock(), lambda key: None)
     for n in range(100):
-        images = tuple(["web:1", "sidecar:2"])  # a new tuple per pod, as decoding makes
+        images = tuple(f"{name}:{n % 1}" for name in ("web", "sidecar"))  # a tuple per pod
         uses.add(f"uid-{n}", PodUse("shop", images, PullSecretsRef("shop"), "ReplicaSet/web"))
     kept = {id(use) for use in uses._pods.values()}
-    assert (1, [("web:1", "sidecar:2")]) == (
-        len(kept),
-        uses.workload_images("shop", "ReplicaSet/web"),
-    )
+    images_of = uses.workload_images("shop", "ReplicaSet/web")
+    assert (1, [("web:0", "sidecar:0")]) == (len(kept), images_of)
 
 
 def test_carried_entries_keep_their_resolved_at_and_the_oldest_are_due_first() -> None:

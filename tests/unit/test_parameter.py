@@ -103,16 +103,15 @@ def spec(images: dict[str, int], sets: list[list[str]], layout: bool = True) -> 
 
 
 def test_a_published_spec_gives_each_key_its_exact_set_not_its_bits() -> None:
-    """The value's set index names the set the leader resolved (with its variant and an
-    entry the cluster lacks), not the cluster platforms its bits project it on."""
+    """The value's set index names the set the leader resolved (with an os.version and
+    entries the cluster lacks), not the cluster platforms its bits project it on."""
     layout = ValueLayout(2)
     table = spec(
         {"a:1": layout.pack(0b11, 0b11, 1, TIME_EPOCH + 10.0), "b:1": layout.pack(1, 1, 0, 0)},
-        [["linux/amd64", "linux/arm64/v8", "linux/s390x"]],
+        [["linux/amd64", "linux/s390x", "windows/amd64//10.0.17763.1234"]],
     )
-    expected = frozenset(
-        {parse("linux/amd64"), Platform("linux", "arm64", "v8"), parse("linux/s390x")}
-    )
+    windows = Platform("windows", "amd64", "", "10.0.17763.1234")
+    expected = frozenset({parse("linux/amd64"), windows, parse("linux/s390x")})
     assert expected == table.platforms_of("a:1")
     assert (None, None) == (table.platforms_of("b:1"), table.platforms_of("c:1"))
     assert TIME_EPOCH + 10.0 == table.unpacked("a:1").resolved_at  # type: ignore[union-attr]
