@@ -9,6 +9,7 @@ off the wrong architecture.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -24,6 +25,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from extender.core.mismatch import Evidence
+from extender.core.parameter import table_key
+from extender.core.platforms import parse
+from extender.kube.evidence_store import ConfigMapEvidence
+from extender.lookups.evidence import EvidenceBook
+from extender.registry.settings import CacheSettings
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.autoscaler import AutoscaledCluster
@@ -32,6 +39,8 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import (
     POLICY_REASON,
     AdmissionPolicy,
+    bound_pod,
+    fresh_image,
     hanging,
     is_gated,
     refused,
@@ -42,7 +51,6 @@ from tests.e2e.stack import Stack
 from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
 from tests.e2e.webhook import PLATFORMS_ANNOTATION, WebhookArchfit
 from tests.support import affinity
-from tests.support.images import Pusher
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -108,6 +116,7 @@ def plane(
             {
                 "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
                 "webhook": {"gate": {"retrySeconds": 0.5, "maxWaitSeconds": 300}},
+                "watcher": {"evidenceSyncSeconds": 0.5},
             },
         )
         hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
@@ -148,19 +157,12 @@ def archfit_back(plane: Plane) -> Iterator[Plane]:
             plane.start_archfit()
 
 
-def fresh_amd64_image(images: Images) -> str:
-    """A new amd64-only image archfit has never seen."""
-    tag = uuid.uuid4().hex[:10]
-    Pusher(images.public.url).single(f"e2e/policy-{tag}", tag, "linux/amd64")
-    return f"{images.amd64_only.reference.split('/', 1)[0]}/e2e/policy-{tag}:{tag}"
-
-
 def warm(plane: Plane, namespace: str, *references: str) -> None:
-    """Let archfit see each image (a dry-run create through its webhook) and publish it."""
+    """A pod that names each image (bound, so nothing else reads it), published by archfit:
+    what pods exist is what the policy lists."""
     for reference in references:
-        plane.core.create_namespaced_pod(
-            namespace, cluster.pod_manifest("warm", [reference]), dry_run="All"
-        )
+        name = f"warm-{uuid.uuid4().hex[:8]}"
+        plane.core.create_namespaced_pod(namespace, bound_pod(name, [reference]))
     plane.policy.wait_published(*references)
 
 
@@ -214,7 +216,7 @@ def test_with_archfit_killed_a_known_image_gets_amd64_and_an_unknown_one_is_held
     assert PLATFORMS_ANNOTATION not in (pod.metadata.annotations or {}), "archfit was down"
     assert "amd64" == node_arch(plane, space, "known")
 
-    held(plane, space, "unseen", fresh_amd64_image(images))
+    held(plane, space, "unseen", fresh_image(images))
     assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
 
 
@@ -227,7 +229,7 @@ def test_with_archfit_unreachable_a_known_image_gets_amd64_and_an_unknown_one_is
     known = images.amd64_only.reference
     warm(plane, space, known)
     plane.kill_archfit()
-    unseen = fresh_amd64_image(images)
+    unseen = fresh_image(images)
     with hanging(plane.hook.webhook_port):
         cluster.create_pod(plane.core, space, cluster.pod_manifest("known", [known]))
         assert [["amd64"]] == required_arch(plane.core.read_namespaced_pod("known", space))
@@ -332,16 +334,14 @@ def test_with_archfit_away_karpenter_launches_amd64_only_and_the_held_pod_waits_
         hook.wait_called(namespace, images.multi.reference)
         autoscaled.start_scheduler(None)  # the managed layout: no extender
         known = images.amd64_only.reference
-        autoscaled.core.create_namespaced_pod(
-            namespace, cluster.pod_manifest("warm", [known]), dry_run="All"
-        )
+        autoscaled.core.create_namespaced_pod(namespace, bound_pod("warm", [known]))
         autoscaled_policy.wait_published(known)
         process = hook.archfit.process
         os.killpg(process.pid, signal.SIGKILL)
         process.stop()
         assert refused(hook.webhook_port)
 
-        unseen = fresh_amd64_image(images)
+        unseen = fresh_image(images)
         with contextlib.ExitStack() as stack:
             if away == "unreachable":
                 stack.enter_context(hanging(hook.webhook_port))
@@ -372,9 +372,12 @@ TIMED = ("none", *LAYOUTS)
 """`none` (neither) is timed only: the cost each layout adds to a CREATE."""
 
 
-def random_pod(rng: random.Random, pool: list[str], names: list[str]) -> dict[str, Any]:
+def random_pod(
+    rng: random.Random, pool: list[str], names: list[str], owners: list[dict[str, Any]]
+) -> dict[str, Any]:
     """A realistic pod (tests/support/affinity: existing, empty and arch terms, preferred
-    terms) with images of the catalog, init containers and tolerations."""
+    terms) with images of the catalog, init containers and tolerations; some are a
+    workload's (`owners`: a controller ownerReference each)."""
     images = rng.sample(pool, rng.randint(1, 2))
     pod = affinity.random_pod(rng, images, names)
     spec = pod["spec"]
@@ -394,7 +397,60 @@ def random_pod(rng: random.Random, pool: list[str], names: list[str]) -> dict[st
                 ]
             )
         ]  # fmt: skip
-    return {"metadata": {"generateName": "eq-"}, "spec": spec}
+    metadata: dict[str, Any] = {"generateName": "eq-"}
+    if owners and rng.random() < 0.4:
+        metadata["ownerReferences"] = [rng.choice(owners)]
+    return {"metadata": metadata, "spec": spec}
+
+
+LEARNED = "eq-learned"
+"""The ReplicaSet whose pods failed on arm64 with the multi-arch image (learned evidence)."""
+
+
+def learned_workload(plane: Plane, namespace: str, images: Images) -> dict[str, Any]:
+    """Evidence, as the mismatch watcher learns it, that the multi-arch image fails on arm64
+    for one ReplicaSet's pods, shared through the ConfigMap archfit's replicas read; and a
+    pod of that ReplicaSet, so the leader publishes what the evidence narrows for it. The
+    controller ownerReference its pods carry."""
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": LEARNED,
+        "uid": str(uuid.uuid4()),
+        "controller": True,
+    }
+    now = time.time()
+    evidence = Evidence(
+        digest=images.multi.digest,
+        platform=parse("linux/arm64"),
+        image=images.multi.reference,
+        reason="start",
+        learned=now,
+        expires=now + 3600,
+        namespace=namespace,
+        workload=f"ReplicaSet/{LEARNED}",
+        said="exec /app: exec format error",
+    )
+
+    async def learn() -> None:
+        api = cluster.kube_api(plane.control_plane.admin_kubeconfig)
+        book = EvidenceBook(
+            CacheSettings(), store=ConfigMapEvidence(api, "default", "archfit-evidence")
+        )
+        assert await book.learn(evidence) is not None
+        await book.aclose()
+        api.close()
+
+    asyncio.run(learn())
+    pod = bound_pod(f"{LEARNED}-running", [images.multi.reference], ownerReferences=[owner])
+    plane.core.create_namespaced_pod(namespace, pod)
+    name, key = f"{namespace}/ReplicaSet/{LEARNED}", table_key(images.multi.reference)
+
+    def narrowed() -> bool:
+        return key in (plane.policy.parameter().get("workloads") or {}).get(name, {})
+
+    wait_for(narrowed, "the workload's evidence in the parameter")
+    return owner
 
 
 def outcome(plane: Plane, namespace: str, pod: dict[str, Any]) -> str:
@@ -442,18 +498,24 @@ def test_policy_alone_webhook_alone_and_both_write_byte_identical_affinity_and_t
     """Seeded random pods through the real apiserver, in each layout: the same affinity and
     tolerations (or the same refusal), so the policy decides as the webhook does and the
     two together add nothing twice."""
+    repo = images.amd64_only.reference.rsplit(":", 1)[0]
+    pinned = f"{repo}:spelled-in-pods@{images.amd64_only.digest}"
     pool = [
         images.amd64_only.reference,
         images.arm64_only.reference,
         images.multi.reference,
         images.s390x_only.reference,
         images.armv7_only.reference,
+        pinned,
     ]
-    warm(plane, space, *pool)
+    # The digest-pinned image is published from another spelling of its digest.
+    warm(plane, space, *pool[:-1], f"{repo}@{images.amd64_only.digest}")
+    owner = learned_workload(plane, space, images)
+    unrelated = {**owner, "name": "eq-other", "uid": str(uuid.uuid4())}
     unknown = images.unreachable_s390x_only.reference
     rng = random.Random(EQUALITY_SEED)
     names = [node.name for node in NODES]
-    pods = [random_pod(rng, pool, names) for _ in range(EQUALITY_PODS)]
+    pods = [random_pod(rng, pool, names, [owner, unrelated]) for _ in range(EQUALITY_PODS)]
     results: dict[str, list[str]] = {}
     took: dict[str, float] = {}
     try:
@@ -477,4 +539,16 @@ def test_policy_alone_webhook_alone_and_both_write_byte_identical_affinity_and_t
         if len({results[layout][i] for layout in LAYOUTS}) > 1
     ]
     assert constrained > EQUALITY_PODS // 4, "the pods must exercise the constraint"
+    # The learned workload's pods of the multi-arch image alone: evidence keeps them off arm64.
+    learned = [
+        webhook[i]
+        for i, pod in enumerate(pods)
+        if pod["metadata"].get("ownerReferences") == [owner]
+        and [c["image"] for c in pod["spec"]["containers"]] == [images.multi.reference]
+        and "initContainers" not in pod["spec"]
+        and "affinity" not in pod["spec"]
+        and "nodeSelector" not in pod["spec"]
+    ]
+    assert learned, "the pods must exercise learned evidence"
+    assert all('"values": ["amd64"]' in r for r in learned), learned[:3]
     assert [] == [(pods[i], found) for i, found in differ[:3]], f"{len(differ)} pods differ"
