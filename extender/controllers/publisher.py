@@ -248,25 +248,24 @@ class Publisher:
 
     def render(self) -> Published:
         """The spec as of now, fairly ordered, within maxBytes."""
-        table, answers = self.table, self._answers
+        table, believed = self.table, self._answers.believed
         unattributed = [key for key in self._carried_at if key in table]
-        order, namespaces_of = fair_order(self.uses.lanes(), unattributed)
-        believed: dict[str, Rendered] = {}
-        for key in order:
+        entries: dict[str, Rendered] = {}
+        for key in fair_order(self.uses.lanes(), unattributed):
             answer = table.get(key)
             if answer is None:
                 continue
             found = answer.platforms
             if found is not None and answer.digest:
-                found = answers.believed(answer.digest, found)
-            believed[key] = Rendered(found, answer.resolved_at, answer.carried)
+                found = believed(answer.digest, found)
+            entries[key] = Rendered(found, answer.resolved_at, answer.carried)
         return parameter_spec(
-            believed.items(),
+            entries.items(),
             self._rules(),
             self._switches,
             self._settings.max_bytes,
-            workloads=self._workload_answers(believed),
-            namespaces_of=namespaces_of,
+            workloads=self._workload_answers(entries),
+            namespaces_of=self.uses.namespaces,
             max_entries=self._settings.max_entries,
         )
 

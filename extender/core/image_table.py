@@ -10,15 +10,16 @@ Pure. kube-apiserver evaluates the MutatingAdmissionPolicy
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from extender.core.mutation import MutationRules, TaintRule, fits_of, preferred_weight
 from extender.core.parameter import (
     MAX_PLATFORMS,
+    TIME_BITS,
     TIME_EPOCH,
     PublishedTable,
     ValueLayout,
@@ -118,31 +119,31 @@ def _platforms_of_bits(platforms: tuple[Platform, ...], bits: int) -> frozenset[
 
 def fair_order(
     lanes: Iterable[tuple[str, str, bool, float]], unattributed: Iterable[str] = ()
-) -> tuple[list[str], dict[str, list[str]]]:
-    """Keys in the order the parameter keeps them, and the namespaces each is used in.
+) -> list[str]:
+    """Keys in the order the parameter keeps them.
 
     Round-robin across namespaces: each namespace's keys by recency of use (in use first,
-    then the most recently used), the k-th of every namespace before the (k+1)-th of any; a
-    key several namespaces use takes its best rank. `lanes` gives (key, namespace, in use,
-    since) as extender.core.image_uses does; `unattributed` keys (carried over, named by no
-    pod) come last.
+    then the most recently used), the k-th of every namespace before the (k+1)-th of any
+    (keys of one rank by name); a key several namespaces use takes its best rank. `lanes`
+    gives (key, namespace, in use, since) as extender.core.image_uses does; `unattributed`
+    keys (carried over, named by no pod) come last.
     """
     by_namespace: dict[str, list[tuple[bool, float, str]]] = {}
-    namespaces_of: dict[str, list[str]] = {}
-    recency: dict[str, float] = {}
     for key, namespace, in_use, since in lanes:
-        by_namespace.setdefault(namespace, []).append((in_use, since, key))
-        namespaces_of.setdefault(key, []).append(namespace)
-        recency[key] = max(recency.get(key, since), since)
+        entries = by_namespace.get(namespace)
+        if entries is None:
+            entries = by_namespace[namespace] = []
+        entries.append((not in_use, -since, key))
     rank: dict[str, int] = {}
     for entries in by_namespace.values():
-        entries.sort(key=lambda entry: (not entry[0], -entry[1], entry[2]))
+        entries.sort()
         for position, (_, _, key) in enumerate(entries):
-            if rank.get(key, position + 1) > position:
+            known = rank.get(key)
+            if known is None or position < known:
                 rank[key] = position
-    ordered = sorted(rank, key=lambda key: (rank[key], -recency[key], key))
+    ordered = [key for _, key in sorted((position, key) for key, position in rank.items())]
     ordered += [key for key in unattributed if key not in rank]
-    return ordered, namespaces_of
+    return ordered
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +160,7 @@ class Switches:
     never_hold: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Rendered:
+class Rendered(NamedTuple):
     """What one key renders to: its platforms as the policy reads them."""
 
     platforms: frozenset[Platform] | None
@@ -194,12 +194,13 @@ def parameter_spec(
     max_bytes: int,
     *,
     workloads: Mapping[str, Mapping[str, frozenset[Platform]]] | None = None,
-    namespaces_of: Mapping[str, list[str]] | None = None,
+    namespaces_of: Callable[[str], Iterable[str]] | None = None,
     max_entries: int | None = None,
 ) -> Published:
     """The `ImagePlatforms` spec for `entries` (in the order they are kept: `fair_order`)
     under `rules`, at most `max_bytes` of JSON: past it the last keys are left out, and their
-    pods are held (or left alone) as unknown ones are. `workloads` names, per workload
+    pods are held (or left alone) as unknown ones are; each left out counts for every
+    namespace `namespaces_of` names for it. `workloads` names, per workload
     (`<namespace>/<Kind>/<name>`), the keys its learned evidence narrowed and to what; past
     `max_entries` listed keys the rest are left out too."""
     platforms = sorted(rules.platforms)[:MAX_PLATFORMS]
@@ -209,8 +210,8 @@ def parameter_spec(
     workloads = workloads or {}
     sets: dict[frozenset[Platform], int] = {}
     for _, rendered in entries:
-        if rendered.platforms is not None:
-            sets.setdefault(rendered.platforms, 0)
+        if rendered.platforms is not None and rendered.platforms not in sets:
+            sets[rendered.platforms] = 0
     for by_key in workloads.values():
         for found in by_key.values():
             sets.setdefault(found, 0)
@@ -234,26 +235,41 @@ def parameter_spec(
         "workloads": {},
     }
     frozen = frozenset(platforms)
+    bases: dict[frozenset[Platform], int] = {}
+    """A set's value without its time: most images share a handful of sets."""
 
-    def value(found: frozenset[Platform] | None, rendered: Rendered) -> int:
+    def value(rendered: Rendered, found: frozenset[Platform] | None) -> int:
         if found is None:
-            supported, native = rendered.carried or (frozenset(), frozenset())
-            return layout.pack(_bits(bits, supported), _bits(bits, native), 0, rendered.resolved_at)
-        fits = fits_of(frozenset({found}), frozen, rules.rule, rules.aarch32)
-        return layout.pack(
-            _bits(bits, fits.supported),
-            _bits(bits, fits.native),
-            sets.get(found, 0),
-            rendered.resolved_at,
-        )
+            runs_on, natively = rendered.carried or (frozenset(), frozenset())
+            base = layout.pack(_bits(bits, runs_on), _bits(bits, natively), 0, 0.0)
+        else:
+            known = bases.get(found)
+            if known is None:
+                fits = fits_of(frozenset({found}), frozen, rules.rule, rules.aarch32)
+                supported, native = _bits(bits, fits.supported), _bits(bits, fits.native)
+                known = bases[found] = layout.pack(supported, native, sets.get(found, 0), 0.0)
+            base = known
+        resolved_at = rendered.resolved_at
+        if resolved_at <= 0 or not time_shift:
+            return base
+        return base | min(max(int(resolved_at) - TIME_EPOCH, 0), latest) << time_shift
 
+    time_shift = layout.time_shift if layout.packs else 0
+    latest = (1 << TIME_BITS) - 1
     room = max_bytes - len(orjson.dumps(spec))
+    room_for = max_entries if max_entries is not None else len(entries)
     table: dict[str, int] = spec["images"]
     left_out: list[str] = []
     for key, rendered in entries:
-        packed = value(rendered.platforms, rendered)
-        cost = len(orjson.dumps(key)) + len(str(packed)) + 2
-        if cost > room or (max_entries is not None and len(table) >= max_entries):
+        if len(key) + 5 > room or len(table) >= room_for:
+            left_out.append(key)  # no value is that short: left out without packing one
+            continue
+        packed = value(rendered, rendered.platforms)
+        # `"key":value,` in JSON; a key with characters JSON escapes costs more.
+        cost = len(key) + len(str(packed)) + 4
+        if not (key.isascii() and key.isprintable()) or '"' in key or "\\" in key:
+            cost = len(orjson.dumps(key)) + len(str(packed)) + 2
+        if cost > room or len(table) >= room_for:
             left_out.append(key)
             continue
         room -= cost
@@ -262,7 +278,7 @@ def parameter_spec(
     written: dict[str, dict[str, int]] = spec["workloads"]
     for name in sorted(workloads):
         values = {
-            key: value(found, at[key])
+            key: value(at[key], found)
             for key, found in sorted(workloads[name].items())
             if key in table
         }
@@ -274,9 +290,10 @@ def parameter_spec(
         room -= cost
         written[name] = values
     by_namespace: dict[str, int] = {}
-    for key in left_out:
-        for namespace in (namespaces_of or {}).get(key, ()):
-            by_namespace[namespace] = by_namespace.get(namespace, 0) + 1
+    if namespaces_of is not None:
+        for key in left_out:
+            for namespace in namespaces_of(key):
+                by_namespace[namespace] = by_namespace.get(namespace, 0) + 1
     size = len(orjson.dumps(spec))
     return Published(spec, len(table), left_out, by_namespace, size)
 

@@ -174,6 +174,10 @@ class ImageUses:
             for namespace, lane in lanes.items():
                 yield key, namespace, lane.pods > 0, lane.since
 
+    def namespaces(self, key: str) -> Iterable[str]:
+        """The namespaces whose pods name `key`, or named it within the unused time."""
+        return self._keys.get(key, {}).keys()
+
     def followed(self) -> Iterable[str]:
         """Every key some pod names, or named less than the unused time ago."""
         return self._keys.keys()

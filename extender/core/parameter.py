@@ -70,11 +70,15 @@ class ValueLayout(NamedTuple):
         value = supported | native << self.native_shift
         if not self.packs:
             return value
-        seconds = min(max(int(resolved_at) - TIME_EPOCH, 0), (1 << TIME_BITS) - 1)
-        if resolved_at <= 0:
-            seconds = 0
         index = set_index if 0 <= set_index < 1 << SET_BITS else 0
-        return value | index << self.set_shift | seconds << self.time_shift
+        return value | index << self.set_shift | self.time_part(resolved_at)
+
+    def time_part(self, resolved_at: float) -> int:
+        """A value's resolved-at part (0 when it is not known, or the layout has no room)."""
+        if resolved_at <= 0 or not self.packs:
+            return 0
+        seconds = min(max(int(resolved_at) - TIME_EPOCH, 0), (1 << TIME_BITS) - 1)
+        return seconds << self.time_shift
 
     def unpack(self, value: int) -> Packed:
         mask = (1 << self.platforms) - 1
