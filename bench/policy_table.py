@@ -39,10 +39,8 @@ from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.registry.reference import parse as parse_reference
-from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
-from extender.registry.verify import Verification
+from tests.support.function_resolver import AnsweringRegistry
 
 NOW = 1_780_000_000.0
 PODS_PER_IMAGE = 2
@@ -61,23 +59,6 @@ RULES = MutationRules(
 )
 SWITCHES = Switches(True, True, True, ("kube-system",), ("kube-system", "archfit-system"))
 MB = 1024 * 1024
-
-
-class _Registry:
-    """Never asked: the table is filled directly."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        return ImageResolution(
-            parse_reference(image), "sha256:" + "0" * 64, "index", SETS[0], False
-        )
-
-    async def verify(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> tuple[ImageResolution, Verification]:
-        return await self.resolve(image, pull), Verification()
-
-    async def aclose(self) -> None:
-        return None
 
 
 class _Store:
@@ -109,7 +90,7 @@ def publisher_with(images: int, namespaces: int, *, times: bool) -> Publisher:
     book = EvidenceBook(CacheSettings())
     made = Publisher(
         AdmissionPolicySettings(enabled=True),
-        LearnedResolver(_Registry(), book),
+        LearnedResolver(AnsweringRegistry({}), book),
         book,
         lambda: RULES,
         SWITCHES,

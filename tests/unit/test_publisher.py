@@ -21,11 +21,9 @@ from extender.core.pods import PullSecretsRef
 from extender.errors import ConflictError
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.registry.errors import NotFound
-from extender.registry.reference import parse as parse_reference
-from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock
+from tests.support.function_resolver import AnsweringRegistry
 from tests.support.waiting import wait_for_async
 
 AMD = frozenset({parse("linux/amd64")})
@@ -56,30 +54,6 @@ class MemoryStore:
         self.spec, self.status = spec, status
 
 
-class Registry:
-    """The registry behind the cache: image → (digest, platforms); records what was asked."""
-
-    def __init__(self, answers: dict[str, tuple[str, frozenset[Platform]]]) -> None:
-        self.answers = answers
-        self.asked: list[tuple[str, str]] = []
-        self.refuse: set[tuple[str, str]] = set()
-        """(image, namespace) pairs answered 404 (credentials that cannot read it)."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        namespace = pull.namespace if pull is not None else ""
-        self.asked.append((image, namespace))
-        if (image, namespace) in self.refuse or image not in self.answers:
-            raise NotFound(f"{image}: not found")
-        digest, platforms = self.answers[image]
-        return ImageResolution(parse_reference(image), digest, "index", platforms, False)
-
-    async def verify(self, image: str, pull: PullSecretsRef | None = None) -> Any:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        pass
-
-
 @dataclasses.dataclass
 class Pod:
     """A pod as the list-watch tells it."""
@@ -100,7 +74,7 @@ class Pod:
 class Made:
     publisher: Publisher
     store: MemoryStore
-    registry: Registry
+    registry: AnsweringRegistry
     book: EvidenceBook
     metrics: Metrics
     clock: FakeClock
@@ -115,7 +89,7 @@ def made(
     **settings: Any,
 ) -> Made:
     clock, wall = FakeClock(), FakeClock(START)
-    registry = Registry(answers)
+    registry = AnsweringRegistry(answers)
     book = EvidenceBook(CacheSettings(), wall=wall)
     learned = LearnedResolver(registry, book)
     metrics = Metrics()

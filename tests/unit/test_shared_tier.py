@@ -15,7 +15,7 @@ from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.shared_tier import SharedTier
 from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock
-from tests.unit.test_publisher import Registry
+from tests.support.function_resolver import AnsweringRegistry
 
 AMD = frozenset({parse("linux/amd64")})
 CLUSTER = AMD | frozenset({parse("linux/arm64")})
@@ -36,7 +36,7 @@ def table_with_workload() -> PublishedTable:
 
 def learned() -> tuple[LearnedResolver, EvidenceBook]:
     book = EvidenceBook(CacheSettings(), wall=FakeClock(NOW))
-    return LearnedResolver(Registry({"multi:1": ("sha256:m", CLUSTER)}), book), book
+    return LearnedResolver(AnsweringRegistry({"multi:1": ("sha256:m", CLUSTER)}), book), book
 
 
 def test_a_workloads_image_answered_by_the_table_takes_the_tables_narrowing() -> None:
