@@ -9,13 +9,16 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender import __version__
 from extender.cli.policy_status import OLDEST_SHOWN
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
+
+if TYPE_CHECKING:  # the client is loaded only for the commands that talk to a cluster
+    from extender.kube.api import KubeApi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,16 +327,25 @@ def _audit_clusters(
     return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
-def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+def _required_api(settings: config.Settings) -> KubeApi | None:
+    """The API client a command cannot run without, or None once it has said why."""
     from extender.kube.client import KubeConfigError, build_api_client
-    from extender.kube.gated_pods import release_all
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
     except KubeConfigError as error:
         print(f"archfit: {error}", file=sys.stderr)
-        return 2
+        return None
     assert api is not None  # required=True: a client or KubeConfigError
+    return api
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.gated_pods import release_all
+
+    api = _required_api(settings)
+    if api is None:
+        return 2
     with api:
         released = asyncio.run(
             release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
@@ -377,16 +389,12 @@ def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit policy status`: the published ImagePlatforms object, read with the operator's
     kubeconfig."""
     from extender.cli.policy_status import print_status, status_report
-    from extender.kube.client import KubeConfigError, build_api_client
     from extender.kube.errors import short_error
     from extender.kube.image_platforms import read_object
 
-    try:
-        api = build_api_client(settings.kubernetes, required=True)
-    except KubeConfigError as error:
-        print(f"archfit: {error}", file=sys.stderr)
+    api = _required_api(settings)
+    if api is None:
         return 2
-    assert api is not None  # required=True: a client or KubeConfigError
     name = settings.admission_policy.parameter_name
     with api:
         try:

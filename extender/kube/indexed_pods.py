@@ -13,27 +13,9 @@ import msgspec
 from extender.core.image_uses import PodUse
 from extender.core.pods import PullSecretsRef, workload_of
 from extender.kube.api import KubeApi
-from extender.kube.pod_watch import PodWatch
+from extender.kube.pod_watch import NameRef, PodMeta, PodWatch
 
 _FINISHED = ("Succeeded", "Failed")
-
-
-class _Owner(msgspec.Struct, frozen=True):
-    kind: str = ""
-    name: str = ""
-    controller: bool = False
-
-
-class _Meta(msgspec.Struct, rename="camel", frozen=True):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    owner_references: list[_Owner] | None = None
-
-
-class _Name(msgspec.Struct, frozen=True):
-    name: str = ""
 
 
 class _Image(msgspec.Struct, frozen=True):
@@ -42,7 +24,7 @@ class _Image(msgspec.Struct, frozen=True):
 
 class _Spec(msgspec.Struct, rename="camel", frozen=True):
     service_account_name: str = "default"
-    image_pull_secrets: list[_Name] | None = None
+    image_pull_secrets: list[NameRef] | None = None
     containers: list[_Image] | None = None
     init_containers: list[_Image] | None = None
 
@@ -54,7 +36,7 @@ class _Status(msgspec.Struct, frozen=True):
 class IndexedPod(msgspec.Struct, frozen=True):
     """What the publisher reads of a v1.Pod."""
 
-    metadata: _Meta = _Meta()
+    metadata: PodMeta = PodMeta()
     spec: _Spec = _Spec()
     status: _Status = _Status()
 

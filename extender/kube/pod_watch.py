@@ -42,22 +42,28 @@ pods are never bound: a sixth of archfit's CPU per admitted pod)."""
 _TOO_MANY_REQUESTS = 429
 
 
-class _Owner(msgspec.Struct, frozen=True):
+class OwnerRef(msgspec.Struct, frozen=True):
+    """An ownerReference: whose pod this is."""
+
     kind: str = ""
     name: str = ""
     controller: bool = False
 
 
-class _Meta(msgspec.Struct, rename="camel", frozen=True):
+class PodMeta(msgspec.Struct, rename="camel", frozen=True):
+    """What archfit's pod watches read of a pod's metadata."""
+
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    owner_references: list[_Owner] | None = None
+    owner_references: list[OwnerRef] | None = None
     deletion_timestamp: str | None = None
 
 
-class _Name(msgspec.Struct, frozen=True):
+class NameRef(msgspec.Struct, frozen=True):
+    """Anything that is its name alone (a pull secret's reference, an env entry)."""
+
     name: str = ""
 
 
@@ -71,7 +77,7 @@ class _Container(msgspec.Struct, rename="camel", frozen=True):
     command: list[str] | None = None
     args: list[str] | None = None
     working_dir: str = ""
-    env: list[_Name] | None = None
+    env: list[NameRef] | None = None
     env_from: list[msgspec.Raw] | None = None
     volume_mounts: list[_Mount] | None = None
 
@@ -87,7 +93,7 @@ class _Container(msgspec.Struct, rename="camel", frozen=True):
 class _Spec(msgspec.Struct, rename="camel", frozen=True):
     node_name: str = ""
     service_account_name: str = "default"
-    image_pull_secrets: list[_Name] | None = None
+    image_pull_secrets: list[NameRef] | None = None
     containers: list[_Container] | None = None
     init_containers: list[_Container] | None = None
 
@@ -125,7 +131,7 @@ class _Status(msgspec.Struct, rename="camel", frozen=True):
 class WatchedPod(msgspec.Struct, frozen=True):
     """What the watcher reads of a v1.Pod."""
 
-    metadata: _Meta = _Meta()
+    metadata: PodMeta = PodMeta()
     spec: _Spec = _Spec()
     status: _Status = _Status()
 

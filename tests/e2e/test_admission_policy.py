@@ -139,12 +139,8 @@ def plane(
 
 @pytest.fixture
 def space(plane: Plane) -> Iterator[str]:
-    name = f"pol-{uuid.uuid4().hex[:10]}"
-    cluster.create_namespace(plane.core, name)
-    try:
+    with cluster.scratch_namespace(plane.core, "pol") as name:
         yield name
-    finally:
-        cluster.delete_namespace_pods(plane.core, name)
 
 
 @pytest.fixture

@@ -147,12 +147,8 @@ def pair(
 
 @pytest.fixture
 def space(pair: Pair) -> Iterator[str]:
-    name = f"mem-{uuid.uuid4().hex[:10]}"
-    cluster.create_namespace(pair.core, name)
-    try:
+    with cluster.scratch_namespace(pair.core, "mem") as name:
         yield name
-    finally:
-        cluster.delete_namespace_pods(pair.core, name)
 
 
 def registry_requests(images: Images, mark: int, reference: str) -> list[tuple[str, str]]:
