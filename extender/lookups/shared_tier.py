@@ -45,6 +45,9 @@ class SharedTier:
         self._evidence = evidence
         self._table = EMPTY_TABLE
         self._waiting: dict[str, list[asyncio.Future[frozenset[Platform]]]] = {}
+        self._watched = False
+        """Whether the object was ever read: until then (or on a cluster without it) every
+        lookup goes to the cache and the registry as without this tier."""
         self._on_answer = on_answer
         """Told where each lookup was answered: cache, table, table_late (the table learned
         it while the registry was asked), registry (a metric)."""
@@ -56,6 +59,7 @@ class SharedTier:
     def update(self, table: PublishedTable) -> None:
         """The object as published now; lookups waiting on a key it lists are answered."""
         self._table = table
+        self._watched = True
         if not self._waiting:
             return
         for key in [key for key in self._waiting if key in table.images]:
@@ -67,6 +71,8 @@ class SharedTier:
                     waiter.set_result(found)
 
     async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        if not self._watched:
+            return await self._inner.platforms(image, pull)
         key = table_key(image)
         listed = self._table.platforms_of(key)
         if listed is not None:

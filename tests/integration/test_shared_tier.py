@@ -83,6 +83,7 @@ async def test_a_lookup_waiting_on_a_slow_registry_is_answered_when_the_table_le
     faults.registry.route("GET", "/v2/held/app/manifests/1", held)
     reference = f"{faults.host}/held/app:1"
     replica = SharedTier(await make_resolver(local_settings(faults.host)))
+    replica.update(published({}))  # the object as first read: without the image
     lookup = asyncio.ensure_future(replica.platforms(reference, POD))
     try:
         await asyncio.wait_for(asked.wait(), 30)
