@@ -43,6 +43,8 @@ pytestmark = pytest.mark.e2e
 
 UNUSED_SECONDS = 3.0
 """admissionPolicy.unusedSeconds here: short, so an image's leaving is seen in a test."""
+PROBES = "probe"
+"""The namespace of the dry-run pods that find out which replica kube-apiserver calls."""
 MAX_BYTES = 100_000
 """admissionPolicy.maxBytes here: what 23 pods of 100 long spellings each would overflow."""
 
@@ -76,7 +78,7 @@ class Pair:
         def routed() -> bool:
             name = f"route-probe-{uuid.uuid4().hex[:8]}"
             probe = cluster.pod_manifest(name, [self.images.multi.reference])
-            self.core.create_namespaced_pod("default", probe, dry_run="All")
+            self.core.create_namespaced_pod(PROBES, probe, dry_run="All")
             return f'"{name}"' in replica.log_path.read_text()
 
         wait_for(routed, "kube-apiserver to call the chosen replica")
@@ -115,6 +117,7 @@ def pair(
         core = cluster.core_api(control_plane.admin_kubeconfig)
         for node in NODES:
             cluster.create_node(core, node)
+        cluster.create_namespace(core, PROBES)
         policy = AdmissionPolicy(control_plane.admin_kubeconfig).install(failure_policy="Fail")
         settings = merge(
             archfit_settings(control_plane.admin_kubeconfig, images),
@@ -226,14 +229,22 @@ def test_a_running_pods_image_stays_past_unused_seconds_after_its_create(
 
 
 def tenant_api(pair: Pair, namespace: str, user: str) -> client.CoreV1Api:
-    """A client acting as `user`, who holds only the `edit` role in `namespace`."""
+    """A client acting as `user`, who may do in `namespace` what the `edit` role lets one do
+    with pods, and nothing elsewhere. (`edit` is aggregated by kube-controller-manager, which
+    does not run here: the Role holds its pod rules.)"""
     rbac = client.RbacAuthorizationV1Api(pair.core.api_client)
+    verbs = ["create", "delete", "deletecollection", "patch", "update", "get", "list", "watch"]
+    rbac.create_namespaced_role(
+        namespace,
+        {"metadata": {"name": "edit-pods"},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]},
+    )  # fmt: skip
     rbac.create_namespaced_role_binding(
         namespace,
         {
             "metadata": {"name": f"{user}-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "edit"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": "edit-pods"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         },
     )  # fmt: skip
