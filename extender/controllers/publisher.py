@@ -272,8 +272,10 @@ class Publisher:
     def _workload_answers(
         self, believed: Mapping[str, Rendered]
     ) -> dict[str, dict[str, frozenset[Platform]]]:
-        """Per workload with evidence of its own, the keys it narrows for that workload's
-        pods (judged with each image list its pods name, as the webhook judges a pod)."""
+        """Per workload with evidence of its own that the webhook would believe for its pods
+        (judged, as the webhook judges a pod, with the image list most of its pods name):
+        every image of that list and the set it has for that workload's pods. The policy
+        applies them to a pod naming exactly those images."""
         if self._evidence is None:
             return {}
         from extender.core.parameter import table_key
@@ -285,19 +287,23 @@ class Publisher:
             return answer.digest if answer is not None and answer.digest else None
 
         for namespace, workload in self._evidence.workloads():
-            for images in self.uses.workload_images(namespace, workload):
-                resolved: dict[str, Resolved] = {}
-                for image in images:
-                    rendered = believed.get(table_key(image))
-                    if rendered is not None and rendered.platforms is not None:
-                        resolved[image] = rendered.platforms
-                if not resolved:
-                    continue
+            lists = self.uses.workload_images(namespace, workload)
+            if not lists:
+                continue
+            resolved: dict[str, Resolved] = {}
+            for image in lists[0]:
+                rendered = believed.get(table_key(image))
+                if rendered is None or rendered.platforms is None:
+                    break  # an image not known: the policy holds such a pod anyway
+                resolved[image] = rendered.platforms
+            else:
                 narrowed = self._answers.narrow_by(resolved, digest_of, namespace, workload)
-                for image, found in narrowed.items():
-                    if isinstance(found, frozenset) and found != resolved[image]:
-                        name = workload_key(namespace, workload)
-                        out.setdefault(name, {})[table_key(image)] = found
+                if narrowed is not resolved:
+                    out[workload_key(namespace, workload)] = {
+                        table_key(image): found
+                        for image, found in narrowed.items()
+                        if isinstance(found, frozenset)
+                    }
         return out
 
     # -- lookups ----------------------------------------------------------------------------

@@ -201,8 +201,9 @@ def parameter_spec(
     under `rules`, at most `max_bytes` of JSON: past it the last keys are left out, and their
     pods are held (or left alone) as unknown ones are; each left out counts for every
     namespace `namespaces_of` names for it. `workloads` names, per workload
-    (`<namespace>/<Kind>/<name>`), the keys its learned evidence narrowed and to what; past
-    `max_entries` listed keys the rest are left out too."""
+    (`<namespace>/<Kind>/<name>`), the image list its learned evidence was judged with and
+    the set each image has for its pods (the policy applies it to a pod naming exactly those
+    images); past `max_entries` listed keys the rest are left out too."""
     platforms = sorted(rules.platforms)[:MAX_PLATFORMS]
     layout = ValueLayout(len(platforms))
     bits = {p: 1 << i for i, p in enumerate(platforms)}
@@ -277,11 +278,9 @@ def parameter_spec(
     at = dict(entries)
     written: dict[str, dict[str, int]] = spec["workloads"]
     for name in sorted(workloads):
-        values = {
-            key: value(at[key], found)
-            for key, found in sorted(workloads[name].items())
-            if key in table
-        }
+        if not all(key in table for key in workloads[name]):
+            continue  # a pod naming an image left out is held anyway
+        values = {key: value(at[key], found) for key, found in sorted(workloads[name].items())}
         if not values:
             continue
         cost = len(orjson.dumps({name: values})) + 1

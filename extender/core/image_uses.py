@@ -183,5 +183,7 @@ class ImageUses:
         return self._keys.keys()
 
     def workload_images(self, namespace: str, workload: str) -> list[tuple[str, ...]]:
-        """The distinct image lists of the workload's pods (usually one)."""
-        return list(self._workloads.get((namespace, workload), ()))
+        """The distinct image lists of the workload's pods (usually one), the one most of
+        them name first."""
+        found = self._workloads.get((namespace, workload), {})
+        return sorted(found, key=lambda images: -found[images])

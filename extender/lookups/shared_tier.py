@@ -127,18 +127,17 @@ class SharedTier:
             if self._evidence is None
             else self._evidence.narrow(resolved, pull, namespace, workload)
         )
-        entries = self._table.workloads.get(workload_key(namespace, workload))
-        if not entries:
-            return narrowed
+        name = workload_key(namespace, workload)
+        entries = self._table.workloads.get(name)
+        if not entries or {table_key(image) for image in resolved} != entries.keys():
+            return narrowed  # judged with other images: as the policy, not applied
         out: dict[str, Resolved] | None = None
         for image, found in narrowed.items():
             if not isinstance(found, frozenset):
                 continue
             if self._evidence is not None and self._evidence.digest_of(image, pull) is not None:
                 continue
-            published = self._table.workload_platforms(
-                workload_key(namespace, workload), table_key(image)
-            )
+            published = self._table.workload_platforms(name, table_key(image))
             if published is not None and published != found:
                 out = dict(narrowed) if out is None else out
                 out[image] = published

@@ -265,17 +265,21 @@ def test_an_entry_carried_without_its_set_keeps_its_bits_until_resolved() -> Non
 
 
 def test_a_workloads_narrowed_images_are_published_beside_the_cluster_wide_value() -> None:
-    """workloads names, per `<namespace>/<Kind>/<name>`, the value its evidence narrowed to,
-    with its exact set for replicas; a workload key absent from images is not published."""
+    """workloads names, per `<namespace>/<Kind>/<name>`, each image of the list its evidence
+    was judged with and its value for that workload's pods, with the exact set for
+    replicas; a workload whose list names an image not listed is not published."""
     published = parameter_spec(
-        [("multi:1", rendered(CLUSTER))],
+        [("multi:1", rendered(CLUSTER)), ("amd:1", rendered(AMD))],
         rules(),
         SWITCHES,
         100_000,
-        workloads={"shop/ReplicaSet/web-1": {"multi:1": AMD, "gone:1": AMD}},
+        workloads={
+            "shop/ReplicaSet/web-1": {"multi:1": AMD, "amd:1": AMD},
+            "shop/ReplicaSet/gone-1": {"multi:1": AMD, "gone:1": AMD},
+        },
     ).spec
-    value = published["workloads"]["shop/ReplicaSet/web-1"]["multi:1"]
+    values = published["workloads"]["shop/ReplicaSet/web-1"]
     table = PublishedTable.of(read_spec(published))
-    assert (1, 3) == (value & 3, published["images"]["multi:1"] & 3)
+    assert (1, 3) == (values["multi:1"] & 3, published["images"]["multi:1"] & 3)
     assert AMD == table.workload_platforms("shop/ReplicaSet/web-1", "multi:1")
-    assert ["multi:1"] == list(published["workloads"]["shop/ReplicaSet/web-1"])
+    assert ["shop/ReplicaSet/web-1"] == list(published["workloads"])

@@ -50,6 +50,16 @@ def test_a_workloads_image_answered_by_the_table_takes_the_tables_narrowing() ->
     assert answers is tier.narrow(answers, PULL, "shop", "ReplicaSet/other")
 
 
+def test_a_workloads_narrowing_applies_only_to_a_pod_naming_the_images_it_was_judged_with() -> None:
+    """Judged with [multi:1], the evidence does not narrow a pod of the workload that names
+    another image besides (the webhook judges it anew; the policy leaves it generic)."""
+    resolver, _ = learned()
+    tier = SharedTier(resolver, resolver)
+    tier.update(table_with_workload())
+    answers = {"multi:1": CLUSTER, "other:1": AMD}
+    assert answers is tier.narrow(answers, PULL, "shop", "ReplicaSet/web-1")
+
+
 async def test_a_digest_this_replica_resolved_is_judged_by_its_own_evidence() -> None:
     """Where this replica knows the digest, its own book decides (here: nothing learned, so
     the table's stale narrowing does not apply)."""
