@@ -52,6 +52,8 @@ _RETRY_SECONDS = (5.0, 15.0, 60.0)
 _RESYNC_SECONDS = 60.0
 """The object is read again this often, so one deleted or edited by hand is written again."""
 _LEFT_OUT_LOGGED = 10
+_FIRST_LOGGED = 10
+"""Keys named in the line that says where a term's first refresh starts."""
 """Namespaces named in the log line that says which namespaces had images left out."""
 
 
@@ -147,6 +149,7 @@ class Publisher:
         self._read_at = 0.0
         self._left_out: dict[str, int] = {}
         self._in_use = 0
+        self._refreshing_said = False
 
     # -- pods, told by the list-watch ---------------------------------------------------------
 
@@ -314,6 +317,18 @@ class Publisher:
         now = self._wall_clock()
         retry = {k for k, (at, _) in self._failed.items() if at <= self._clock()}
         self._due = deque(self.table.due(now, self._settings.refresh_seconds))
+        if self._due and not self._refreshing_said:
+            # Once a term: where refreshing starts (a takeover's carried entries, oldest first).
+            self._refreshing_said = True
+            oldest = self.table.get(self._due[0])
+            log.info(
+                "policy_refresh_started",
+                due=len(self._due),
+                first=list(self._due)[:_FIRST_LOGGED],
+                oldest_resolved_at=utc_text(oldest.resolved_at)
+                if oldest and oldest.resolved_at
+                else None,
+            )
         self._new.extend(k for k in retry if k not in self.table)
         if self._due or self._new:
             self._work.set()

@@ -9,6 +9,7 @@ kube-scheduler: what matters here is what is written into each pod at CREATE.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -82,6 +83,15 @@ class Pair:
             return f'"{name}"' in replica.log_path.read_text()
 
         wait_for(routed, "kube-apiserver to call the chosen replica")
+
+    @contextlib.contextmanager
+    def webhook_at(self, replica: WebhookArchfit) -> Iterator[None]:
+        """Within the block, every pod CREATE goes to `replica`; then to B again."""
+        self.webhook_to(replica)
+        try:
+            yield
+        finally:
+            self.webhook_to(self.b)
 
     def kill(self, *replicas: WebhookArchfit) -> None:
         """SIGKILL: a crash, its Leases held until they expire."""
@@ -183,12 +193,13 @@ def filter_call(replica: WebhookArchfit, namespace: str, image: str) -> dict[str
 def test_a_replica_answers_an_image_only_the_leader_looked_up_with_no_registry_request(
     pair: Pair, space: str, images: Images
 ) -> None:
-    """Replica A (the leader) resolved an image for a pod; replica B, which never looked it
-    up, answers kube-scheduler's filter for it from the published table: arm64 nodes
-    rejected, and not one registry request from B."""
+    """Replica A (the leader) admitted and resolved an image's pod; replica B, which never
+    looked it up, answers kube-scheduler's filter for it from the published table: arm64
+    nodes rejected, and not one registry request from B."""
     image = fresh_image(images, name="tier")
-    cluster.create_pod(pair.core, space, bound_pod("seen-by-a", [image]))
-    pair.policy.wait_published(image)
+    with pair.webhook_at(pair.a):
+        cluster.create_pod(pair.core, space, cluster.pod_manifest("seen-by-a", [image]))
+        pair.policy.wait_published(image)
     mark = images.public.mark()
     answer = filter_call(pair.b, space, image)
     kept = sorted(answer.get("NodeNames") or [])
@@ -210,8 +221,7 @@ def test_a_running_pods_image_stays_past_unused_seconds_after_its_create(
     image, whose pod was created later and deleted, leaves first (unusedSeconds after its
     pod went), and the running pod's image is still there. Webhook calls go to the leader,
     as when one replica does everything."""
-    pair.webhook_to(pair.a)
-    try:
+    with pair.webhook_at(pair.a):
         running = fresh_image(images, name="running")
         cluster.create_pod(pair.core, space, cluster.pod_manifest("running", [running]))
         pair.policy.wait_published(running)
@@ -221,8 +231,6 @@ def test_a_running_pods_image_stays_past_unused_seconds_after_its_create(
         pair.core.delete_namespaced_pod("gone", space, grace_period_seconds=0)
         wait_for(lambda: gone not in pair.spec()["images"], "the deleted pod's image to leave")
         assert running in pair.spec()["images"]
-    finally:
-        pair.webhook_to(pair.b)
 
 
 # --- fairness ------------------------------------------------------------------------------
@@ -279,12 +287,11 @@ def test_dry_run_creates_of_many_spellings_of_one_digest_cannot_push_out_another
     """A tenant with only `edit` in its namespace sends 23 server-side dry-run CREATEs of 100
     spellings each of one digest, through the publishing replica's webhook: the other
     tenant's 40 images all stay listed, and none of the spellings is."""
-    listed = victims(pair, space, images, 40)
     attacker = f"mallory-{uuid.uuid4().hex[:6]}"
     cluster.create_namespace(pair.core, attacker)
     mallory = tenant_api(pair, attacker, "mallory")
-    pair.webhook_to(pair.a)
-    try:
+    with pair.webhook_at(pair.a):
+        listed = victims(pair, space, images, 40)
         for n in range(23):
             pod = cluster.pod_manifest(f"spam-{n}", spellings(images, n, 100))
             mallory.create_namespaced_pod(attacker, pod, dry_run="All")
@@ -292,9 +299,6 @@ def test_dry_run_creates_of_many_spellings_of_one_digest_cannot_push_out_another
         marker = fresh_image(images, name="marker")
         cluster.create_pod(pair.core, space, cluster.pod_manifest("marker", [marker]))
         spec = pair.policy.wait_published(marker)
-    finally:
-        pair.webhook_to(pair.b)
-        cluster.delete_namespace_pods(pair.core, attacker)
     keys = spec["images"]
     assert (set(listed), []) == (
         set(listed) & set(keys),
@@ -307,7 +311,8 @@ def test_a_tenants_pods_naming_one_digest_a_hundred_ways_cost_one_entry(
 ) -> None:
     """Real pods (they use quota) of 100 spellings each of one digest are one entry, keyed
     by the digest; the other tenant's images stay listed."""
-    listed = victims(pair, space, images, 20)
+    with pair.webhook_at(pair.a):
+        listed = victims(pair, space, images, 20)
     attacker = f"trudy-{uuid.uuid4().hex[:6]}"
     cluster.create_namespace(pair.core, attacker)
     trudy = tenant_api(pair, attacker, "trudy")
@@ -352,18 +357,20 @@ def test_an_image_only_the_other_replica_admitted_is_published_and_constrains_wi
 def test_after_a_takeover_carried_entries_keep_their_time_and_the_oldest_are_resolved_first(
     pair: Pair, space: str, images: Images
 ) -> None:
-    """Two images the leader resolved a second or more apart (pods only it looks at); A is
-    SIGKILLed and B takes over: B's first publish keeps each entry's resolved-at, and B
-    resolves the older one again first (refreshSeconds has passed for both)."""
+    """Two images the leader resolved a second or more apart (their pods admitted by A, so
+    B's cache never held them); A is SIGKILLed and B takes over: B's first publish keeps each
+    entry's resolved-at, and B's first refresh (refreshSeconds has passed for both) starts
+    with the older one, then asks the registry for both."""
     older = fresh_image(images, name="zz-older")  # sorts last: not first by name
-    cluster.create_pod(pair.core, space, bound_pod("older", [older]))
-    pair.policy.wait_published(older)
-    first = pair.table().unpacked(older)
-    assert first is not None
-    wait_for(lambda: time.time() >= first.resolved_at + 1.5, "a second to pass")
     newer = fresh_image(images, name="aa-newer")
-    cluster.create_pod(pair.core, space, bound_pod("newer", [newer]))
-    pair.policy.wait_published(newer)
+    with pair.webhook_at(pair.a):
+        cluster.create_pod(pair.core, space, cluster.pod_manifest("older", [older]))
+        pair.policy.wait_published(older)
+        first = pair.table().unpacked(older)
+        assert first is not None
+        wait_for(lambda: time.time() >= first.resolved_at + 1.5, "a second to pass")
+        cluster.create_pod(pair.core, space, cluster.pod_manifest("newer", [newer]))
+        pair.policy.wait_published(newer)
     leader = pair.status()["publisher"]
     pair.kill(pair.a)
     mark = images.public.mark()
@@ -375,17 +382,22 @@ def test_after_a_takeover_carried_entries_keep_their_time_and_the_oldest_are_res
         after = pair.table()
         assert times == {i: after.unpacked(i).resolved_at for i in (older, newer)}  # type: ignore[union-attr]
 
-        def first_requests() -> list[str] | None:
-            seen = [r for r in images.public.requests_since(mark) if "/manifests/" in r.path]
-            order = []
-            for r in seen:
-                for image, name in ((older, "older"), (newer, "newer")):
-                    repo = image.split("/", 1)[1].rsplit(":", 1)[0]
-                    if r.path.startswith(f"/v2/{repo}/") and name not in order:
-                        order.append(name)
-            return order if len(order) == 2 else None
+        def refresh_started() -> dict[str, Any] | None:
+            for line in pair.b.log_path.read_text().splitlines():
+                if '"policy_refresh_started"' in line:
+                    found: dict[str, Any] = json.loads(line)
+                    return found
+            return None
 
-        assert ["older", "newer"] == wait_for(first_requests, "B to resolve both again")
+        started = wait_for(refresh_started, "B to start resolving its carried entries again")
+        assert [older, newer] == [k for k in started["first"] if k in (older, newer)]  # type: ignore[index]
+
+        def resolved_again() -> bool:
+            seen = {r.path for r in images.public.requests_since(mark) if "/manifests/" in r.path}
+            repos = [i.split("/", 1)[1].rsplit(":", 1)[0] for i in (older, newer)]
+            return all(any(p.startswith(f"/v2/{repo}/") for p in seen) for repo in repos)
+
+        wait_for(resolved_again, "B to ask the registry for both again")
     finally:
         pair.b.archfit.stop()
         pair.start_a_then_b()
