@@ -580,8 +580,8 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--fail-on",
         choices=("blockers", "never"),
         default="never",
-        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
-        "(default: never)",
+        help="blockers: exit status 1 when any workload is blocked from arm64 or cannot run "
+        "on this cluster's capacity, for CI (default: never)",
     )
     audit.add_argument(
         "--price-per-vcpu-hour",

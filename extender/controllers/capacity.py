@@ -26,6 +26,7 @@ import structlog
 from extender.config.settings import Settings
 from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
+from extender.controllers.watcher import RESOLVE_SECONDS
 from extender.core.capacity import Capacity, Shortfall, shortfall
 from extender.core.mutation import MutationRules
 from extender.core.pods import SKIP_ANNOTATION
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # the client is loaded only once API access is on
 log = structlog.get_logger("archfit.capacity")
 
 SHORTFALL_REASON = "ArchfitNoCapacity"
-_RESOLVE_SECONDS = 5.0
 _CHECK_SECONDS = 1.0
 """How often the capacity view is compared with the last one judged (nodes come and go
 through the node index, NodePools through their watch)."""
@@ -49,7 +49,7 @@ MAX_TOLD_CONTROLLERS = 10_000
 """Controllers remembered as told (one Event per message each); past it the oldest go."""
 
 
-class Calls(Protocol):
+class CapacityCalls(Protocol):
     """What the check needs of the API (extender.kube.pod_watch.PodCalls)."""
 
     async def controller(self, namespace: str, kind: str, name: str) -> tuple[str, str, str]: ...
@@ -67,7 +67,7 @@ class CapacityCheck:
         settings: Settings,
         rules: MutationRules,
         metrics: Metrics,
-        calls: Calls,
+        calls: CapacityCalls,
         resolution: Resolution,
         capacity: Callable[[], Capacity],
         *,
@@ -143,7 +143,7 @@ class CapacityCheck:
     async def _judge(self, pod: PendingPod, capacity: Capacity) -> None:
         images = pod.images()
         resolved = await self._resolution.resolve(
-            images, pod.pull(), _RESOLVE_SECONDS, workload=pod.workload()
+            images, pod.pull(), RESOLVE_SECONDS, workload=pod.workload()
         )
         uid = pod.uid
         if self._pods.get(uid) is not pod:

@@ -54,7 +54,8 @@ FINDING_REASON = "ArchfitPlatformMismatch"
 EVICTED_REASON = "ArchfitEvicted"
 _RECHECK_SECONDS = 30.0
 """A not-Ready pod's images are compared with its node again at most this often."""
-_RESOLVE_SECONDS = 5.0
+RESOLVE_SECONDS = 5.0
+"""How long a controller waits for a pod's images to resolve (the cache answers most)."""
 MAX_QUEUED_LOGS = 10_000
 """Previous-log reads waiting at most: past it the oldest goes (its container is queued again
 at its next restart)."""
@@ -288,7 +289,7 @@ class Watcher:
         try:
             pinned = f"{parse_reference(finding.image).name}@{finding.digest}"
             _, verification = await asyncio.wait_for(
-                self._indexes.verify(pinned, pod.pull()), _RESOLVE_SECONDS
+                self._indexes.verify(pinned, pod.pull()), RESOLVE_SECONDS
             )
         except Exception as error:  # unverified: the evidence stays with its workload
             log.info("index_unverified", image=finding.image, error=cut(str(error), 200))
@@ -322,7 +323,7 @@ class Watcher:
         if platform is None or rule is None:
             return
         resolved = await self._resolution.resolve(
-            pod.images(), pod.pull(), _RESOLVE_SECONDS, workload=pod.workload()
+            pod.images(), pod.pull(), RESOLVE_SECONDS, workload=pod.workload()
         )
         lacking = [
             image

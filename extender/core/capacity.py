@@ -21,8 +21,10 @@ from extender.core.platforms import (
     Resolved,
     Rule,
     any_accepts,
+    node_platform,
     normalize,
 )
+from extender.core.pods import read_mapping_at
 from extender.core.text import short_image
 
 KARPENTER_ARCHITECTURES = ("amd64", "arm64")
@@ -96,6 +98,19 @@ def node_pool_offer(
     return NodePoolOffer(name, frozenset(normalize(o, a) for o in oses for a in arches))
 
 
+def node_pool_offer_of(obj: Mapping[str, Any]) -> NodePoolOffer:
+    """node_pool_offer of a NodePool object as the API serves it (camelCase JSON)."""
+    template = read_mapping_at(obj, "spec.template")
+    requirements = read_mapping_at(template, "spec").get("requirements")
+    return node_pool_offer(
+        str(read_mapping_at(obj, "metadata").get("name") or ""),
+        [r for r in requirements if isinstance(r, Mapping)]
+        if isinstance(requirements, list)
+        else [],
+        read_mapping_at(template, "metadata.labels"),
+    )
+
+
 def _requirement_values(requirement: Mapping[str, Any]) -> _Values:
     operator = requirement.get("operator")
     raw = requirement.get("values")
@@ -134,6 +149,22 @@ class Capacity(NamedTuple):
         if self.declared:
             parts.append(f"declared (capacity.declared): {_labels(self.declared)}")
         return "; ".join(parts) or "the cluster has no node, no NodePool and nothing declared"
+
+
+def cluster_capacity(
+    nodes: Iterable[Mapping[str, Any]],
+    node_pools: Iterable[Mapping[str, Any]],
+    declared: frozenset[Platform] = frozenset(),
+) -> Capacity:
+    """The Capacity of Node and NodePool objects as the API serves them."""
+    platforms = set()
+    for node in nodes:
+        labels = read_mapping_at(node, "metadata.labels")
+        platform = node_platform(labels, read_mapping_at(node, "status.nodeInfo"))
+        if platform is not None:
+            platforms.add(platform)
+    offers = sorted((node_pool_offer_of(pool) for pool in node_pools), key=lambda o: o.name)
+    return Capacity(frozenset(platforms), tuple(offers), declared)
 
 
 @dataclass(frozen=True, slots=True)
