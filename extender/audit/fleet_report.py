@@ -20,6 +20,7 @@ from extender.audit.report import (
     Summary,
     document,
     hint_document,
+    image_platforms_document,
     same_image,
 )
 
@@ -176,6 +177,9 @@ def fleet_document(fleet: FleetReport) -> dict[str, Any]:
         ],
         "skipped": [f"{name}: {reason}" for name, doc in per_cluster for reason in doc["skipped"]],
         "capacityBlockers": _capacity_blockers(per_cluster),
+        "imagePlatforms": image_platforms_document(
+            {i: r for c in fleet.clusters for i, r in c.report.image_platforms.items()}
+        ),
     }
 
 

@@ -214,6 +214,9 @@ class Report:
     capacity: tuple[CapacityBlocker, ...] | None = None
     """Workloads that cannot run on this cluster's capacity; None when the capacity could not
     be read (Nodes or NodePools left out)."""
+    image_platforms: Mapping[str, Resolved] = field(default_factory=dict)
+    """Every image the workloads name, as written, and what its lookup answered (`archfit
+    lint --platforms` reads them back from the JSON)."""
 
     def hint(self, image: str) -> TagHint | None:
         """The newer-tag hint for a blocker, if one was looked up."""
@@ -296,7 +299,17 @@ def build(
         broken=tuple(broken),
         skipped=tuple(skipped),
         capacity=None if capacity is None else _capacity_blockers(ordered, lookups, capacity),
+        image_platforms=_image_platforms(ordered, lookups),
     )
+
+
+def _image_platforms(workloads: Sequence[Workload], lookups: Lookups) -> dict[str, Resolved]:
+    found: dict[str, Resolved] = {}
+    for workload in workloads:
+        for image in workload.images:
+            if image not in found:
+                found[image] = lookups.get((image, workload.pull), _NOT_LOOKED_UP)
+    return found
 
 
 def _capacity_blockers(
@@ -454,8 +467,20 @@ def document(report: Report) -> dict[str, Any]:
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
         "capacityBlockers": _capacity_document(report.capacity),
+        "imagePlatforms": image_platforms_document(report.image_platforms),
         **_disagreements_document(report.disagreements),
     }
+
+
+def image_platforms_document(found: Mapping[str, Resolved]) -> list[dict[str, Any]]:
+    """Each image with its platforms, or why they are unknown: what `archfit lint
+    --platforms` reads."""
+    return [
+        {"image": image, "unknown": outcome.reason}
+        if isinstance(outcome, Unknown)
+        else {"image": image, "platforms": sorted(str(p) for p in outcome)}
+        for image, outcome in found.items()
+    ]
 
 
 def _capacity_document(found: Sequence[CapacityBlocker] | None) -> list[dict[str, Any]] | None:
