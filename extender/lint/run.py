@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from extender.audit.newer_tags import TagHint
 from extender.audit.report import same_image
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
@@ -51,7 +52,7 @@ def run_lint(settings: Settings, options: LintOptions, out: TextIO, err: TextIO)
         known = None
         if options.platforms_file is not None:
             known = platforms_file.read(Path(options.platforms_file).read_bytes())
-        judging = _judging(settings, options)
+        judging = judging_of(settings, options)
     except (OSError, InputError, ValueError) as error:
         print(f"archfit lint: {error}", file=err)
         return 2
@@ -102,7 +103,7 @@ def _read(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-def _judging(settings: Settings, options: LintOptions) -> Judging:
+def judging_of(settings: Settings, options: LintOptions) -> Judging:
     """The cluster's platforms, taints and matching, as the webhook's rules have them."""
     rules = mutation_rules_of(settings)
     written = options.cluster_platforms or frozenset(settings.webhook.architectures)
@@ -136,7 +137,7 @@ async def _look_up(
             if isinstance(found, frozenset)
             and not any_accepts(ARM64, found, rule=judging.rule, aarch32=judging.aarch32)
         ]
-        found_hints: Mapping[str, hints.TagHint] = {}
+        found_hints: Mapping[str, TagHint] = {}
         if blocking and newer_tags > 0:
             found_hints = await hints.hints(resolver, looker.one, blocking, pairs, limit=newer_tags)
         tags = {
