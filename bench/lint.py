@@ -80,15 +80,15 @@ def in_process(manifests: Path, platforms: Path) -> dict[str, float]:
     from extender.lint.run import LintOptions, judging_of
 
     started = time.perf_counter()
-    known = platforms_file.read(platforms.read_bytes())
-    workloads, skipped = reading.read(manifests.read_text())
+    known = platforms_file.read_platforms(platforms.read_bytes())
+    workloads, skipped = reading.read_stream(manifests.read_text())
     read_at = time.perf_counter()
     judging = judging_of(Settings(), LintOptions(paths=[str(manifests)]))
     resolved = {i: known.resolved(i) for w in workloads for i in w.images()}
-    found = [f for w in workloads for f in findings.judge(w, resolved, judging)]
+    found = [f for w in workloads for f in findings.judge_workload(w, resolved, judging)]
     judged_at = time.perf_counter()
     source = render.Source(str(manifests), workloads, found, skipped)
-    render.write([source], "table", findings.Level.ERROR, io.StringIO())
+    render.write_findings([source], "table", findings.Level.ERROR, io.StringIO())
     written_at = time.perf_counter()
     return {
         "read": read_at - started,

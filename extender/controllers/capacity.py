@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,11 +26,11 @@ import structlog
 from extender.config.settings import Settings
 from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
+from extender.controllers.tasks import Tasks
 from extender.controllers.watcher import RESOLVE_SECONDS
 from extender.core.capacity import Capacity, Shortfall, shortfall
 from extender.core.mutation import MutationRules
 from extender.core.pods import SKIP_ANNOTATION
-from extender.core.text import error_text
 from extender.errors import InputError
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
@@ -91,7 +91,7 @@ class CapacityCheck:
         """(namespace, apiVersion, kind, name, message) written on a controller already."""
         self._events = RateLimit(settings.capacity.events_per_second, clock)
         self._judged: Capacity | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log, "capacity_task_failed")
 
     @property
     def short(self) -> dict[str, Shortfall]:
@@ -114,7 +114,7 @@ class CapacityCheck:
             return
         self._seen.add(uid)
         self._pods[uid] = pod
-        self._spawn(self._judge(pod, self._capacity()))
+        self._tasks.spawn(self._judge(pod, self._capacity()))
 
     def recheck(self) -> None:
         """Judge every pending pod again if the capacity changed since they were judged."""
@@ -123,7 +123,7 @@ class CapacityCheck:
             return
         self._judged = capacity
         for pod in list(self._pods.values()):
-            self._spawn(self._judge(pod, capacity))
+            self._tasks.spawn(self._judge(pod, capacity))
 
     def _judgeable(self, pod: PendingPod) -> bool:
         """Whether archfit speaks of this pod: not held by a gate (nothing places it yet),
@@ -208,25 +208,12 @@ class CapacityCheck:
     def _gauge(self) -> None:
         self._metrics.capacity_short_pods.set(len(self._short))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("capacity_task_failed", error=error_text(error))
-
     async def drain(self) -> None:
         """Wait for the work under way (tests, the bench)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.drain()
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         self._metrics.capacity_short_pods.set(0)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +24,7 @@ import structlog
 from extender.config.settings import Settings, WatcherSettings
 from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
+from extender.controllers.tasks import Tasks
 from extender.core.mismatch import (
     ContainerState,
     Evidence,
@@ -36,7 +37,7 @@ from extender.core.mismatch import (
 from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.core.text import cut, error_text
+from extender.core.text import cut
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
@@ -126,7 +127,7 @@ class Watcher:
         self._logs = RateLimit(settings.logs_per_second, clock)
         self._evictions = RateLimit(settings.evictions_per_minute / 60, clock)
         self._events = RateLimit(settings.events_per_second, clock)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log, "watcher_task_failed")
         self.findings = 0
         """How many findings were reported (the bench reads it)."""
 
@@ -176,7 +177,7 @@ class Watcher:
         if (finding.container, finding.reason) in reported:
             return
         reported.add((finding.container, finding.reason))
-        self._spawn(self._report(pod, finding))
+        self._tasks.spawn(self._report(pod, finding))
 
     def _queue_log(self, pod: WatchedPod, state: ContainerState) -> None:
         """Queue a read of the previous log: one entry per (pod, container), holding its
@@ -188,7 +189,7 @@ class Watcher:
             del queue[next(iter(queue))]
         self._metrics.watcher_log_queue.set(len(queue))
         if self._log_reader is None:
-            self._log_reader = self._spawn(self._read_queued_logs())
+            self._log_reader = self._tasks.spawn(self._read_queued_logs())
 
     async def _read_queued_logs(self) -> None:
         """Take the queue's oldest entry each time a `logsPerSecond` slot comes."""
@@ -200,7 +201,7 @@ class Watcher:
                 key = next(iter(self._log_queue))
                 pod, state = self._log_queue.pop(key)
                 self._metrics.watcher_log_queue.set(len(self._log_queue))
-                self._spawn(self._read_log(pod, state))
+                self._tasks.spawn(self._read_log(pod, state))
         finally:
             self._log_reader = None
 
@@ -315,7 +316,7 @@ class Watcher:
         if now - self._checked.get(uid, -_RECHECK_SECONDS) < _RECHECK_SECONDS:
             return
         self._checked[uid] = now
-        self._spawn(self._remediate(pod))
+        self._tasks.spawn(self._remediate(pod))
 
     async def _remediate(self, pod: WatchedPod) -> None:
         facts = self._nodes.snapshot().get(pod.spec.node_name) if self._nodes else None
@@ -376,26 +377,12 @@ class Watcher:
     def _gauge(self) -> None:
         self._metrics.mismatch_pods.set(len(self._broken))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("watcher_task_failed", error=error_text(error))
-
     async def drain(self) -> None:
         """Wait for the work under way (tests, the bench)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.drain()
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         self._log_queue.clear()
         self._metrics.mismatch_pods.set(0)
         self._metrics.watcher_log_queue.set(0)

@@ -22,13 +22,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.core.mutation import ShapeError, TaintRule, allowed_by_pod, tolerates
-from extender.core.platforms import Platform, Resolved, Rule, Unknown, any_accepts, normalize
-from extender.lint.manifests import Container, Workload
+from extender.core.platforms import (
+    LINUX_ARM64,
+    Platform,
+    Resolved,
+    Rule,
+    Unknown,
+    any_accepts,
+    normalize,
+)
+from extender.lint.manifests import Container, WrittenWorkload
 
 IGNORE_ANNOTATION = "archfit.io/lint-ignore"
 """On a workload or its pod template: the rules (comma-separated, `rule:container` for one
 container, `all`) whose findings are silenced on purpose."""
-ARM64 = normalize("linux", "arm64")
 
 
 class Level(enum.IntEnum):
@@ -85,11 +92,11 @@ RULES = (PLATFORM_MISSING, PLATFORMS_UNKNOWN, NO_ARM64, UNNEEDED_ARCH_PIN)
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class LintFinding:
     """One finding on a workload, or on one of its containers."""
 
     rule: LintRule
-    workload: Workload
+    workload: WrittenWorkload
     container: Container | None
     """None: the finding is about the whole template (unneeded-arch-pin)."""
     message: str
@@ -117,15 +124,15 @@ class Judging:
     aarch32: bool = False
 
 
-def judge(
-    workload: Workload,
+def judge_workload(
+    workload: WrittenWorkload,
     resolved: Mapping[str, Resolved],
     judging: Judging,
     hints: Mapping[str, str] | None = None,
-) -> list[Finding]:
+) -> list[LintFinding]:
     """Every finding of one workload, silenced ones marked. `hints`: image → the newer tag
     that runs on arm64, where one is known."""
-    found: list[Finding] = []
+    found: list[LintFinding] = []
     allowed = _allowed(workload, judging)
     unknown = False
     for container in workload.containers:
@@ -149,7 +156,7 @@ def judge(
                     f"runs on {_names(sorted(platforms)) or 'no platform'}",
                 )
             )
-        if ARM64 not in missing and not _runs(ARM64, platforms, judging):
+        if LINUX_ARM64 not in missing and not _runs(LINUX_ARM64, platforms, judging):
             hint = (hints or {}).get(image)
             found.append(
                 _finding(
@@ -166,7 +173,7 @@ def judge(
     return found
 
 
-def _allowed(workload: Workload, judging: Judging) -> frozenset[Platform]:
+def _allowed(workload: WrittenWorkload, judging: Judging) -> frozenset[Platform]:
     """The platforms the template lets its pods run on: its nodeSelector and required node
     affinity, less those whose architecture's taint it does not tolerate."""
     try:
@@ -191,11 +198,11 @@ def _named(spec: Mapping[str, object]) -> frozenset[Platform]:
 
 
 def _unneeded_pin(
-    workload: Workload,
+    workload: WrittenWorkload,
     resolved: Mapping[str, Resolved],
     allowed: frozenset[Platform],
     judging: Judging,
-) -> list[Finding]:
+) -> list[LintFinding]:
     images = [p for i in workload.images() if isinstance(p := resolved.get(i), frozenset)]
     if not images or not allowed:
         return []
@@ -222,12 +229,12 @@ def _runs(platform: Platform, platforms: frozenset[Platform], judging: Judging) 
 
 
 def _finding(
-    rule: LintRule, workload: Workload, container: Container | None, message: str
-) -> Finding:
-    return Finding(rule, workload, container, message, _silenced(workload, rule, container))
+    rule: LintRule, workload: WrittenWorkload, container: Container | None, message: str
+) -> LintFinding:
+    return LintFinding(rule, workload, container, message, _silenced(workload, rule, container))
 
 
-def _silenced(workload: Workload, rule: LintRule, container: Container | None) -> bool:
+def _silenced(workload: WrittenWorkload, rule: LintRule, container: Container | None) -> bool:
     said = workload.annotations.get(IGNORE_ANNOTATION, "")
     wanted = {item.strip() for item in said.split(",") if item.strip()}
     if "all" in wanted or rule.id in wanted:
@@ -239,6 +246,6 @@ def _names(platforms: Iterable[Platform]) -> str:
     return ", ".join(str(p) for p in platforms)
 
 
-def worst(findings: Iterable[Finding]) -> Level | None:
+def worst(findings: Iterable[LintFinding]) -> Level | None:
     """The highest level of the findings that are not silenced; None when there are none."""
     return max((f.rule.level for f in findings if not f.silenced), default=None)

@@ -45,7 +45,7 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
+class WrittenWorkload:
     """One workload of the stream, as written."""
 
     kind: str
@@ -79,10 +79,10 @@ class Skipped:
     reason: str
 
 
-def read(text: str) -> tuple[list[Workload], list[Skipped]]:
+def read_stream(text: str) -> tuple[list[WrittenWorkload], list[Skipped]]:
     """Every workload of a multi-document YAML stream, in order, and the objects of a
     workload kind that could not be read. Raises ManifestError for text that is not YAML."""
-    workloads: list[Workload] = []
+    workloads: list[WrittenWorkload] = []
     skipped: list[Skipped] = []
     loader = _Loader(text)
     try:
@@ -144,7 +144,7 @@ def _read_object(
     obj: Mapping[str, Any],
     at: Located,
     document: int,
-    workloads: list[Workload],
+    workloads: list[WrittenWorkload],
     skipped: list[Skipped],
 ) -> None:
     kind = obj.get("kind")
@@ -167,7 +167,9 @@ def _template_path(kind: str) -> Path:
     return ("spec", "template")
 
 
-def _workload(kind: str, obj: Mapping[str, Any], at: Located, document: int, line: int) -> Workload:
+def _workload(
+    kind: str, obj: Mapping[str, Any], at: Located, document: int, line: int
+) -> WrittenWorkload:
     metadata = read_mapping(obj.get("metadata"), "metadata", ManifestError)
     template = read_mapping(obj.get("template"), "template") if kind == "PodTemplate" else None
     try:
@@ -202,7 +204,7 @@ def _workload(kind: str, obj: Mapping[str, Any], at: Located, document: int, lin
                     init=key == "initContainers",
                 )
             )
-    return Workload(
+    return WrittenWorkload(
         kind=kind,
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or metadata.get("generateName") or ""),

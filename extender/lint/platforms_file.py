@@ -45,7 +45,7 @@ class KnownPlatforms:
         return self.hints.get(same_image(image))
 
 
-def read(text: str | bytes) -> KnownPlatforms:
+def read_platforms(text: str | bytes) -> KnownPlatforms:
     """The entries of an inspect (a list) or audit (an object) JSON document."""
     try:
         data = orjson.loads(text)

@@ -21,18 +21,18 @@ from rich.text import Text
 
 from extender import __version__
 from extender.core.text import cut, printable
-from extender.lint.findings import RULES, Finding, Level
-from extender.lint.manifests import Skipped, Workload
+from extender.lint.findings import RULES, Level, LintFinding
+from extender.lint.manifests import Skipped, WrittenWorkload
 from extender.tables import Column, fitted, print_table
 
-FORMATS = ("table", "json", "sarif", "junit")
+OUTPUTS = ("table", "json", "sarif", "junit")
 TABLE_WIDTH = 80
 """A table written to a file or a CI log fits this many columns (on a terminal: its width)."""
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
 HELP_URI = "https://github.com/archfit/archfit/blob/main/docs/lint.md"
-_CELL = 300
+_CELL_WIDTH = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,8 @@ class Source:
 
     path: str
     """As given on the command line; `-` is standard input."""
-    workloads: Sequence[Workload]
-    findings: Sequence[Finding]
+    workloads: Sequence[WrittenWorkload]
+    findings: Sequence[LintFinding]
     skipped: Sequence[Skipped] = ()
 
     @property
@@ -51,10 +51,12 @@ class Source:
         return "stdin" if self.path == "-" else self.path
 
 
-def write(sources: Sequence[Source], output: str, fail_on: Level, out: TextIO) -> None:
-    """Write every source's findings in one of FORMATS."""
+def write_findings(sources: Sequence[Source], output: str, fail_on: Level, out: TextIO) -> None:
+    """Write every source's findings in one of OUTPUTS."""
     if output == "json":
-        out.write(orjson.dumps(document(sources), option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(
+            orjson.dumps(findings_document(sources), option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
     elif output == "sarif":
         out.write(orjson.dumps(sarif(sources), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif output == "junit":
@@ -124,13 +126,13 @@ def summary(sources: Sequence[Source]) -> str:
 
 
 def _cell(text: str) -> str:
-    return printable(cut(text, _CELL), "?")
+    return printable(cut(text, _CELL_WIDTH), "?")
 
 
 # --- scripts --------------------------------------------------------------------------------
 
 
-def document(sources: Sequence[Source]) -> dict[str, Any]:
+def findings_document(sources: Sequence[Source]) -> dict[str, Any]:
     """The findings as JSON-ready data (camelCase keys)."""
     return {
         "summary": summary(sources),
@@ -143,7 +145,7 @@ def document(sources: Sequence[Source]) -> dict[str, Any]:
     }
 
 
-def _finding_document(source: Source, finding: Finding) -> dict[str, Any]:
+def _finding_document(source: Source, finding: LintFinding) -> dict[str, Any]:
     workload = finding.workload
     return {
         "rule": finding.rule.id,
@@ -204,7 +206,7 @@ def sarif(sources: Sequence[Source]) -> dict[str, Any]:
     }
 
 
-def _result(source: Source, artifact: int, finding: Finding, rule_index: int) -> dict[str, Any]:
+def _result(source: Source, artifact: int, finding: LintFinding, rule_index: int) -> dict[str, Any]:
     workload = finding.workload
     container = finding.container
     qualified = workload.title + (f"/{container.name}" if container else "")
@@ -280,9 +282,9 @@ def junit(sources: Sequence[Source], fail_on: Level) -> str:
     )
 
 
-def _cases(source: Source) -> Iterable[tuple[str, str, list[Finding]]]:
+def _cases(source: Source) -> Iterable[tuple[str, str, list[LintFinding]]]:
     """(test name, class name, its findings) per checked container and workload template."""
-    by_place: dict[tuple[int, str], list[Finding]] = {}
+    by_place: dict[tuple[int, str], list[LintFinding]] = {}
     for item in source.findings:
         key = (id(item.workload), item.container.name if item.container else "")
         by_place.setdefault(key, []).append(item)

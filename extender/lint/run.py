@@ -18,11 +18,11 @@ from extender.audit.newer_tags import TagHint
 from extender.audit.report import same_image
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
-from extender.core.platforms import Resolved, any_accepts, parse
+from extender.core.platforms import LINUX_ARM64, Resolved, any_accepts, parse
 from extender.core.pods import PullSecretsRef
 from extender.errors import InputError
 from extender.lint import findings, manifests, platforms_file, render
-from extender.lint.findings import ARM64, Judging, Level
+from extender.lint.findings import Judging, Level
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """What a directory given as PATH is read for."""
@@ -51,15 +51,15 @@ def run_lint(settings: Settings, options: LintOptions, out: TextIO, err: TextIO)
         texts = [(path, _read(path)) for path in _expanded(options.paths)]
         known = None
         if options.platforms_file is not None:
-            known = platforms_file.read(Path(options.platforms_file).read_bytes())
+            known = platforms_file.read_platforms(Path(options.platforms_file).read_bytes())
         judging = judging_of(settings, options)
     except (OSError, InputError, ValueError) as error:
         print(f"archfit lint: {error}", file=err)
         return 2
-    read: list[tuple[str, list[manifests.Workload], list[manifests.Skipped]]] = []
+    read: list[tuple[str, list[manifests.WrittenWorkload], list[manifests.Skipped]]] = []
     for path, text in texts:
         try:
-            workloads, skipped = manifests.read(text)
+            workloads, skipped = manifests.read_stream(text)
         except InputError as error:
             print(f"archfit lint: {path}: {error}", file=err)
             return 2
@@ -74,12 +74,12 @@ def run_lint(settings: Settings, options: LintOptions, out: TextIO, err: TextIO)
         render.Source(
             path,
             workloads,
-            [f for w in workloads for f in findings.judge(w, resolved, judging, tags)],
+            [f for w in workloads for f in findings.judge_workload(w, resolved, judging, tags)],
             skipped,
         )
         for path, workloads, skipped in read
     ]
-    render.write(sources, options.output, options.fail_on, out)
+    render.write_findings(sources, options.output, options.fail_on, out)
     if options.output != "table":
         print(render.summary(sources), file=err)
     worst = findings.worst(f for s in sources for f in s.findings)
@@ -135,7 +135,7 @@ async def _look_up(
             image
             for image, found in resolved.items()
             if isinstance(found, frozenset)
-            and not any_accepts(ARM64, found, rule=judging.rule, aarch32=judging.aarch32)
+            and not any_accepts(LINUX_ARM64, found, rule=judging.rule, aarch32=judging.aarch32)
         ]
         found_hints: Mapping[str, TagHint] = {}
         if blocking and newer_tags > 0:

@@ -11,8 +11,8 @@ import yaml
 
 from extender.core.mutation import TaintRule
 from extender.core.platforms import Platform, Resolved, Unknown, parse
-from extender.lint.findings import IGNORE_ANNOTATION, Judging, Level, judge, worst
-from extender.lint.manifests import Workload, read
+from extender.lint.findings import IGNORE_ANNOTATION, Judging, Level, judge_workload, worst
+from extender.lint.manifests import WrittenWorkload, read_stream
 
 API = "acme/api:1.2"
 PROXY = "acme/proxy:3"
@@ -29,21 +29,23 @@ RESOLVED: dict[str, Resolved] = {
 }
 
 
-def deployment(*images: str, annotations: dict[str, str] | None = None, **spec: Any) -> Workload:
+def deployment(
+    *images: str, annotations: dict[str, str] | None = None, **spec: Any
+) -> WrittenWorkload:
     containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
     obj = {
         "kind": "Deployment",
         "metadata": {"name": "api", "namespace": "shop", "annotations": annotations or {}},
         "spec": {"template": {"spec": {"containers": containers, **spec}}},
     }
-    workloads, _ = read(yaml.safe_dump(obj))
+    workloads, _ = read_stream(yaml.safe_dump(obj))
     return workloads[0]
 
 
-def found(workload: Workload, judging: Judging = CLUSTER, hints: Any = None) -> list[tuple]:
+def found(workload: WrittenWorkload, judging: Judging = CLUSTER, hints: Any = None) -> list[tuple]:
     return [
         (f.rule.id, f.rule.level, f.container.name if f.container else None, f.silenced)
-        for f in judge(workload, RESOLVED, judging, hints)
+        for f in judge_workload(workload, RESOLVED, judging, hints)
     ]
 
 
@@ -62,7 +64,7 @@ def test_a_template_pinned_to_arm64_with_an_amd64_only_image_is_the_trap_too():
 
 def test_an_amd64_pin_an_amd64_only_image_needs_is_a_warning_with_the_tag_that_has_arm64():
     """No trap: the pin keeps it on amd64; migration readiness says what to do."""
-    results = judge(deployment(API, **AMD64_PIN), RESOLVED, CLUSTER, {API: "1.4"})
+    results = judge_workload(deployment(API, **AMD64_PIN), RESOLVED, CLUSTER, {API: "1.4"})
     assert [("no-arm64", Level.WARNING)] == [(f.rule.id, f.rule.level) for f in results]
     assert "acme/api:1.2 has no linux/arm64; arm64 from tag 1.4" == results[0].message
 
@@ -78,7 +80,7 @@ def test_a_multi_arch_unpinned_template_has_nothing_to_say():
 
 def test_an_image_whose_platforms_could_not_be_learned_is_an_error_of_its_own():
     """Never a silent pass: unknown platforms are a finding, and no pin is judged then."""
-    results = judge(
+    results = judge_workload(
         deployment("acme/gone:1", PROXY, **AMD64_PIN),
         {**RESOLVED, "acme/gone:1": Unknown("registry down")},
         CLUSTER,
@@ -114,7 +116,9 @@ def test_an_architecture_taint_the_template_does_not_tolerate_keeps_its_pods_off
 )
 def test_the_lint_ignore_annotation_silences_the_rules_it_names(ignore: str, silenced: list):
     """By rule, by rule and container, or all; a silenced finding fails nothing."""
-    results = judge(deployment(API, annotations={IGNORE_ANNOTATION: ignore}), RESOLVED, CLUSTER)
+    results = judge_workload(
+        deployment(API, annotations={IGNORE_ANNOTATION: ignore}), RESOLVED, CLUSTER
+    )
     assert silenced == [f.silenced for f in results]
     assert (None if all(silenced) else Level.ERROR) == worst(results)
 

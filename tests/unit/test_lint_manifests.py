@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from extender.lint.manifests import LINT_KINDS, ManifestError, read
+from extender.lint.manifests import LINT_KINDS, ManifestError, read_stream
 
 STREAM = """\
 # a comment before the first document
@@ -63,7 +63,7 @@ items:
 def test_every_workload_of_a_stream_is_read_with_its_document_and_lines():
     """A Service is not a workload; a Deployment, a List's CronJob and PodTemplate are, each
     with its document, the line it starts on and the line of each image."""
-    workloads, skipped = read(STREAM)
+    workloads, skipped = read_stream(STREAM)
     assert [] == skipped
     assert [
         ("shop/Deployment/api", 2, 6, [("migrate", 19, True), ("api", 22, False),
@@ -78,7 +78,7 @@ def test_every_workload_of_a_stream_is_read_with_its_document_and_lines():
 
 def test_a_workload_and_its_template_annotations_are_both_read():
     """The workload's own and its pod template's (which win on the same key)."""
-    workloads, _ = read(STREAM)
+    workloads, _ = read_stream(STREAM)
     assert {"archfit.io/lint-ignore": "no-arm64", "team": "a"} == dict(workloads[0].annotations)
 
 
@@ -93,14 +93,14 @@ def test_every_kind_the_audit_knows_is_read(kind: str):
         "CronJob": {"spec": {"jobTemplate": {"spec": {"template": template}}}},
     }.get(kind, {"spec": {"template": template}})
     obj = {"kind": kind, "metadata": {"name": "w"}, **body}
-    workloads, skipped = read(yaml.safe_dump(obj))
+    workloads, skipped = read_stream(yaml.safe_dump(obj))
     assert ([], [("acme/x:1",)]) == (skipped, [w.images() for w in workloads])
 
 
 def test_a_workload_whose_template_is_not_an_object_is_skipped_with_why():
     """The rest of the stream is still read."""
     text = "kind: Deployment\nmetadata: {name: bad}\nspec: {template: 3}\n---\n" + STREAM
-    workloads, skipped = read(text)
+    workloads, skipped = read_stream(text)
     assert 3 == len(workloads)
     assert [(1, 1)] == [(s.document, s.line) for s in skipped]
     assert "spec.template must be an object" in skipped[0].reason
@@ -109,4 +109,4 @@ def test_a_workload_whose_template_is_not_an_object_is_skipped_with_why():
 def test_text_that_is_not_yaml_is_an_error_naming_the_line():
     """A ManifestError (an InputError: exit status 2), never a silent pass."""
     with pytest.raises(ManifestError, match=r"^not YAML: .* at line \d+$"):
-        read("kind: Deployment\nmetadata:\n  name: [unclosed\n")
+        read_stream("kind: Deployment\nmetadata:\n  name: [unclosed\n")
