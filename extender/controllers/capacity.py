@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config.settings import Settings
-from extender.controllers.leading import contender, leading
+from extender.controllers.leading import contender, leading, nodes_synced
 from extender.controllers.rate_limit import RateLimit
 from extender.controllers.tasks import Tasks
 from extender.controllers.watcher import RESOLVE_SECONDS
@@ -271,14 +271,8 @@ async def checking(settings: Settings, metrics: Metrics, services: Services) -> 
                 await pools.stop()
             await check.aclose()
 
-    async def nodes_synced() -> bool:
-        # Node platforms first: a shortfall judged without them would name capacity wrongly.
-        while nodes is not None and not await nodes.wait_synced(1.0):
-            pass
-        return True
-
     lease = contender(
         api, settings.kubernetes, capacity_settings.lease_name, metrics.capacity_leader.set
     )
-    async with leading(lease, work, ready=nodes_synced):
+    async with leading(lease, work, ready=nodes_synced(services.nodes)):
         yield

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config.settings import Settings, WatcherSettings
-from extender.controllers.leading import contender, leading
+from extender.controllers.leading import contender, leading, nodes_synced
 from extender.controllers.rate_limit import RateLimit
 from extender.controllers.tasks import Tasks
 from extender.core.mismatch import (
@@ -420,15 +420,8 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
             await watch.stop()
             await watcher.aclose()
 
-    async def nodes_synced() -> bool:
-        # Node platforms first: every finding names one. It also keeps a silent API server
-        # from holding shutdown hostage to a Lease read blocked in the default executor.
-        while services.nodes is not None and not await services.nodes.wait_synced(1.0):
-            pass
-        return True
-
     lease = contender(
         api, settings.kubernetes, watch_settings.lease_name, metrics.watcher_leader.set
     )
-    async with leading(lease, work, ready=nodes_synced):
+    async with leading(lease, work, ready=nodes_synced(services.nodes)):
         yield

@@ -19,7 +19,7 @@ import structlog
 from extender.core.capacity import NodePoolOffer, node_pool_offer
 from extender.kube.api import KubeApi
 from extender.kube.errors import ApiError
-from extender.kube.watching import LIST_PAGE, REQUEST_TIMEOUT, Expired, ListMeta, ListWatch
+from extender.kube.watching import LIST_PAGE, REQUEST_TIMEOUT, Expired, ListPage, ListWatch
 
 log = structlog.get_logger("archfit.capacity")
 
@@ -69,12 +69,7 @@ class _NodePool(msgspec.Struct, frozen=True):
         return node_pool_offer(self.metadata.name, requirements, template.metadata.labels or {})
 
 
-class _NodePoolList(msgspec.Struct, frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[_NodePool] | None = None
-
-
-_decode_page = msgspec.json.Decoder(_NodePoolList).decode
+_decode_page = msgspec.json.Decoder(ListPage[_NodePool]).decode
 _decode_pool = msgspec.json.Decoder(_NodePool).decode
 
 

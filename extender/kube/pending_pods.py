@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 
 from extender.kube.api import KubeApi
-from extender.kube.pod_watch import PodListWatch, PodMeta, PodPage, PodSpec, WatchedPod
+from extender.kube.pod_watch import PodListWatch, PodMeta, PodSpec, WatchedPod
+from extender.kube.watching import ListPage
 
 PENDING = "spec.nodeName=,status.phase=Pending"
 """The pods the capacity check is sent: not bound, not finished."""
@@ -59,7 +60,7 @@ class PendingPod(WatchedPod, frozen=True):
         }
 
 
-decode_pending_page = msgspec.json.Decoder(PodPage[PendingPod]).decode
+decode_pending_page = msgspec.json.Decoder(ListPage[PendingPod]).decode
 decode_pending = msgspec.json.Decoder(PendingPod).decode
 
 

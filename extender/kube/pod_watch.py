@@ -27,7 +27,7 @@ from extender.kube.errors import ApiError
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
-    ListMeta,
+    ListPage,
     ListWatch,
 )
 
@@ -201,14 +201,7 @@ class WatchedPod(msgspec.Struct, frozen=True):
 P = TypeVar("P", bound=WatchedPod)
 
 
-class PodPage(msgspec.Struct, Generic[P], frozen=True):
-    """One page of a pod list, each pod decoded to what its watch reads."""
-
-    metadata: ListMeta = ListMeta()
-    items: list[P] | None = None
-
-
-decode_pod_page = msgspec.json.Decoder(PodPage[WatchedPod]).decode
+decode_pod_page = msgspec.json.Decoder(ListPage[WatchedPod]).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
 
 OnPod = Callable[[str, P], None]
@@ -224,7 +217,7 @@ class PodListWatch(Generic[P]):
         self,
         api: KubeApi,
         selector: str,
-        decoders: tuple[Callable[[bytes], PodPage[P]], Callable[[bytes], P], P],
+        decoders: tuple[Callable[[bytes], ListPage[P]], Callable[[bytes], P], P],
         page_size: int,
         thread: str,
         events: tuple[str, str],
