@@ -160,7 +160,9 @@ class CapacityCheck:
         except InputError:  # a spec the API would refuse: nothing to say of its capacity
             found = None
         if found is None:
+            # Capacity it has now: should it lose it again, it is told again.
             self._short.pop(uid, None)
+            self._told.pop(uid, None)
             self._gauge()
             return
         self._short[uid] = found

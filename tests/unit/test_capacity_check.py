@@ -150,7 +150,7 @@ async def test_pods_archfit_does_not_speak_of_are_left_alone():
 
 async def test_new_capacity_clears_the_count_and_lost_capacity_tells_again():
     """An amd64 NodePool added: no pod is short any more. Taken away again: the pod is told
-    again (its message is the same, but it was forgotten when it had capacity)."""
+    again (an unchanged capacity judges nothing again)."""
     calls, metrics = RecordingPodCalls(), Metrics()
     cluster = Cluster(GRAVITON)
     subject = check(calls, metrics, cluster)
@@ -167,7 +167,7 @@ async def test_new_capacity_clears_the_count_and_lost_capacity_tells_again():
     await subject.drain()
     counts.append(value(metrics.capacity_short_pods))
     assert [1.0, 0.0, 1.0] == counts
-    assert 1 == len(calls.events)  # told once: the message did not change
+    assert 2 == len(calls.events)
 
 
 async def test_a_pod_bound_deleted_or_left_out_of_a_relist_is_forgotten():
