@@ -621,6 +621,7 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def _lint_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     from extender.audit import newer_tags
+    from extender.lint.options import LEVELS, OUTPUTS
 
     lint = commands.add_parser(
         "lint",
@@ -638,14 +639,14 @@ def _lint_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     lint.add_argument(
         "-o",
         "--output",
-        choices=("table", "json", "sarif", "junit"),
+        choices=OUTPUTS,
         default="table",
         help="table (80 columns, or the terminal's), json, sarif (2.1.0, for code scanning) "
         "or junit (XML test report) (default: table)",
     )
     lint.add_argument(
         "--fail-on",
-        choices=("error", "warning", "note"),
+        choices=LEVELS,
         default="error",
         help="exit status 1 when a finding of this level or above is not silenced (default: error)",
     )

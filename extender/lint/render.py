@@ -25,7 +25,6 @@ from extender.lint.findings import RULES, Level, LintFinding
 from extender.lint.manifests import Skipped, WrittenWorkload
 from extender.tables import Column, fitted, print_table
 
-OUTPUTS = ("table", "json", "sarif", "junit")
 TABLE_WIDTH = 80
 """A table written to a file or a CI log fits this many columns (on a terminal: its width)."""
 SARIF_SCHEMA = (
@@ -52,7 +51,7 @@ class Source:
 
 
 def write_findings(sources: Sequence[Source], output: str, fail_on: Level, out: TextIO) -> None:
-    """Write every source's findings in one of OUTPUTS."""
+    """Write every source's findings in one of extender.lint.options.OUTPUTS."""
     if output == "json":
         out.write(
             orjson.dumps(findings_document(sources), option=orjson.OPT_INDENT_2).decode() + "\n"
