@@ -19,7 +19,7 @@ import urllib3
 from extender.errors import ClusterReadError
 from extender.kube.api import KubeApi
 from extender.kube.errors import ApiError
-from extender.kube.node_pools import NODE_POOLS
+from extender.kube.node_pools import KARPENTER_API, NODE_POOLS
 from extender.kube.watching import LIST_PAGE
 
 _DENIED = (401, 403)
@@ -174,8 +174,16 @@ def _nodes(api: KubeApi, timeout: float, left_out: dict[str, str]) -> list[dict[
 
 
 def _node_pools(api: KubeApi, timeout: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
-    """Karpenter's NodePools; none where the API does not serve them (no Karpenter), and left
-    out without the right to list them."""
+    """Karpenter's NodePools; none where the API does not serve them (no Karpenter: asked of
+    discovery first, which any identity may read, so an identity without the right to list
+    NodePools is not told so on a cluster that has none), and left out without that right."""
+    try:
+        api.get(KARPENTER_API, timeout=timeout)
+    except ApiError as error:
+        if error.status == HTTPStatus.NOT_FOUND:
+            return []
+    except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
+        raise FleetError(f"cannot read {KARPENTER_API}: {error}") from error
     try:
         found = api.get(NODE_POOLS, timeout=timeout).get("items") or []
     except ApiError as error:

@@ -23,7 +23,10 @@ from extender.kube.watching import LIST_PAGE, REQUEST_TIMEOUT, Expired, ListPage
 
 log = structlog.get_logger("archfit.capacity")
 
-NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
+KARPENTER_API = "/apis/karpenter.sh/v1"
+"""Karpenter's API group version: its discovery document answers 404 where Karpenter is not
+installed, and any authenticated identity may read it (system:discovery)."""
+NODE_POOLS = f"{KARPENTER_API}/nodepools"
 ABSENT_RETRY_SECONDS = 60.0
 """How long a cluster without the NodePool API waits before it is asked again."""
 

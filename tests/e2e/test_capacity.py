@@ -7,13 +7,17 @@ archfit meanwhile.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
+from tests.e2e.archfit import archfit_command
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
 from tests.e2e.karpenter import KARPENTER_GROUP, NODE_POOLS, create_node_pools
@@ -104,3 +108,45 @@ def test_a_pod_no_node_pool_can_run_is_told_on_itself_and_its_deployment_then_bi
         node = autoscaled.wait_scheduled(autoscaled_namespace, pod)
         launched = {launch.name: launch for launch in autoscaled.launches()}
         assert ("amd64", "general") == (launched[node].arch, launched[node].nodepool)
+
+
+def test_the_audit_lists_a_workload_no_node_pool_can_run_as_a_blocker(
+    arm64_pools_only: AutoscaledCluster,
+    autoscaled_namespace: str,
+    autoscaled_settings: dict[str, Any],
+    images: Images,
+    tmp_path: Path,
+) -> None:
+    """`archfit audit` against the real NodePools: the amd64-only StatefulSet "cannot run on
+    this cluster's capacity"; the multi-arch one can (graviton launches arm64)."""
+    apps = client.AppsV1Api(arm64_pools_only.api_client)
+    for name, reference in (("api", images.amd64_only.reference), ("web", images.multi.reference)):
+        labels = {"app": name}
+        # A StatefulSet: only the Deployment and ReplicaSet controllers run here, so no pod is
+        # made; the audit judges its template and its one replica.
+        apps.create_namespaced_stateful_set(
+            autoscaled_namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "serviceName": name,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": name, "image": reference}]},
+                    },
+                },
+            },
+        )
+    config = tmp_path / "archfit.yaml"
+    config.write_text(yaml.safe_dump(autoscaled_settings))
+    done = subprocess.run(
+        [*archfit_command(), "audit", "--config", str(config), "-n", autoscaled_namespace,
+         "-o", "json", "--newer-tags", "0"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    document = json.loads(done.stdout) if done.stdout else {}
+    assert [("api", "cannot run on this cluster's capacity", ["linux/amd64"])] == [
+        (item["name"], item["blocker"], item["needs"])
+        for item in document.get("capacityBlockers") or []
+    ], done.stderr
