@@ -32,6 +32,9 @@ KUSTOMIZATIONS = (
 )
 
 
+pytestmark = pytest.mark.usefixtures("fresh_logging")
+
+
 def test_every_shipped_render_lints_clean_at_every_level(
     kustomize: Path, helm: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -22,6 +22,9 @@ PROXY = "docker.io/acme/proxy:3"
 DIGEST = "sha256:" + "ab" * 32
 
 
+pytestmark = pytest.mark.usefixtures("fresh_logging")
+
+
 def _deployment(name: str, *images: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
