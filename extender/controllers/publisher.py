@@ -27,7 +27,7 @@ from extender.core.image_table import (
     most_left_out,
     parameter_spec,
 )
-from extender.core.image_uses import ImageUses, PodUse, Source
+from extender.core.image_uses import ImageUses, LookupSource, PodUse
 from extender.core.mutation import MutationRules
 from extender.core.parameter import DIGEST_MARK, PublishedTable, read_spec, workload_key
 from extender.core.platforms import Platform, Resolved
@@ -366,7 +366,7 @@ class Publisher:
     async def _resolve(self, key: str, new: bool) -> None:
         sources = self.uses.sources(key)[:_SOURCES_TRIED]
         if not sources and DIGEST_MARK not in key:
-            sources = [Source(key, PullSecretsRef(namespace=""))]
+            sources = [LookupSource(key, PullSecretsRef(namespace=""))]
         failure: Exception | None = None
         for source in sources:
             try:

@@ -31,7 +31,7 @@ class PodUse(NamedTuple):
     """Its controller, `Kind/name` (`Pod/name` for a bare pod): workload evidence's scope."""
 
 
-class Source(NamedTuple):
+class LookupSource(NamedTuple):
     """A reference that names a key, and the credentials of a pod that names it: what the
     leader resolves the key with."""
 
@@ -44,7 +44,7 @@ class _Lane:
 
     __slots__ = ("pods", "since", "source")
 
-    def __init__(self, source: Source, now: float) -> None:
+    def __init__(self, source: LookupSource, now: float) -> None:
         self.pods = 0
         self.since = now
         """While pods name it: when the last of them was added; after: when the last went."""
@@ -127,12 +127,12 @@ class ImageUses:
             if lane is None:
                 if step < 0:
                     continue
-                lane = lanes[use.namespace] = _Lane(Source(image, use.pull), now)
+                lane = lanes[use.namespace] = _Lane(LookupSource(image, use.pull), now)
             lane.pods += step
             if step > 0 or not lane.pods:
                 lane.since = now
             if step > 0 and lane.pods == 1:
-                lane.source = Source(image, use.pull)
+                lane.source = LookupSource(image, use.pull)
         scope = (use.namespace, use.workload)
         tuples = self._workloads.setdefault(scope, {})
         tuples[use.images] = tuples.get(use.images, 0) + step
@@ -161,7 +161,7 @@ class ImageUses:
             del self._keys[key]
         return gone
 
-    def sources(self, key: str) -> list[Source]:
+    def sources(self, key: str) -> list[LookupSource]:
         """References naming `key` and credentials to read them with, one per namespace,
         those of namespaces with pods first."""
         lanes = self._keys.get(key, {})

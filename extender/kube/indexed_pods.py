@@ -1,7 +1,7 @@
 """Every pod of the cluster, list-watched for the admission policy's publisher: what it names,
 where, with whose credentials, for which workload (extender.core.image_uses).
 
-The watcher's pod watch (extender.kube.pod_watch) with a lighter Struct and no field selector:
+The pod watch's shape (extender.kube.pod_watch) with a lighter Struct and no field selector:
 a pending pod names its images as much as a running one. msgspec decodes only the fields
 below; a pod's other bytes never become Python objects.
 """
@@ -13,7 +13,8 @@ import msgspec
 from extender.core.image_uses import PodUse
 from extender.core.pods import PullSecretsRef, workload_of
 from extender.kube.api import KubeApi
-from extender.kube.pod_watch import NameRef, PodMeta, PodWatch
+from extender.kube.pod_watch import NameRef, PodListWatch, PodMeta
+from extender.kube.watching import ListPage
 
 _FINISHED = ("Succeeded", "Failed")
 
@@ -67,13 +68,17 @@ class IndexedPod(msgspec.Struct, frozen=True):
         return PodUse(meta.namespace, images, pull, workload)
 
 
-def every_pod(api: KubeApi, page_size: int = 500) -> PodWatch[IndexedPod]:
-    """The list-watch of every pod, in pages of `page_size`."""
-    return PodWatch(
+decode_indexed_page = msgspec.json.Decoder(ListPage[IndexedPod]).decode
+decode_indexed = msgspec.json.Decoder(IndexedPod).decode
+
+
+def every_pod(api: KubeApi, page_size: int = 500) -> PodListWatch[IndexedPod]:
+    """The list-watch of every pod (no field selector), in pages of `page_size`."""
+    return PodListWatch(
         api,
+        "",
+        (decode_indexed_page, decode_indexed, IndexedPod()),
         page_size,
-        pod_type=IndexedPod,
-        fields=None,
-        name="archfit-policy-pods",
-        events=("policy_pods_expired", "policy_pods_error"),
+        "archfit-policy-pods",
+        ("policy_pods_expired", "policy_pods_error"),
     )

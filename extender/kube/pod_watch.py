@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import structlog
@@ -27,7 +27,7 @@ from extender.kube.errors import ApiError
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
-    ListMeta,
+    ListPage,
     ListWatch,
 )
 
@@ -42,22 +42,20 @@ pods are never bound: a sixth of archfit's CPU per admitted pod)."""
 _TOO_MANY_REQUESTS = 429
 
 
-class OwnerRef(msgspec.Struct, frozen=True):
-    """An ownerReference: whose pod this is."""
-
+class _Owner(msgspec.Struct, frozen=True):
     kind: str = ""
     name: str = ""
     controller: bool = False
 
 
 class PodMeta(msgspec.Struct, rename="camel", frozen=True):
-    """What archfit's pod watches read of a pod's metadata."""
+    """What the watches read of a pod's metadata."""
 
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    owner_references: list[OwnerRef] | None = None
+    owner_references: list[_Owner] | None = None
     deletion_timestamp: str | None = None
 
 
@@ -90,7 +88,9 @@ class _Container(msgspec.Struct, rename="camel", frozen=True):
         )
 
 
-class _Spec(msgspec.Struct, rename="camel", frozen=True):
+class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+    """What the watches read of a pod's spec."""
+
     node_name: str = ""
     service_account_name: str = "default"
     image_pull_secrets: list[NameRef] | None = None
@@ -132,7 +132,7 @@ class WatchedPod(msgspec.Struct, frozen=True):
     """What the watcher reads of a v1.Pod."""
 
     metadata: PodMeta = PodMeta()
-    spec: _Spec = _Spec()
+    spec: PodSpec = PodSpec()
     status: _Status = _Status()
 
     @property
@@ -200,47 +200,45 @@ class WatchedPod(msgspec.Struct, frozen=True):
             )
 
 
-P = TypeVar("P", bound=msgspec.Struct)
+class Listed(Protocol):
+    """What a list-watch reads of every pod it decodes: its metadata."""
+
+    @property
+    def metadata(self) -> PodMeta: ...
 
 
-class _PodList(msgspec.Struct, Generic[P], frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[P] | None = None
+P = TypeVar("P", bound=Listed)
 
 
-decode_pod_page = msgspec.json.Decoder(_PodList[WatchedPod]).decode
+decode_pod_page = msgspec.json.Decoder(ListPage[WatchedPod]).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
 
 OnPod = Callable[[str, P], None]
 """Told ("LISTING" | "ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a
-relist says "LISTING" (with an empty pod), tells every pod again, then "SYNCED" with an empty
-pod, so the watcher can drop the ones not told."""
+relist says "LISTING" (with the empty pod), tells every pod again, then "SYNCED" with the
+empty pod, so the reader can drop the ones not told."""
 
 
-class PodWatch(Generic[P]):
-    """List-watch of every pod bound to a node, a page at a time, decoded into WatchedPods;
-    or, given `pod_type` and `fields`, of the pods `fields` selects, decoded into `pod_type`
-    (extender.kube.indexed_pods: every pod)."""
+class PodListWatch(Generic[P]):
+    """List-watch of the pods a field selector names, a page at a time, each decoded to what
+    its reader needs (`decode_page`, `decode`; `empty` is the SYNCED event's pod)."""
 
     def __init__(
         self,
         api: KubeApi,
-        page_size: int = 500,
-        *,
-        pod_type: type[P] = WatchedPod,  # type: ignore[assignment]  # P is WatchedPod then
-        fields: str | None = BOUND,
-        name: str = "archfit-pod-watch",
-        events: tuple[str, str] = ("pod_watch_expired", "pod_watch_error"),
+        selector: str,
+        decoders: tuple[Callable[[bytes], ListPage[P]], Callable[[bytes], P], P],
+        page_size: int,
+        thread: str,
+        events: tuple[str, str],
     ) -> None:
         self._api = api
+        self._selector = selector
+        self._decode_page, self._decode, self._empty = decoders
         self._page_size = page_size
-        self._pod_type = pod_type
-        self._decode_page = msgspec.json.Decoder(_PodList[pod_type]).decode  # type: ignore[valid-type]
-        self._decode_pod = msgspec.json.Decoder(pod_type).decode
-        self._fields = fields
         self._on_pod: OnPod[P] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watch = ListWatch(name, self.list_all, self.watch_from, log, events)
+        self._watch = ListWatch(thread, self.list_all, self.watch_from, log, events)
 
     def start(self, on_pod: OnPod[P]) -> None:
         self._on_pod = on_pod
@@ -254,10 +252,10 @@ class PodWatch(Generic[P]):
         """Tell LISTING, every pod, page by page, then SYNCED; returns the list's
         resourceVersion."""
         token = ""
-        self._tell("LISTING", self._pod_type())
+        self._tell("LISTING", self._empty)
         while True:
             query: Query = {
-                "fieldSelector": self._fields,
+                "fieldSelector": self._selector,
                 "limit": self._page_size,
                 "continue": token or None,
             }
@@ -273,19 +271,20 @@ class PodWatch(Generic[P]):
             token = page.metadata.next
             if not token:
                 break
-        self._tell("SYNCED", self._pod_type())
+        self._tell("SYNCED", self._empty)
         return page.metadata.resource_version
 
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
-        query: Query = {"fieldSelector": self._fields}
-        return self._watch.follow(self._api, "/api/v1/pods", version, self._apply, query)
+        return self._watch.follow(
+            self._api, "/api/v1/pods", version, self._apply, {"fieldSelector": self._selector}
+        )
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
-        pod = self._decode_pod(raw)
+        pod = self._decode(raw)
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._tell(kind, pod)
-        return str(pod.metadata.resource_version) or version  # type: ignore[attr-defined]
+        return pod.metadata.resource_version or version
 
     def _tell(self, kind: str, pod: P) -> None:
         loop, on_pod = self._loop, self._on_pod
@@ -293,11 +292,26 @@ class PodWatch(Generic[P]):
             loop.call_soon_threadsafe(on_pod, kind, pod)
 
 
-class PodCalls:
-    """The watcher's API calls, each in a thread."""
+class PodWatch(PodListWatch[WatchedPod]):
+    """List-watch of every pod bound to a node, decoded into WatchedPods (the watcher's)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+        super().__init__(
+            api,
+            BOUND,
+            (decode_pod_page, decode_pod, WatchedPod()),
+            page_size,
+            "archfit-pod-watch",
+            ("pod_watch_expired", "pod_watch_error"),
+        )
+
+
+class PodCalls:
+    """The watcher's API calls, each in a thread; `component` names who reports the Events."""
+
+    def __init__(self, api: KubeApi, component: str = "archfit.io/watcher") -> None:
         self._api = api
+        self._component = component
 
     async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
         """The end of the container's previous run's log (`limitBytes` from its start)."""
@@ -349,7 +363,7 @@ class PodCalls:
             reason,
             message,
             warning=True,
-            component="archfit.io/watcher",
+            component=self._component,
         )
 
     async def evict(self, pod: WatchedPod) -> str:
