@@ -53,6 +53,8 @@ _RESYNC_SECONDS = 60.0
 """The object is read again this often, so one deleted or edited by hand is written again."""
 _LEFT_OUT_LOGGED = 10
 _FIRST_LOGGED = 10
+_RENDER_AT_LEAST_SECONDS = 60.0
+"""A round renders the spec again when what it reads changed, and at least this often."""
 """Keys named in the line that says where a term's first refresh starts."""
 """Namespaces named in the log line that says which namespaces had images left out."""
 
@@ -86,6 +88,11 @@ class Answers(Protocol):
 
 class EvidenceScopes(Protocol):
     """Which workloads have learned evidence of their own (extender.lookups.evidence)."""
+
+    @property
+    def version(self) -> int:
+        """Moves whenever what is believed changes."""
+        ...
 
     def workloads(self) -> list[tuple[str, str]]: ...
 
@@ -150,6 +157,9 @@ class Publisher:
         self._left_out: dict[str, int] = {}
         self._in_use = 0
         self._refreshing_said = False
+        self._last_render: Published | None = None
+        self._times_written = -1
+        self._last_inputs: object = None
 
     # -- pods, told by the list-watch ---------------------------------------------------------
 
@@ -245,12 +255,33 @@ class Publisher:
                 "policy_images_dropped", images=dropped, unused_seconds=settings.unused_seconds
             )
         self._queue_refreshes()
-        published = self.render()
+        published = self._rendered()
         self._count(published)
         return await self._write(published)
 
-    def render(self) -> Published:
-        """The spec as of now, fairly ordered, within maxBytes."""
+    def _rendered(self) -> Published:
+        """`render()`, or the last one while nothing it reads has changed: the pods' use, the
+        answers (their times only once refreshSeconds has passed since the last write, when
+        the times would be written), learned evidence, the rules; and at least once a minute
+        (evidence expires)."""
+        rules = self._rules()
+        inputs = (
+            self.uses.version,
+            self.table.version,
+            self._evidence.version if self._evidence is not None else 0,
+            rules,
+            int(self._clock() // _RENDER_AT_LEAST_SECONDS),
+        )
+        due = self._wall_clock() - self._written_at >= self._settings.refresh_seconds
+        times_to_write = due and self.table.times != self._times_written
+        if self._last_render is not None and inputs == self._last_inputs and not times_to_write:
+            return self._last_render
+        self._last_render, self._last_inputs = self.render(rules), inputs
+        return self._last_render
+
+    def render(self, rules: MutationRules | None = None) -> Published:
+        """The spec as of now (under `rules`, else the rules of now), fairly ordered, within
+        maxBytes."""
         table, believed = self.table, self._answers.believed
         unattributed = [key for key in self._carried_at if key in table]
         entries: dict[str, Rendered] = {}
@@ -264,7 +295,7 @@ class Publisher:
             entries[key] = Rendered(found, answer.resolved_at, answer.carried)
         return parameter_spec(
             entries.items(),
-            self._rules(),
+            rules or self._rules(),
             self._switches,
             self._settings.max_bytes,
             workloads=self._workload_answers(entries),
@@ -443,6 +474,7 @@ class Publisher:
             self._failed_write(error)
             return None
         self._written, self._written_content = published.spec, content
+        self._times_written = self.table.times
         self._written_at = self._read_at = now
         metrics.policy_published.set(now)
         metrics.policy_images.set(published.images)

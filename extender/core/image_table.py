@@ -53,6 +53,10 @@ class ImageTable:
 
     def __init__(self) -> None:
         self._answers: dict[str, Answer] = {}
+        self.version = 0
+        """Moves whenever an answer's platforms or digest, or the keys answered, change."""
+        self.times = 0
+        """Moves whenever an answer is resolved again (its time alone may have changed)."""
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -69,12 +73,16 @@ class ImageTable:
         """Keep a fresh answer; whether what the key renders to may have changed."""
         known = self._answers.get(key)
         self._answers[key] = Answer(platforms, digest, resolved_at)
-        return known is None or (known.platforms, known.digest) != (platforms, digest)
+        self.times += 1
+        changed = known is None or (known.platforms, known.digest) != (platforms, digest)
+        self.version += changed
+        return changed
 
     def drop(self, keys: Iterable[str]) -> int:
         gone = 0
         for key in keys:
             gone += self._answers.pop(key, None) is not None
+        self.version += gone
         return gone
 
     def carry(self, published: PublishedTable) -> int:
@@ -96,6 +104,7 @@ class ImageTable:
                 native = _platforms_of_bits(published.platforms, packed.native)
                 self._answers[key] = Answer(None, "", packed.resolved_at, (bits, native))
             carried += 1
+        self.version += carried
         return carried
 
     def due(self, now: float, refresh_seconds: float) -> list[str]:

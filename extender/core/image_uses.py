@@ -70,6 +70,8 @@ class ImageUses:
         self._workloads: dict[tuple[str, str], dict[tuple[str, ...], int]] = {}
         self._listed: set[str] | None = None
         """Uids told since a relist began; None outside one."""
+        self.version = 0
+        """Moves whenever what the table says of use may have changed."""
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -114,6 +116,7 @@ class ImageUses:
         self._count(known, -1)
 
     def _count(self, use: PodUse, step: int) -> None:
+        self.version += 1
         now = self._clock()
         for image in use.images:
             key = table_key(image)
@@ -159,6 +162,8 @@ class ImageUses:
         ]
         for key in gone:
             del self._keys[key]
+        if gone:
+            self.version += 1
         return gone
 
     def sources(self, key: str) -> list[LookupSource]:

@@ -128,6 +128,8 @@ class EvidenceBook:
         """(namespace, workload) → digest → platform → its workload entry."""
         self._unsaved: set[str] = set()
         """Keys learned here that Redis has not taken yet: written again at the next sync."""
+        self.version = 0
+        """Moves whenever what the book believes changes (an expiry aside)."""
         self.on_change: Callable[[], None] | None = None
         """Told when what the book believes changes (Resolution forgets its recent answers,
         so what was learned counts from the next request on)."""
@@ -306,6 +308,7 @@ class EvidenceBook:
         changed = entries != self._entries
         # swaps: readers see old or new
         self._entries, self._cluster, self._workloads = entries, cluster, workloads
+        self.version += changed
         if changed and self.on_change is not None:
             self.on_change()
         if self._metrics is not None:

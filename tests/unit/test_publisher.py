@@ -349,3 +349,27 @@ async def test_when_full_the_namespaces_left_out_are_counted_logged_and_in_the_s
         m.metrics.policy_left_out_namespaces._value.get(),
         m.store.status["evicted"],
     )
+
+
+async def test_a_round_with_nothing_changed_renders_nothing_new(started: Any) -> None:
+    """Rounds reuse the last rendering until a pod, an answer or the evidence changes (and
+    render again at least once a minute)."""
+    m = started({"a:1": ("sha256:a", AMD), "b:1": ("sha256:b", AMD)})
+    renders: list[int] = []
+    render = m.publisher.render
+
+    def counted(*args: Any) -> Any:
+        renders.append(1)
+        return render(*args)
+
+    m.publisher.render = counted  # type: ignore[method-assign]
+    await seen(m, Pod("a", images=("a:1",)))
+    for _ in range(3):
+        await m.publisher.publish_once()
+    assert 1 == len(renders)
+    m.publisher.on_pod("ADDED", Pod("b", images=("b:1",)))
+    await settled(m)
+    await m.publisher.publish_once()
+    m.clock.advance(61)
+    await m.publisher.publish_once()
+    assert (3, {"a:1": AMD, "b:1": AMD}) == (len(renders), listed(m))
