@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -25,7 +26,7 @@ from kubernetes import client, config
 
 from extender.core.parameter import PublishedTable, read_spec
 from tests.e2e import cluster
-from tests.e2e.archfit import archfit_settings, merge
+from tests.e2e.archfit import archfit_command, archfit_settings, merge
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import (
@@ -327,6 +328,30 @@ def test_a_tenants_pods_naming_one_digest_a_hundred_ways_cost_one_entry(
         assert pair.table().platforms_of(key) is not None
     finally:
         cluster.delete_namespace_pods(pair.core, attacker)
+
+
+def test_archfit_policy_status_shows_the_published_object(
+    pair: Pair, space: str, images: Images
+) -> None:
+    """`archfit policy status -o json`, with the operator's kubeconfig, reads what the
+    leader published: every entry with its exact platforms, oldest first."""
+    image = fresh_image(images, "linux/arm64", name="status")
+    cluster.create_pod(pair.core, space, bound_pod("status", [image]))
+    pair.policy.wait_published(image)
+    done = subprocess.run(
+        [*archfit_command(), "policy", "status", "-o", "json",
+         "--kubeconfig", str(pair.control_plane.admin_kubeconfig)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    listed = pair.spec()["images"]
+    assert (len(listed), sorted(listed)) == (
+        report["images"],
+        sorted(entry["image"] for entry in report["entries"]),
+    )
+    times = [entry["resolvedAt"] for entry in report["entries"]]
+    mine = next(entry for entry in report["entries"] if entry["image"] == image)
+    assert (times, ["linux/arm64"], True) == (sorted(times), mine["platforms"], mine["exact"])
 
 
 # --- coverage, whichever replica saw it; then both replicas down -------------------------
