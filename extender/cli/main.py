@@ -88,6 +88,8 @@ def _run(args: argparse.Namespace) -> int:
         return _audit(settings, args)
     if command == "release":
         return _release(settings, args)
+    if command == "uninstall":
+        return _uninstall(settings, args)
     if command == "evidence":
         return _evidence(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
@@ -342,6 +344,37 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.errors import ApiError, short_error
+    from extender.kube.removal import uninstall
+
+    try:
+        api = build_api_client(settings.kubernetes, required=True)
+    except KubeConfigError as error:
+        print(f"archfit: {error}", file=sys.stderr)
+        return 2
+    assert api is not None  # required=True: a client or KubeConfigError
+    webhook = args.webhook_configuration or settings.webhook.certificate.webhook_configuration
+    with api:
+        try:
+            removal = asyncio.run(uninstall(api, args.binding, webhook, args.settle_seconds))
+        except ApiError as error:
+            print(f"archfit uninstall: {short_error(error)}", file=sys.stderr)
+            return 1
+    for deleted in removal.deleted:
+        print(f"deleted {deleted}")
+    for namespace, name in removal.released:
+        print(f"released {namespace}/{name}")
+    print(
+        f"archfit: nothing holds new pods now; released {len(removal.released)} held pod(s). "
+        "Next: unregister the extender, then delete archfit's other objects "
+        '(deploy/README.md, "Uninstalling")',
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
     shares it through (the operator's kubeconfig)."""
@@ -377,7 +410,7 @@ _VERIFY_HELP = (
 )
 
 
-CLUSTER_COMMANDS = ("serve", "release", "evidence")
+CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence")
 """The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
 --context (evidence reads the watcher's ConfigMap when there is no Redis)."""
 _KUBECONFIG_HELP = (
@@ -476,6 +509,7 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    _uninstall_parser(commands, common)
     evidence = commands.add_parser(
         "evidence",
         parents=[common],
@@ -519,6 +553,40 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
             command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     return parser
+
+
+def _uninstall_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.kube import removal
+
+    uninstall = commands.add_parser(
+        "uninstall",
+        parents=[common],
+        help="stop archfit holding pods and release the held ones (first, when removing it)",
+        description="Delete archfit's MutatingAdmissionPolicyBinding and its pod "
+        "MutatingWebhookConfiguration, so that nothing holds a new pod, then remove archfit's "
+        "scheduling gate from every held pod (unconstrained, with an Event on each), and look "
+        "once more after --settle-seconds. Run it before deleting archfit's other objects; "
+        '`helm uninstall` runs it in a pre-delete hook. See deploy/README.md, "Uninstalling".',
+    )
+    uninstall.add_argument(
+        "--binding",
+        default=removal.BINDING,
+        help=f"the MutatingAdmissionPolicyBinding (default: {removal.BINDING})",
+    )
+    uninstall.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the pod MutatingWebhookConfiguration (default: "
+        "webhook.certificate.webhookConfiguration, archfit)",
+    )
+    uninstall.add_argument(
+        "--settle-seconds",
+        type=_non_negative,
+        default=removal.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="look for held pods once more this long after the deletions, for pods being "
+        f"admitted meanwhile (default {removal.SETTLE_SECONDS:g})",
+    )
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
