@@ -236,6 +236,46 @@ def test_with_archfit_unreachable_a_known_image_gets_amd64_and_an_unknown_one_is
     assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
 
 
+@pytest.fixture
+def infrastructure(plane: Plane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Karpenter's own namespace, or one a cluster admin labelled archfit.io/exclude=true."""
+    if request.param == "karpenter":
+        name, labels = "karpenter", {}
+    else:
+        name, labels = f"infra-{uuid.uuid4().hex[:8]}", {"archfit.io/exclude": "true"}
+    with contextlib.suppress(ApiException):  # 409: an earlier test made it
+        cluster.create_namespace(plane.core, name)
+    plane.core.patch_namespace(name, {"metadata": {"labels": labels}})
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace_pods(plane.core, name)
+
+
+@pytest.mark.parametrize("infrastructure", ["karpenter", "labelled"], indirect=True)
+def test_an_infrastructure_pod_is_neither_held_nor_kept_waiting_while_archfit_is_away(
+    archfit_back: Plane, space: str, infrastructure: str, images: Images
+) -> None:
+    """archfit unreachable, the policy bound as shipped: a never-seen image's pod in Karpenter's
+    namespace (or one labelled archfit.io/exclude=true) is created without a call to the
+    webhook, not held, and scheduled; a tenant's pod of such an image is held as before."""
+    plane = archfit_back
+    plane.kill_archfit()
+    with hanging(plane.hook.webhook_port) as webhook:
+        cluster.create_pod(
+            plane.core,
+            infrastructure,
+            cluster.pod_manifest("controller", [fresh_amd64_image(images)]),
+        )
+        infrastructure_calls = webhook.count
+        held(plane, space, "tenant", fresh_amd64_image(images))
+        tenant_calls = webhook.count - infrastructure_calls
+    pod = plane.core.read_namespaced_pod("controller", infrastructure)
+    assert (False, 0) == (is_gated(pod), infrastructure_calls)
+    assert tenant_calls >= 1, "the count has teeth: the tenant's pod did call the webhook"
+    assert cluster.wait_scheduled(plane.core, infrastructure, "controller") in ARCH_OF
+
+
 def test_a_malformed_or_missing_parameter_never_blocks_a_pod(
     archfit_back: Plane, space: str, images: Images
 ) -> None:
