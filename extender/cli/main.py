@@ -9,12 +9,15 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender import __version__
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
+
+if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
+    from extender.kube.api import KubeApi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,16 +326,25 @@ def _audit_clusters(
     return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
-def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+def _cluster_api(settings: config.Settings) -> KubeApi | None:
+    """The API client `release` and `uninstall` need, or None after saying why there is none."""
     from extender.kube.client import KubeConfigError, build_api_client
-    from extender.kube.gated_pods import release_all
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
     except KubeConfigError as error:
         print(f"archfit: {error}", file=sys.stderr)
-        return 2
+        return None
     assert api is not None  # required=True: a client or KubeConfigError
+    return api
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.gated_pods import release_all
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
     with api:
         released = asyncio.run(
             release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
@@ -345,16 +357,12 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
 
 
 def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.kube.client import KubeConfigError, build_api_client
     from extender.kube.errors import ApiError, short_error
     from extender.kube.removal import uninstall
 
-    try:
-        api = build_api_client(settings.kubernetes, required=True)
-    except KubeConfigError as error:
-        print(f"archfit: {error}", file=sys.stderr)
+    api = _cluster_api(settings)
+    if api is None:
         return 2
-    assert api is not None  # required=True: a client or KubeConfigError
     webhook = args.webhook_configuration or settings.webhook.certificate.webhook_configuration
     with api:
         try:
