@@ -85,8 +85,15 @@ class Removal:
         self.api.request("POST", "/apis/archfit.io/v1alpha1/imageplatforms", parameter)
 
     def held_pods(self, namespace: str, count: int) -> list[str]:
-        """Create `count` pods of an unlisted image; each must come out held by the policy."""
+        """Create `count` pods of an unlisted image; each must come out held by the policy
+        (once kube-apiserver's admission has seen the binding and the parameter: server-side
+        dry-run creates, which run admission in full and store nothing, say when)."""
         cluster.create_namespace(self.core, namespace)
+        probe = cluster.pod_manifest("probe", [UNLISTED])
+        wait_for(
+            lambda: is_gated(self.core.create_namespaced_pod(namespace, probe, dry_run="All")),
+            "kube-apiserver's admission policy to hold a pod of an unlisted image",
+        )
         names = [f"held-{n}" for n in range(count)]
         for name in names:
             cluster.create_pod(self.core, namespace, cluster.pod_manifest(name, [UNLISTED]))
@@ -138,18 +145,23 @@ def _helm(helm: Path, removal: Removal, *args: str) -> list[str]:
     return [str(helm), *args, "--kubeconfig", str(removal.plane.admin_kubeconfig)]
 
 
-def run_hook_pod(removal: Removal, job: str) -> subprocess.CompletedProcess[str]:
+def run_hook_pod(
+    removal: Removal, job: str, helm: subprocess.Popen[str]
+) -> subprocess.CompletedProcess[str] | None:
     """Be the scheduler and kubelet of the Job controller's pod for `job`: bind it, run its
     container's command (archfit's image's entrypoint is `archfit`) as the pod's own
-    ServiceAccount, and report how it ended, as kubelet would."""
+    ServiceAccount, and report how it ended, as kubelet would. None when `helm` finished
+    without one (a chart with no hook)."""
     namespace = render.NAMESPACE
 
-    def created() -> client.V1Pod | None:
+    def created() -> client.V1Pod | str | None:
         selector = f"batch.kubernetes.io/job-name={job}"
         pods = removal.core.list_namespaced_pod(namespace, label_selector=selector).items
-        return pods[0] if pods else None
+        return pods[0] if pods else ("helm is done" if helm.poll() is not None else None)
 
-    pod: client.V1Pod = wait_for(created, f"the Job controller to create {job}'s pod")
+    pod = wait_for(created, f"the Job controller to create {job}'s pod, or helm to finish")
+    if not isinstance(pod, client.V1Pod):
+        return None
     name = pod.metadata.name
     binding = {"target": {"kind": "Node", "name": NODES[0].name}, "metadata": {"name": name}}
     removal.core.create_namespaced_pod_binding(name, namespace, binding, _preload_content=False)
@@ -244,12 +256,15 @@ def test_helm_uninstall_releases_every_held_pod_and_leaves_no_binding(
         text=True,
     )
     try:
-        hook = run_hook_pod(removal, f"{render.RELEASE}-uninstall")
+        hook = run_hook_pod(removal, f"{render.RELEASE}-uninstall", uninstalling)
         _, err = uninstalling.communicate(timeout=300)
     finally:
         if uninstalling.poll() is None:
             uninstalling.kill()
-    assert (0, 0) == (hook.returncode, uninstalling.returncode), hook.stderr + err
+    assert 0 == uninstalling.returncode, err
+    assert ([], []) == (removal.gated_anywhere(), removal.bindings())
+    assert hook is not None, "helm uninstall ran no pre-delete hook"
+    assert 0 == hook.returncode, hook.stderr
 
     released = {line for line in hook.stdout.splitlines() if line.startswith("released ")}
     left = {
@@ -263,7 +278,6 @@ def test_helm_uninstall_releases_every_held_pod_and_leaves_no_binding(
         }.items()
     }
     assert {f"released team-a/{name}" for name in held} == released
-    assert ([], []) == (removal.gated_anywhere(), removal.bindings())
     assert {kind: [] for kind in left} == {
         kind: [name for name in names if "archfit" in name] for kind, names in left.items()
     }
