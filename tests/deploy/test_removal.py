@@ -284,6 +284,31 @@ def test_helm_uninstall_releases_every_held_pod_and_leaves_no_binding(
     assert False is removal.new_pod_is_held("team-a")
 
 
+def test_helm_asks_the_cluster_and_installs_the_admission_policy_with_the_webhook(
+    helm: Path, removal: Removal
+) -> None:
+    """`helm install --dry-run=server` with webhook.enabled only: helm's discovery of
+    kube-apiserver v1.36.3 finds admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, and
+    admissionPolicy.enabled: auto installs the policy, its binding and the hook."""
+    namespace = render.NAMESPACE
+    removal.core.create_namespace({"metadata": {"name": namespace}})
+    argv = ["install", render.RELEASE, str(render.HELM_CHART), "-n", namespace]
+    done = subprocess.run(
+        _helm(helm, removal, *argv, "--dry-run=server", "--set", "webhook.enabled=true"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    manifest, _, notes = done.stdout.partition("NOTES:")
+    kinds = {d["kind"] for d in yaml.safe_load_all(manifest.split("MANIFEST:", 1)[1]) if d}
+    hooks = done.stdout.split("HOOKS:", 1)[1].split("MANIFEST:", 1)[0]
+    assert {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} <= kinds
+    assert "kind: Job" in hooks
+    assert "The admission policy is on" in notes
+
+
 # --- kustomize: the procedure as deploy/README.md writes it -----------------------------------
 
 
