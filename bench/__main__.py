@@ -37,6 +37,7 @@ NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
 OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
+    "lint.py": ([], ["--runs", "1"]),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20", "--cpu-pods", "200"]),
     "webhook_cost.py": (["--seconds", "5"], ["--seconds", "1"]),
     "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),
@@ -44,6 +45,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "pod_watch.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),
     "call_profile.py": (["--new-pod"], ["--new-pod", "--calls", "500"]),
+    "scheduler_waits.py": ([], ["--unknown", "3"]),
 }
 
 
@@ -74,7 +76,7 @@ def throughput(source: Path | None, quick: bool, before: Path | None) -> list[di
 
 
 #: The older scripts that take `--before DIR` (another checkout measured in the same run).
-TAKE_BEFORE = frozenset({"webhook_latency.py"})
+TAKE_BEFORE = frozenset({"webhook_latency.py", "scheduler_waits.py"})
 
 
 def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, str]:

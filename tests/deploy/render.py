@@ -102,7 +102,12 @@ def _run(argv: Sequence[str | os.PathLike[str]]) -> str:
 
 def kustomize_build(kustomize: Path, directory: Path) -> list[Object]:
     """`kustomize build directory`, as objects."""
-    return load_all_strict(_run([kustomize, "build", directory]))
+    return load_all_strict(kustomize_output(kustomize, directory))
+
+
+def kustomize_output(kustomize: Path, directory: Path) -> str:
+    """`kustomize build directory`, as it prints it."""
+    return _run([kustomize, "build", directory])
 
 
 def helm_template(
@@ -119,6 +124,20 @@ def helm_template(
     names group/versions only, no kinds), e.g. `admissionregistration.k8s.io/v1/
     MutatingAdmissionPolicy`.
     """
+    return load_all_strict(
+        helm_output(helm, values, tmp_dir, api_versions=api_versions, namespace=namespace)
+    )
+
+
+def helm_output(
+    helm: Path,
+    values: Mapping[str, Any] | None = None,
+    tmp_dir: Path | None = None,
+    *,
+    api_versions: Sequence[str] = (),
+    namespace: str = NAMESPACE,
+) -> str:
+    """`helm template` of the chart, as it prints it (helm_template's arguments)."""
     argv: list[str | os.PathLike[str]] = [
         helm,
         "template",
@@ -136,7 +155,7 @@ def helm_template(
         values_file = tmp_dir / "values.yaml"
         values_file.write_text(yaml.safe_dump(dict(values)))
         argv += ["--values", values_file]
-    return load_all_strict(_run(argv))
+    return _run(argv)
 
 
 def helm_notes(helm: Path, values: Mapping[str, Any] | None, tmp_dir: Path) -> str:
