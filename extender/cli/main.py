@@ -10,12 +10,15 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender import __version__
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
+
+if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
+    from extender.kube.api import KubeApi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +94,8 @@ def _run(args: argparse.Namespace) -> int:
         return _lint(settings, args)
     if command == "release":
         return _release(settings, args)
+    if command == "uninstall":
+        return _uninstall(settings, args)
     if command == "evidence":
         return _evidence(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
@@ -340,16 +345,25 @@ def _audit_clusters(
     return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
-def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+def _cluster_api(settings: config.Settings) -> KubeApi | None:
+    """The API client `release` and `uninstall` need, or None after saying why there is none."""
     from extender.kube.client import KubeConfigError, build_api_client
-    from extender.kube.gated_pods import release_all
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
     except KubeConfigError as error:
         print(f"archfit: {error}", file=sys.stderr)
-        return 2
+        return None
     assert api is not None  # required=True: a client or KubeConfigError
+    return api
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.gated_pods import release_all
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
     with api:
         released = asyncio.run(
             release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
@@ -358,6 +372,33 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
         print(f"released {namespace}/{name}")
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
+    return 0
+
+
+def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.errors import ApiError, short_error
+    from extender.kube.removal import uninstall
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    webhook = args.webhook_configuration or settings.webhook.certificate.webhook_configuration
+    with api:
+        try:
+            removal = asyncio.run(uninstall(api, args.binding, webhook, args.settle_seconds))
+        except ApiError as error:
+            print(f"archfit uninstall: {short_error(error)}", file=sys.stderr)
+            return 1
+    for deleted in removal.deleted:
+        print(f"deleted {deleted}")
+    for namespace, name in removal.released:
+        print(f"released {namespace}/{name}")
+    print(
+        f"archfit: nothing holds new pods now; released {len(removal.released)} held pod(s). "
+        "Next: unregister the extender, then delete archfit's other objects "
+        '(deploy/README.md, "Uninstalling")',
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -396,7 +437,7 @@ _VERIFY_HELP = (
 )
 
 
-CLUSTER_COMMANDS = ("serve", "release", "evidence")
+CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence")
 """The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
 --context (evidence reads the watcher's ConfigMap when there is no Redis)."""
 _KUBECONFIG_HELP = (
@@ -496,6 +537,7 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    _uninstall_parser(commands, common)
     evidence = commands.add_parser(
         "evidence",
         parents=[common],
@@ -539,6 +581,40 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
             command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     return parser
+
+
+def _uninstall_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.kube import removal
+
+    uninstall = commands.add_parser(
+        "uninstall",
+        parents=[common],
+        help="stop archfit holding pods and release the held ones (first, when removing it)",
+        description="Delete archfit's MutatingAdmissionPolicyBinding and its pod "
+        "MutatingWebhookConfiguration, so that nothing holds a new pod, then remove archfit's "
+        "scheduling gate from every held pod (unconstrained, with an Event on each), and look "
+        "once more after --settle-seconds. Run it before deleting archfit's other objects; "
+        '`helm uninstall` runs it in a pre-delete hook. See deploy/README.md, "Uninstalling".',
+    )
+    uninstall.add_argument(
+        "--binding",
+        default=removal.BINDING,
+        help=f"the MutatingAdmissionPolicyBinding (default: {removal.BINDING})",
+    )
+    uninstall.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the pod MutatingWebhookConfiguration (default: "
+        "webhook.certificate.webhookConfiguration, archfit)",
+    )
+    uninstall.add_argument(
+        "--settle-seconds",
+        type=_non_negative,
+        default=removal.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="look for held pods once more this long after the deletions, for pods being "
+        f"admitted meanwhile (default {removal.SETTLE_SECONDS:g})",
+    )
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:

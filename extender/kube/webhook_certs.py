@@ -38,9 +38,10 @@ from extender.serving import certs
 log = structlog.get_logger("archfit.webhook")
 
 _NAMESPACE_FILE = SERVICE_ACCOUNT_DIR / "namespace"
-_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-_MUTATING = f"{_ADMISSION}/mutatingwebhookconfigurations"
-_VALIDATING = f"{_ADMISSION}/validatingwebhookconfigurations"
+ADMISSION_API = "/apis/admissionregistration.k8s.io/v1"
+"""Where admission configurations and policies are served (admissionregistration.k8s.io/v1)."""
+_MUTATING = f"{ADMISSION_API}/mutatingwebhookconfigurations"
+_VALIDATING = f"{ADMISSION_API}/validatingwebhookconfigurations"
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
 
