@@ -149,7 +149,7 @@ def _hold_of(settings: Settings, services: Services) -> Hold | None:
             unknown_images="admitted, constrained by the images that did resolve",
         )
         return None
-    from extender.kube.client import current_namespace
+    from extender.kube.access import current_namespace
 
     return Hold(never=frozenset({"kube-system", current_namespace(settings.kubernetes)}))
 

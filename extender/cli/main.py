@@ -49,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
         # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
         borrowed = _borrowed_kubeconfig(settings, args)
     if command in CLUSTER_COMMANDS:
-        from extender.kube.client import KubeConfigError
+        from extender.kube.access import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -172,7 +172,7 @@ def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) ->
     with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
     name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
     outside the cluster, such as one beside a kubeadm control plane."""
-    from extender.kube.client import resolved_mode
+    from extender.kube.access import resolved_mode
 
     if args.kubeconfig is not None or args.context is not None:
         return True
@@ -237,7 +237,7 @@ def _import_structlog_without_rich() -> None:
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.client import KubeConfigError, current_namespace
+    from extender.kube.access import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
     try:
@@ -272,7 +272,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.client import KubeConfigError, context_names
+    from extender.kube.access import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -304,7 +304,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.client import KubeConfigError, context_names, current_namespace
+    from extender.kube.access import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -322,7 +322,7 @@ def _audit_clusters(
 
 
 def _release(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.kube.gated_pods import release_all
 
     try:
@@ -345,7 +345,7 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
 def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
     shares it through (the operator's kubeconfig)."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.lookups.evidence import evidence_command
     from extender.services import evidence_config_map
 

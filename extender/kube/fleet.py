@@ -16,9 +16,9 @@ import orjson
 import urllib3
 
 from extender.errors import ClusterReadError
-from extender.kube.api import KubeApi
-from extender.kube.errors import ApiError
-from extender.kube.watching import LIST_PAGE
+from extender.kube.client.api import KubeApi
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import LIST_PAGE
 
 _DENIED = (401, 403)
 

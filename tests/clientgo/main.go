@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +97,12 @@ func main() {
 	inNamespace := flag.Bool("in-namespace", false, "internal: already in the private mount namespace")
 	var rotate rotations
 	flag.Var(&rotate, "rotate", "SRC=DST: rename SRC onto DST between the two requests")
+	proxyFor := flag.String("proxy-for", "", "only print the proxy http.ProxyFromEnvironment picks for this URL")
 	flag.Parse()
+
+	if *proxyFor != "" {
+		os.Exit(printProxy(*proxyFor))
+	}
 
 	if *mode == "in-cluster" && *account != "" && !*inNamespace {
 		os.Exit(reexecWithAccount(*account))
@@ -190,7 +196,9 @@ func observe(mode, explicit, contextName string, rotate rotations) Observation {
 		_, err := client.Get().Resource("nodes").DoRaw(context.Background())
 		request := Request{Headers: map[string][]string{}}
 		if captured.last != nil {
-			request.URL = captured.last.URL.String()
+			sent := *captured.last.URL // what the request line and Host header carry
+			sent.User, sent.Fragment, sent.RawFragment = nil, "", ""
+			request.URL = sent.String()
 			request.Headers = credentialHeaders(captured.last.Header)
 		}
 		if err != nil {
@@ -332,6 +340,28 @@ func certificates(data []byte) [][]byte {
 func digest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
+}
+
+// printProxy prints {"proxy": URL or ""} or {"error": ...}: Go's own choice for a request.
+func printProxy(target string) int {
+	answer := map[string]string{}
+	request, err := http.NewRequest(http.MethodGet, target, nil)
+	if err == nil {
+		var chosen *url.URL
+		chosen, err = http.ProxyFromEnvironment(request)
+		if chosen != nil {
+			answer["proxy"] = chosen.String()
+		} else {
+			answer["proxy"] = ""
+		}
+	}
+	if err != nil {
+		answer["error"] = err.Error()
+	}
+	if json.NewEncoder(os.Stdout).Encode(answer) != nil {
+		return 2
+	}
+	return 0
 }
 
 // reexecWithAccount runs this program again in a new user and mount namespace, where

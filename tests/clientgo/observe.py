@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import ssl
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
-import urllib3
 
 from extender.config.settings import KubernetesSettings
 
@@ -25,90 +23,63 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def certificates(pem: bytes) -> list[bytes]:
-    """The DER certificates of PEM text that parse, as x509.CertPool.AppendCertsFromPEM takes."""
-    from cryptography import x509
-
-    found = []
-    for block in pem.split(b"-----BEGIN ")[1:]:
-        kind, _, rest = block.partition(b"-----")
-        if kind != b"CERTIFICATE":
-            continue
-        body, end, _ = rest.partition(b"-----END CERTIFICATE-----")
-        if not end:
-            continue
-        try:
-            der = ssl.PEM_cert_to_DER_cert(
-                "-----BEGIN CERTIFICATE-----" + body.decode() + "-----END CERTIFICATE-----\n"
-            )
-            x509.load_der_x509_certificate(der)
-        except ValueError:
-            continue
-        found.append(der)
-    return found
-
-
 def observe(case: dict[str, Any]) -> dict[str, Any]:
-    """What archfit's loader makes of one case."""
-    os.chdir(case["cwd"])
-    os.environ.clear()
-    os.environ.update(case["env"])
-    out: dict[str, Any] = {"stage": "", "tls": None, "proxy": "", "requests": [], "namespace": ""}
-    from extender.kube import client as kube_client
-    from extender.kube.api import _proxy
-    from extender.kube.connection import in_cluster
+    """What archfit would send for one case: its settings' client, built as `archfit serve`
+    builds it (extender.kube.access), then the two requests' URL and headers."""
+    from extender.kube import access
+    from extender.kube.client.tls import certificates
 
+    os.chdir(case["cwd"])
+    environ = case["env"]
+    account = Path(case["account"])
+    out: dict[str, Any] = {"stage": "", "tls": None, "proxy": "", "requests": [], "namespace": ""}
     settings = KubernetesSettings(
         mode=case["mode"], kubeconfig=case["kubeconfig"], context=case["context"]
     )
     try:
-        out["namespace"] = kube_client.current_namespace(settings)
+        out["namespace"] = access.namespace(settings, environ, account)
     except Exception as error:
-        out["namespace_error"] = str(error)
+        out["namespace_error"] = f"{type(error).__name__}: {error}"
     try:
-        if case["mode"] == "in-cluster":
-            connection = in_cluster(os.environ, Path(case["account"]))
-        else:
-            paths = kube_client._kubeconfig(settings)
-            connection = kube_client._from_kubeconfig(paths, settings)
+        api = access.build_api_client(settings, environ=environ, account=account)
     except Exception as error:
         return {**out, "stage": "config", "error": f"{type(error).__name__}: {error}"}
-    out["proxy"] = _proxy(connection)
-    if connection.host.lower().startswith("https"):
-        ca = b""
-        if connection.ca_data:
-            ca = connection.ca_data.encode()
-        elif connection.ca_file:
-            ca = Path(connection.ca_file).read_bytes()
-        cert = connection.cert_data or (
-            Path(connection.cert_file).read_bytes() if connection.cert_file else b""
-        )
-        out["tls"] = {
-            "insecure": not connection.verify,
-            "server_name": connection.tls_server_name,
-            "ca": sorted(digest(der) for der in certificates(ca)) if ca else None,
-            "system": not ca,
-            "client_cert": [digest(der) for der in certificates(cert)],
+    assert api is not None
+    transport = api.transport
+    out["proxy"] = str(transport.proxy) if transport.proxy is not None else ""
+    if transport.tls is not None:
+        trusted = transport.tls.trusted()
+        seen: dict[str, Any] = {
+            "insecure": transport.tls.settings.insecure,
+            "server_name": transport.tls.settings.server_name,
+            "ca": None if trusted is None else sorted(digest(der) for der in trusted),
+            "system": trusted is None,
+            "client_cert": [],
         }
+        try:
+            pair = transport.tls.client_pair()
+        except Exception as error:
+            seen["client_cert_error"] = f"{type(error).__name__}: {error}"
+        else:
+            seen["client_cert"] = [digest(der) for der in certificates(pair[0])] if pair else []
+        out["tls"] = seen
     for index in range(2):
         if index == 1:
             for source, target in case["rotate"]:
                 os.replace(source, target)
-        # What urllib3 makes of the URL KubeApi writes (a missing scheme is http).
-        sent = urllib3.util.parse_url(connection.host + "/api/v1/nodes")
-        url = sent._replace(scheme=sent.scheme or "http", auth=None).url
-        request: dict[str, Any] = {"url": url, "headers": {}}
+        request: dict[str, Any] = {"url": transport.url("/api/v1/nodes"), "headers": {}}
         try:
-            authorization = connection.credentials.authorization() if connection.credentials else None
+            headers, _ = transport.headers()
         except Exception as error:
-            request["error"] = str(error)
+            request["error"] = f"{type(error).__name__}: {error}"
         else:
-            if authorization:
-                scheme = authorization.split(" ", 1)[0]
-                request["headers"]["authorization"] = [
-                    f"{scheme} {digest(authorization.encode())}"
-                ]
+            for name, value in headers:
+                lowered = name.lower()
+                if lowered == "authorization":
+                    value = f"{value.split(' ', 1)[0]} {digest(value.encode())}"
+                request["headers"].setdefault(lowered, []).append(value)
         out["requests"].append(request)
+    api.close()
     return out
 
 
@@ -118,8 +89,14 @@ def main() -> None:
         try:
             seen = observe(case)
         except (Exception, MemoryError) as error:  # an observation, not the batch's end
-            seen = {"stage": "crash", "error": f"{type(error).__name__}: {error}", "tls": None,
-                    "proxy": "", "requests": [], "namespace": ""}
+            seen = {
+                "stage": "crash",
+                "error": f"{type(error).__name__}: {error}",
+                "tls": None,
+                "proxy": "",
+                "requests": [],
+                "namespace": "",
+            }
         sys.stdout.buffer.write(orjson.dumps(seen) + b"\n")
         sys.stdout.buffer.flush()
 

@@ -159,6 +159,9 @@ class ArchfitObserver:
         if self._process is not None:
             self._process.kill()
             self._process.wait()
+            for pipe in (self._process.stdin, self._process.stdout):
+                if pipe is not None:
+                    pipe.close()
             self._process = None
 
 
@@ -203,10 +206,12 @@ def comparable(seen: Mapping[str, Any]) -> dict[str, Any]:
         "tls": found_tls,
         "proxy": seen.get("proxy") or "",
         "requests": [
-            {
+            {"refused": True}
+            if request.get("error")
+            else {
                 "url": request.get("url", ""),
                 "headers": {k: list(v) for k, v in sorted(request.get("headers", {}).items())},
-                "refused": bool(request.get("error")),
+                "refused": False,
             }
             for request in seen.get("requests", [])
         ],
@@ -249,6 +254,9 @@ def security_relevant(go: Mapping[str, Any], archfit: Mapping[str, Any]) -> list
         reasons.append("another proxy")
     for ours, theirs in zip(archfit["requests"], go["requests"], strict=False):
         if ours["refused"] or not ours["headers"]:
+            continue
+        if theirs["refused"]:
+            reasons.append("sends where client-go refuses")
             continue
         if _server(ours["url"]) != _server(theirs["url"]):
             reasons.append("credentials to another server")
