@@ -9,7 +9,10 @@ the event loop sleeps 1 ms at a time and records how late it wakes. Printed: the
 time, the ticker's worst and 99th-percentile lateness during each, and VmRSS before and after.
 
     .venv/bin/python -m bench.kube_relist [--nodes 5000] [--pods 50000] [--quick]
-    .venv/bin/python -m bench.kube_relist --source ../archfit-main   # another checkout's client
+                                          [--before ../archfit-main]
+
+`--before DIR` measures DIR's client too, against the same control plane and objects: each
+client is measured in a fresh process of its own, so RSS is each one's alone.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -152,23 +157,53 @@ def _lateness(what: str, late: list[float]) -> dict[str, Any]:
     }
 
 
-def run(nodes: int, pods: int) -> dict[str, Any]:
+def run(nodes: int, pods: int, before: Path | None = None) -> list[dict[str, Any]]:
+    """Populate a control plane, then measure this checkout's client (and `before`'s)."""
+    from bench import harness
     from tests.e2e import binaries
     from tests.e2e.controlplane import Binaries, ControlPlane
 
+    rows = []
     with tempfile.TemporaryDirectory(prefix="kube-relist-") as folder:
         plane = ControlPlane(Binaries(binaries.build()), Path(folder) / "plane").start()
         try:
-            api = _client(plane.admin_kubeconfig)
             started = time.perf_counter()
-            _populate(api, nodes, pods)
-            created = time.perf_counter() - started
-            results = asyncio.run(_measure(api))
-            results["create_seconds"] = round(created, 1)
-            results["pods"] = pods
-            return results
+            _populate(_client(plane.admin_kubeconfig), nodes, pods)
+            created = round(time.perf_counter() - started, 1)
+            for label, source in (("after", None), ("before", before)):
+                if label == "before" and source is None:
+                    continue
+                done = subprocess.run(
+                    # The script, not the module: `bench` may be another checkout's there.
+                    [sys.executable, str(Path(__file__).resolve()), "--measure",
+                     str(plane.admin_kubeconfig)],
+                    env=harness.source_env(source, {"PYTHONPATH": os.pathsep.join(
+                        str(p) for p in (source, harness.ROOT) if p is not None)}),
+                    capture_output=True, text=True, timeout=3600, check=True, cwd=harness.ROOT,
+                )  # fmt: skip
+                row = json.loads(done.stdout.splitlines()[-1])
+                rows.append({"client": label, "create_seconds": created, **row})
         finally:
             plane.stop()
+    return rows
+
+
+def _table(rows: list[dict[str, Any]], nodes: int, pods: int) -> str:
+    lines = [
+        f"Relist of {nodes:,} Nodes and {pods:,} Pods from a real kube-apiserver "
+        f"(load {os.getloadavg()[0]:.1f} at the end):",
+        "",
+        "| client | nodes list s | worst stall ms | p99 ms | pods list s | worst stall ms "
+        "| p99 ms | RSS before MiB | RSS after MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['client']} | {r['nodes_list_seconds']} | {r['nodes_worst_stall_ms']} "
+            f"| {r['nodes_p99_stall_ms']} | {r['pods_list_seconds']} | {r['pods_worst_stall_ms']} "
+            f"| {r['pods_p99_stall_ms']} | {r['rss_before_mb']} | {r['rss_after_mb']} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--quick", action="store_true", help="500 nodes, 5,000 pods")
-    parser.add_argument("--source", type=Path, help="another checkout's extender first")
+    parser.add_argument("--before", type=Path, help="another checkout's client, measured too")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.source is not None:
-        sys.path.insert(0, str(args.source.resolve()))
+    if args.measure is not None:  # the child: one client, one measurement
+        print(json.dumps(asyncio.run(_measure(_client(args.measure)))))
+        return 0
     nodes, pods = (500, 5000) if args.quick else (args.nodes, args.pods)
-    print(json.dumps(run(nodes, pods)))
+    rows = run(nodes, pods, args.before)
+    print(json.dumps(rows))
+    print(_table(rows, nodes, pods))
     return 0
 
 

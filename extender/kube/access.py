@@ -98,11 +98,13 @@ def rest_config(
     mode, why = access(settings, environ)
     if mode == "off":
         return None
-    if mode == "kubeconfig":
-        client = _client_config(settings, environ)  # a missing file is named as it is
-    try:
-        if mode == "in-cluster":
+    if mode == "in-cluster":
+        try:
             return in_cluster(environ, account)
+        except KubeConfigError as error:
+            raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
+    client = _client_config(settings, environ)  # a missing file is named as it is
+    try:
         return client.rest_config()
     except KubeConfigError as error:
         raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
