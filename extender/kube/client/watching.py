@@ -283,7 +283,7 @@ class ListWatch:
         if response is not None and self.problem is not None:
             self.problem = None
             self._logged_cause = None
-            self._log.info(self._error_event, recovered=True)
+            self._log.info("watch_recovered", watch=self._thread_name, failed=self._error_event)
 
     def follow(
         self, api: KubeApi, path: str, version: str, apply: Apply, query: Query | None = None
