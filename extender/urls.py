@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from extender.errors import ArchfitError
+
 _ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _HOST_EXTRA = frozenset(b"!$&'()*+,;=:[]<>\"")
 _UNRESERVED_MARKS = frozenset(b"-_.~")
@@ -16,7 +18,7 @@ _RESERVED = frozenset(b"$&+,/:;=?@")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
-class URLError(ValueError):
+class URLError(ArchfitError, ValueError):
     """Go's url.Parse refuses the text."""
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from extender.errors import ArchfitError
+
 _STR = "tag:yaml.org,2002:str"
 _BINARY = "tag:yaml.org,2002:binary"
 _MERGE = "tag:yaml.org,2002:merge"
@@ -53,7 +55,7 @@ decoded nodes (decode.go's `allowedAliasRatio`)."""
 _RATIO_LOW, _RATIO_HIGH = 400_000, 4_000_000
 
 
-class YAMLError(ValueError):
+class YAMLError(ArchfitError, ValueError):
     """The text is no YAML client-go reads."""
 
 
