@@ -1,4 +1,5 @@
-"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `config`, `scheduler-config`."""
+"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `config`,
+`scheduler-config`."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     if command == "serve":
         settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
         return _serve(settings, loading.source(args.config), withheld)
-    if command in ("inspect", "audit"):
+    if command in ("inspect", "audit", "lint"):
         from extender.logs import configure
 
         # stdout carries the report: warnings (a missing pull secret, say) go to stderr, and
@@ -86,6 +87,8 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     if command == "audit":
         return _audit(settings, args)
+    if command == "lint":
+        return _lint(settings, args)
     if command == "release":
         return _release(settings, args)
     if command == "evidence":
@@ -188,12 +191,13 @@ def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[confi
     only when webhook.enabled asks for them anyway."""
     import dataclasses
 
-    if not withhold or not settings.watcher.enabled:
+    if not withhold or not (settings.watcher.enabled or settings.capacity.enabled):
         return settings, ""
     watcher = dataclasses.replace(settings.watcher, enabled=False)
-    return dataclasses.replace(settings, watcher=watcher), (
-        "watcher: from a kubeconfig the settings do not name, it would take the watcher's "
-        "Lease and write Events; `archfit serve --controllers` runs it"
+    capacity = dataclasses.replace(settings.capacity, enabled=False)
+    return dataclasses.replace(settings, watcher=watcher, capacity=capacity), (
+        "watcher, capacity: from a kubeconfig the settings do not name, they would take "
+        "their Leases and write Events; `archfit serve --controllers` runs them"
     )
 
 
@@ -260,6 +264,21 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _lint(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.lint.findings import Level
+    from extender.lint.run import LintOptions, run_lint
+
+    options = LintOptions(
+        paths=args.paths,
+        output=args.output,
+        fail_on=Level[args.fail_on.upper()],
+        platforms_file=args.platforms,
+        cluster_platforms=frozenset(p for p in args.cluster_platforms.split(",") if p.strip()),
+        newer_tags=args.newer_tags,
+    )
+    return run_lint(settings, options, sys.stdout, sys.stderr)
 
 
 def _connect(
@@ -464,6 +483,7 @@ def _parser() -> argparse.ArgumentParser:
         help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
     )
     _audit_parser(commands, common)
+    _lint_parser(commands, common)
     release = commands.add_parser(
         "release",
         parents=[common],
@@ -579,8 +599,8 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--fail-on",
         choices=("blockers", "never"),
         default="never",
-        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
-        "(default: never)",
+        help="blockers: exit status 1 when any workload is blocked from arm64 or cannot run "
+        "on this cluster's capacity, for CI (default: never)",
     )
     audit.add_argument(
         "--price-per-vcpu-hour",
@@ -596,6 +616,60 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         help=f"how much cheaper arm64 is (default {ARM64_DISCOUNT:.2f}, the commonly quoted "
         "Graviton saving)",
+    )
+
+
+def _lint_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.audit import newer_tags
+    from extender.lint.options import LEVELS, OUTPUTS
+
+    lint = commands.add_parser(
+        "lint",
+        parents=[common],
+        help="check rendered manifests for images that lack a platform their pods may run on",
+        description="Read rendered manifests (helm template, kustomize build: many documents, "
+        "List kinds) and report, per workload and container: an image that lacks a platform "
+        "the pod template allows (error), an image without linux/arm64 (warning), an arch "
+        "pin the images do not need (note). The annotation archfit.io/lint-ignore on a "
+        "workload silences findings on purpose. See docs/lint.md.",
+    )
+    lint.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a manifest file, a directory of them, or -"
+    )
+    lint.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table (80 columns, or the terminal's), json, sarif (2.1.0, for code scanning) "
+        "or junit (XML test report) (default: table)",
+    )
+    lint.add_argument(
+        "--fail-on",
+        choices=LEVELS,
+        default="error",
+        help="exit status 1 when a finding of this level or above is not silenced (default: error)",
+    )
+    lint.add_argument(
+        "--platforms",
+        metavar="FILE",
+        help="offline: image platforms from `archfit inspect -o json` or `archfit audit -o "
+        "json` output; an image not in it is a finding (platforms-unknown)",
+    )
+    lint.add_argument(
+        "--cluster-platforms",
+        default="",
+        metavar="LIST",
+        help="the platforms the cluster's nodes may have, comma-separated (default: "
+        "webhook.architectures, linux/amd64,linux/arm64)",
+    )
+    lint.add_argument(
+        "--newer-tags",
+        type=_count,
+        default=newer_tags.LIMIT,
+        metavar="N",
+        help="online: for each image without arm64, look up the N highest newer tags and "
+        f"name the lowest that runs on arm64 (default {newer_tags.LIMIT}; 0: off)",
     )
 
 

@@ -11,7 +11,7 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
   behind in the heap either.
 - The watch is read as raw lines, one event each, and no model object is ever built.
 
-The API client (extender.kube.api) is synchronous, so the list/watch loop runs in one thread
+The API client (extender.kube.client.api) is synchronous, so the list/watch loop runs in one thread
 and publishes an immutable snapshot that the event loop reads without locks.
 """
 

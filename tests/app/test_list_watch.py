@@ -1,4 +1,4 @@
-"""How a list-watch thread stops (extender.kube.watching.ListWatch), against a local server
+"""How a list-watch thread stops (extender.kube.client.watching.ListWatch), against a local server
 that holds a watch open: stop() cuts the read in progress so the thread ends, and a thread
 that does not end in the join's second does not keep stop() from returning."""
 

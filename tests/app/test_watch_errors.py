@@ -1,4 +1,4 @@
-"""Every list-watch on the one loop (extender.kube.watching.follow_watch), against a local
+"""Every list-watch on the one loop (extender.kube.client.watching.follow_watch), against a local
 server that speaks Kubernetes list/watch: a watch ERROR other than 410 is archfit's
 WatchFailed (its error tree), logged, and followed by a fresh list."""
 

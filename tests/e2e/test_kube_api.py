@@ -1,6 +1,6 @@
-"""archfit's own API client (extender.kube.api) against the real kube-apiserver: a kubeconfig with
-client certificates read natively, JSON in and out, a watch streamed, and every refusal an
-ApiError carrying the server's status, reason and Status body."""
+"""archfit's own API client (extender.kube.client.api) against the real kube-apiserver: a
+kubeconfig with client certificates read natively, JSON in and out, a watch streamed, and
+every refusal an ApiError carrying the server's status, reason and Status body."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -33,6 +33,7 @@ from extender.kube.client.api import KubeApi, Query
 from extender.kube.client.calls import blocking
 from extender.kube.client.errors import ApiError, short_error
 
+T = TypeVar("T")
 BACKOFF_INITIAL_SECONDS = 0.8
 BACKOFF_CAP_SECONDS = 30.0
 BACKOFF_FACTOR = 2.0
@@ -72,6 +73,13 @@ class ListMeta(msgspec.Struct, rename="camel", frozen=True):
 
     resource_version: str = ""
     next: str = msgspec.field(default="", name="continue")  # `continue` is a keyword
+
+
+class ListPage(msgspec.Struct, Generic[T], frozen=True):
+    """One page of a list, each item decoded to what its reader needs."""
+
+    metadata: ListMeta = ListMeta()
+    items: list[T] | None = None
 
 
 class WatchEvent(msgspec.Struct, frozen=True):
