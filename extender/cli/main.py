@@ -18,7 +18,7 @@ from extender.config import extras, loading
 from extender.config import settings as config
 
 if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
-    from extender.kube.api import KubeApi
+    from extender.kube.client.api import KubeApi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
         borrowed = _borrowed_kubeconfig(settings, args)
     if command in CLUSTER_COMMANDS:
-        from extender.kube.client import KubeConfigError
+        from extender.kube.access import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -180,7 +180,7 @@ def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) ->
     with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
     name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
     outside the cluster, such as one beside a kubeadm control plane."""
-    from extender.kube.client import resolved_mode
+    from extender.kube.access import resolved_mode
 
     if args.kubeconfig is not None or args.context is not None:
         return True
@@ -246,7 +246,7 @@ def _import_structlog_without_rich() -> None:
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.client import KubeConfigError, current_namespace
+    from extender.kube.access import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
     try:
@@ -296,7 +296,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.client import KubeConfigError, context_names
+    from extender.kube.access import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -328,7 +328,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.client import KubeConfigError, context_names, current_namespace
+    from extender.kube.access import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -347,7 +347,7 @@ def _audit_clusters(
 
 def _cluster_api(settings: config.Settings) -> KubeApi | None:
     """The API client `release` and `uninstall` need, or None after saying why there is none."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
@@ -376,7 +376,7 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
 
 
 def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.kube.errors import ApiError, short_error
+    from extender.kube.client.errors import ApiError, short_error
     from extender.kube.removal import uninstall
 
     api = _cluster_api(settings)
@@ -405,7 +405,7 @@ def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
 def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
     shares it through (the operator's kubeconfig)."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.lookups.evidence import evidence_command
     from extender.services import evidence_config_map
 

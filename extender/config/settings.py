@@ -176,7 +176,8 @@ class KubernetesSettings:
     the pod's service account, else $KUBECONFIG, else ~/.kube/config if it exists, else off
     (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
-    """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
+    """Kubeconfig file, as kubectl's --kubeconfig: one file, which must exist (empty:
+    $KUBECONFIG's list or ~/.kube/config); set, `auto` uses it first."""
     context: str = ""
     """Kubeconfig context to use (empty: the file's current-context), as kubectl --context."""
     node_index: bool = True

@@ -222,8 +222,8 @@ async def publishing(
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.client import current_namespace
-    from extender.kube.image_platforms import ImagePlatformsStore, policy_api_missing
+    from extender.kube.access import current_namespace
+    from extender.kube.image_platforms import ImagePlatformsStore, check_policy_api
 
     namespace = current_namespace(settings.kubernetes)
     identity = holder_identity()
@@ -240,7 +240,7 @@ async def publishing(
     )
 
     async def policy_api_present() -> bool:
-        missing = await asyncio.to_thread(policy_api_missing, api)
+        missing = await check_policy_api(api)
         if missing:
             log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
             return False

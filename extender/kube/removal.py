@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from extender.kube.errors import ApiError
+from extender.kube.client.errors import ApiError
 
 if TYPE_CHECKING:  # the command line reads the names below; the client loads on use
-    from extender.kube.api import KubeApi
+    from extender.kube.client.api import KubeApi
 
 BINDING = "archfit"
 """The name the shipped manifests and the chart give the MutatingAdmissionPolicyBinding."""
@@ -42,7 +42,7 @@ class Removal:
 
 def _delete(api: KubeApi, path: str) -> bool:
     """DELETE one object; False when it is not there (or the cluster serves no such kind)."""
-    from extender.kube.watching import REQUEST_TIMEOUT
+    from extender.kube.client.watching import REQUEST_TIMEOUT
 
     try:
         api.delete(path, timeout=REQUEST_TIMEOUT)

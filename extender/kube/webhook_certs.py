@@ -29,10 +29,12 @@ import msgspec
 import structlog
 
 from extender.config.settings import WebhookSettings
-from extender.kube.api import JSON_PATCH, KubeApi
-from extender.kube.connection import SERVICE_ACCOUNT_DIR
-from extender.kube.errors import ApiError, CertificateSetupError, short_error
-from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
+from extender.kube.client.api import JSON_PATCH, KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError, short_error
+from extender.kube.client.rest_config import SERVICE_ACCOUNT_DIR
+from extender.kube.client.watching import REQUEST_TIMEOUT, ListWatch
+from extender.kube.errors import CertificateSetupError
 from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
@@ -116,7 +118,7 @@ class SelfManagedCertificate:
             # one more, which finds nothing to do.
             changed.clear()
             try:
-                await asyncio.to_thread(self.ensure)
+                await blocking(self.ensure)
                 failures = 0
             except Exception as error:  # a passing API error must not end the loop
                 log.error(
