@@ -170,6 +170,6 @@ def test_ctrl_c_during_inspect_prints_one_line_and_no_traceback(tmp_path):
         silent.settimeout(60)
         waiting, _ = silent.accept()  # imported, and waiting on the registry's answer
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=30)
         waiting.close()
-    assert (130, "archfit: interrupted\n") == (process.returncode, err)
+    assert (130, "archfit: interrupted\n") == (process.returncode, err), out
