@@ -18,8 +18,8 @@ from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
 
-if TYPE_CHECKING:  # the client is loaded only for the commands that talk to a cluster
-    from extender.kube.api import KubeApi
+if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
+    from extender.kube.client.api import KubeApi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
         # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
         borrowed = _borrowed_kubeconfig(settings, args)
     if command in CLUSTER_COMMANDS:
-        from extender.kube.client import KubeConfigError
+        from extender.kube.access import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -95,6 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         return _lint(settings, args)
     if command == "release":
         return _release(settings, args)
+    if command == "uninstall":
+        return _uninstall(settings, args)
     if command == "evidence":
         return _evidence(settings, args)
     if command == "policy":
@@ -181,7 +183,7 @@ def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) ->
     with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
     name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
     outside the cluster, such as one beside a kubeadm control plane."""
-    from extender.kube.client import resolved_mode
+    from extender.kube.access import resolved_mode
 
     if args.kubeconfig is not None or args.context is not None:
         return True
@@ -247,7 +249,7 @@ def _import_structlog_without_rich() -> None:
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.client import KubeConfigError, current_namespace
+    from extender.kube.access import KubeConfigError, current_namespace
 
     contexts: list[str] = args.context or []
     try:
@@ -297,7 +299,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.client import KubeConfigError, context_names
+    from extender.kube.access import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -329,7 +331,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.client import KubeConfigError, context_names, current_namespace
+    from extender.kube.access import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -346,9 +348,10 @@ def _audit_clusters(
     return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
-def _required_api(settings: config.Settings) -> KubeApi | None:
-    """The API client a command cannot run without, or None once it has said why."""
-    from extender.kube.client import KubeConfigError, build_api_client
+def _cluster_api(settings: config.Settings) -> KubeApi | None:
+    """The API client `release`, `uninstall` and `policy` need, or None after saying why
+    there is none."""
+    from extender.kube.access import KubeConfigError, build_api_client
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
@@ -362,7 +365,7 @@ def _required_api(settings: config.Settings) -> KubeApi | None:
 def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.kube.gated_pods import release_all
 
-    api = _required_api(settings)
+    api = _cluster_api(settings)
     if api is None:
         return 2
     with api:
@@ -376,10 +379,37 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client.errors import ApiError, short_error
+    from extender.kube.removal import uninstall
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    webhook = args.webhook_configuration or settings.webhook.certificate.webhook_configuration
+    with api:
+        try:
+            removal = asyncio.run(uninstall(api, args.binding, webhook, args.settle_seconds))
+        except ApiError as error:
+            print(f"archfit uninstall: {short_error(error)}", file=sys.stderr)
+            return 1
+    for deleted in removal.deleted:
+        print(f"deleted {deleted}")
+    for namespace, name in removal.released:
+        print(f"released {namespace}/{name}")
+    print(
+        f"archfit: nothing holds new pods now; released {len(removal.released)} held pod(s). "
+        "Next: unregister the extender, then delete archfit's other objects "
+        '(deploy/README.md, "Uninstalling")',
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
     shares it through (the operator's kubeconfig)."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.lookups.evidence import evidence_command
     from extender.services import evidence_config_map
 
@@ -408,10 +438,10 @@ def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit policy status`: the published ImagePlatforms object, read with the operator's
     kubeconfig."""
     from extender.cli.policy_status import print_status, status_report
-    from extender.kube.errors import short_error
+    from extender.kube.client.errors import short_error
     from extender.kube.image_platforms import read_object
 
-    api = _required_api(settings)
+    api = _cluster_api(settings)
     if api is None:
         return 2
     name = settings.admission_policy.parameter_name
@@ -441,7 +471,7 @@ _VERIFY_HELP = (
 )
 
 
-CLUSTER_COMMANDS = ("serve", "release", "evidence", "policy")
+CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence", "policy")
 """The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
 --context (evidence reads the watcher's ConfigMap when there is no Redis)."""
 _KUBECONFIG_HELP = (
@@ -541,6 +571,7 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    _uninstall_parser(commands, common)
     evidence = commands.add_parser(
         "evidence",
         parents=[common],
@@ -603,6 +634,40 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
             command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
     return parser
+
+
+def _uninstall_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.kube import removal
+
+    uninstall = commands.add_parser(
+        "uninstall",
+        parents=[common],
+        help="stop archfit holding pods and release the held ones (first, when removing it)",
+        description="Delete archfit's MutatingAdmissionPolicyBinding and its pod "
+        "MutatingWebhookConfiguration, so that nothing holds a new pod, then remove archfit's "
+        "scheduling gate from every held pod (unconstrained, with an Event on each), and look "
+        "once more after --settle-seconds. Run it before deleting archfit's other objects; "
+        '`helm uninstall` runs it in a pre-delete hook. See deploy/README.md, "Uninstalling".',
+    )
+    uninstall.add_argument(
+        "--binding",
+        default=removal.BINDING,
+        help=f"the MutatingAdmissionPolicyBinding (default: {removal.BINDING})",
+    )
+    uninstall.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the pod MutatingWebhookConfiguration (default: "
+        "webhook.certificate.webhookConfiguration, archfit)",
+    )
+    uninstall.add_argument(
+        "--settle-seconds",
+        type=_non_negative,
+        default=removal.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="look for held pods once more this long after the deletions, for pods being "
+        f"admitted meanwhile (default {removal.SETTLE_SECONDS:g})",
+    )
 
 
 def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:

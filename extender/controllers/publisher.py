@@ -18,6 +18,7 @@ import structlog
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import AdmissionPolicySettings, Settings
 from extender.controllers.leading import contender, holder_identity, leading
+from extender.core.gates import never_held
 from extender.core.image_table import (
     ImageTable,
     Published,
@@ -52,11 +53,11 @@ _RETRY_SECONDS = (5.0, 15.0, 60.0)
 _RESYNC_SECONDS = 60.0
 """The object is read again this often, so one deleted or edited by hand is written again."""
 _LEFT_OUT_LOGGED = 10
+"""Namespaces named in the log line that says which namespaces had images left out."""
 _FIRST_LOGGED = 10
+"""Keys named in the line that says where a term's first refresh starts."""
 _RENDER_AT_LEAST_SECONDS = 60.0
 """A round renders the spec again when what it reads changed, and at least this often."""
-"""Keys named in the line that says where a term's first refresh starts."""
-"""Namespaces named in the log line that says which namespaces had images left out."""
 
 
 class ParameterStore(Protocol):
@@ -547,7 +548,7 @@ def switches_of(settings: Settings, namespace: str) -> Switches:
         hold=hook.unknown_images == "gate",
         steering=hook.enabled and hook.steering,
         excluded_namespaces=settings.policy.excluded_namespaces,
-        never_hold=("kube-system", namespace),
+        never_hold=tuple(sorted(never_held(settings.policy.excluded_namespaces, namespace))),
     )
 
 
@@ -570,11 +571,11 @@ async def publishing(
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.client import current_namespace
+    from extender.kube.access import current_namespace
     from extender.kube.image_platforms import (
         ImagePlatformsStore,
         ParameterWatch,
-        policy_api_missing,
+        check_policy_api,
     )
     from extender.kube.indexed_pods import every_pod
 
@@ -602,7 +603,7 @@ async def publishing(
             await pods.stop()
 
     async def policy_api_present() -> bool:
-        missing = await asyncio.to_thread(policy_api_missing, api)
+        missing = await check_policy_api(api)
         if missing:
             log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
             return False

@@ -15,9 +15,10 @@ import structlog
 
 from extender.core.parameter import EMPTY_TABLE, ParameterSpec, PublishedTable
 from extender.errors import ConflictError
-from extender.kube.api import KubeApi
-from extender.kube.errors import ApiError, short_error
-from extender.kube.watching import REQUEST_TIMEOUT, Expired, ListMeta, ListWatch
+from extender.kube.client.api import KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError, short_error
+from extender.kube.client.watching import REQUEST_TIMEOUT, Expired, ListMeta, ListWatch
 
 log = structlog.get_logger("archfit.policy")
 
@@ -62,6 +63,11 @@ def read_object(api: KubeApi, name: str) -> dict[str, Any] | None:
         raise
 
 
+async def check_policy_api(api: KubeApi) -> str:
+    """`policy_api_missing`, off the event loop."""
+    return await blocking(policy_api_missing, api)
+
+
 class ImagePlatformsStore:
     """Reads and writes the one ImagePlatforms object."""
 
@@ -72,12 +78,12 @@ class ImagePlatformsStore:
 
     async def read(self) -> dict[str, Any] | None:
         """The object's spec, or None when there is none."""
-        return await asyncio.to_thread(self._read)
+        return await blocking(self._read)
 
     async def write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
         """Create or replace the object, guarded by the resourceVersion last read or
         written (ParameterConflict on 409)."""
-        await asyncio.to_thread(self._write, spec, status)
+        await blocking(self._write, spec, status)
 
     def _read(self) -> dict[str, Any] | None:
         try:

@@ -12,9 +12,9 @@ import msgspec
 
 from extender.core.image_uses import PodUse
 from extender.core.pods import PullSecretsRef, workload_of
-from extender.kube.api import KubeApi
+from extender.kube.client.api import KubeApi
+from extender.kube.client.watching import ListPage
 from extender.kube.pod_watch import NameRef, PodListWatch, PodMeta
-from extender.kube.watching import ListPage
 
 _FINISHED = ("Succeeded", "Failed")
 

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +40,13 @@ def _kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
     return path
 
 
-CLUSTER_COMMANDS = [["release", "--all"], ["audit", "-n", "shop"], ["serve"], ["evidence", "list"]]
+CLUSTER_COMMANDS = [
+    ["release", "--all"],
+    ["uninstall"],
+    ["audit", "-n", "shop"],
+    ["serve"],
+    ["evidence", "list"],
+]
 
 
 @pytest.mark.parametrize("command", CLUSTER_COMMANDS)
@@ -162,7 +167,9 @@ def test_ctrl_c_during_inspect_prints_one_line_and_no_traceback(tmp_path):
             text=True,
             env={**os.environ, "ARCHFIT_SERVER__PORT": str(free_port())},
         )
-        time.sleep(2)  # imported and waiting on the registry
+        silent.settimeout(60)
+        waiting, _ = silent.accept()  # imported, and waiting on the registry's answer
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
-    assert (130, "archfit: interrupted\n") == (process.returncode, err)
+        out, err = process.communicate(timeout=30)
+        waiting.close()
+    assert (130, "archfit: interrupted\n") == (process.returncode, err), out

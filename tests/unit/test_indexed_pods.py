@@ -13,8 +13,8 @@ import orjson
 from bench.pod_watch import pod as realistic_pod
 from extender.core.image_uses import PodUse
 from extender.core.pods import PullSecretsRef
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.indexed_pods import IndexedPod, every_pod
 from tests.support.json_server import json_server
 from tests.support.waiting import wait_for_async
@@ -59,7 +59,7 @@ async def test_every_pod_is_listed_and_watched_without_a_field_selector() -> Non
 
     told: list[str] = []
     with json_server(answer) as url:
-        watch = every_pod(KubeApi(Connection(host=url)))
+        watch = every_pod(connect(RestConfig(host=url)))
         watch.start(lambda kind, pod: told.append(kind))
         try:
             await wait_for_async(lambda: "SYNCED" in told and len(asked) > 1, "a list and a watch")
