@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender import __version__
+from extender.cli.policy_status import OLDEST_SHOWN
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
@@ -98,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
         return _uninstall(settings, args)
     if command == "evidence":
         return _evidence(settings, args)
+    if command == "policy":
+        return _policy_status(settings, args)
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -346,7 +349,8 @@ def _audit_clusters(
 
 
 def _cluster_api(settings: config.Settings) -> KubeApi | None:
-    """The API client `release` and `uninstall` need, or None after saying why there is none."""
+    """The API client `release`, `uninstall` and `policy` need, or None after saying why
+    there is none."""
     from extender.kube.access import KubeConfigError, build_api_client
 
     try:
@@ -430,6 +434,36 @@ def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
         )
 
 
+def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit policy status`: the published ImagePlatforms object, read with the operator's
+    kubeconfig."""
+    from extender.cli.policy_status import print_status, status_report
+    from extender.kube.client.errors import short_error
+    from extender.kube.image_platforms import read_object
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    name = settings.admission_policy.parameter_name
+    with api:
+        try:
+            found = read_object(api, name)
+        except Exception as error:  # the API's refusal or no answer: said, not raised
+            print(
+                f"archfit: ImagePlatforms/{name} unreadable: {short_error(error)}", file=sys.stderr
+            )
+            return 1
+    if found is None:
+        print(
+            f"archfit: no ImagePlatforms/{name}: archfit has not published it "
+            "(admissionPolicy.enabled, and the cluster's policy API and archfit's CRD)",
+            file=sys.stderr,
+        )
+        return 1
+    print_status(status_report(found, args.oldest), args.output, sys.stdout)
+    return 0
+
+
 _VERIFY_HELP = (
     "check each index entry's platform against its image config (a manifest and a config "
     "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
@@ -437,7 +471,7 @@ _VERIFY_HELP = (
 )
 
 
-CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence")
+CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence", "policy")
 """The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
 --context (evidence reads the watcher's ConfigMap when there is no Redis)."""
 _KUBECONFIG_HELP = (
@@ -567,6 +601,25 @@ def _parser() -> argparse.ArgumentParser:
         choices=("table", "json"),
         default="table",
         help="list: a table (default) or JSON",
+    )
+    policy = commands.add_parser(
+        "policy",
+        parents=[common],
+        help="what the admission policy's parameter lists now, what it left out",
+        description="The ImagePlatforms object archfit's leader publishes (admissionPolicy): "
+        "how many images it lists of those in use, which namespaces had images left out "
+        "under admissionPolicy.maxBytes, and the entries resolved longest ago. See "
+        'docs/operations.md, "The admission policy\'s parameter".',
+    )
+    policy.add_argument("action", choices=("status",))
+    policy.add_argument(
+        "--oldest",
+        type=int,
+        default=OLDEST_SHOWN,
+        help=f"how many of the entries resolved longest ago to show (default {OLDEST_SHOWN})",
+    )
+    policy.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="a table or JSON"
     )
     show = commands.add_parser("config", parents=[common], help="print the effective settings")
     what = show.add_mutually_exclusive_group()

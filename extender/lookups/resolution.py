@@ -86,7 +86,6 @@ class Resolution:
         clock: Callable[[], float] = time.monotonic,
         on_recent: Callable[[int], None] | None = None,
         evidence: WorkloadEvidence | None = None,
-        on_known: Callable[[str, PullSecretsRef, SharedPlatforms], None] | None = None,
     ) -> None:
         self.resolver = resolver
         self._evidence = evidence
@@ -102,9 +101,6 @@ class Resolution:
         verbs' judgements are found again by the ids of their answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
-        self._on_known = on_known
-        """Told every image a request knows (the admission policy's table,
-        extender.core.image_table)."""
 
     async def resolve(
         self,
@@ -141,10 +137,6 @@ class Resolution:
         else:
             if answered and self._on_recent is not None:
                 self._on_recent(len(answered))
-            if self._on_known is not None:
-                for image, platforms in answered.items():
-                    if isinstance(platforms, frozenset):  # the recent map holds only these
-                        self._on_known(image, pull, platforms)
             return self._believed(answered, pull, workload)
         unique = dict.fromkeys(images)
         if not unique:
@@ -202,8 +194,6 @@ class Resolution:
                 asked += trip.asked_registry and image not in slow
                 results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
-                if self._on_known is not None:
-                    self._on_known(image, pull, platforms)
         if asked:
             tally_request("registry_waits", asked)
         return self._believed(results, pull, workload)
