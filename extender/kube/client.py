@@ -84,14 +84,19 @@ def build_api_client(settings: KubernetesSettings, *, required: bool = False) ->
     mode, why = access(settings)
     if mode == "off":
         if required:
-            raise KubeConfigError(f"{why}, and this command reads the cluster")
+            raise KubeConfigError(
+                f"{why}, and this command reads the cluster: name a kubeconfig with "
+                "--kubeconfig PATH (and --context NAME), or set kubernetes.kubeconfig"
+            )
         return None
     # A missing file is named as it is, not as the loader's failure.
     paths = "" if mode == "in-cluster" else _kubeconfig(settings)
     try:
         connection = in_cluster() if mode == "in-cluster" else _from_kubeconfig(paths, settings)
     except (KubeConfigError, OSError) as error:
-        raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
+        # `why` names the mode already when it was set ("kubernetes.mode is kubeconfig").
+        where = why if settings.mode != "auto" else f"kubernetes.mode is auto, and {why}"
+        raise KubeConfigError(f"{where}: {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
     # own deadlines and retry loops, so one attempt is enough. A command that only reads
     # the cluster makes none: a refused connection is one line, not a retry warning first.
