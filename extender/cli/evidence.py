@@ -22,7 +22,6 @@ from extender.cli.flags import add_cluster_flags
 from extender.config import settings as config
 from extender.core.mismatch import Evidence
 from extender.core.platforms import parse as parse_platform
-from extender.lookups.evidence import EvidenceBook
 
 if TYPE_CHECKING:
     from extender.kube.evidence_store import ConfigMapEvidence
@@ -129,6 +128,9 @@ async def _act(
 ) -> int:
     """0, 1 when the store fails (or confirms nothing), 2 when there is none or the
     arguments are wrong."""
+    # Here, not above: the lookups load structlog, which `archfit serve` imports its own way.
+    from extender.lookups.evidence import EvidenceBook
+
     try:
         only = parse_platform(args.platform) if args.platform else None
     except ValueError as error:

@@ -123,3 +123,22 @@ def test_the_readme_says_how_to_install_the_cli_before_it_writes_bare_archfit_co
         "pipx install" in README[:first_bare],
         "`--kubeconfig PATH` and `--context NAME`" in README[:first_bare],
     )
+
+
+def test_the_demo_registry_answers_help_with_its_usage_and_makes_nothing(tmp_path: Path) -> None:
+    """`--help` is help, not a directory named `--help` and a traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.demo_registry", "--help"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (0, "usage: python -m tests.support.demo_registry", [], "") == (
+        done.returncode,
+        done.stdout.split(" [")[0],
+        list(tmp_path.iterdir()),
+        done.stderr,
+    )
