@@ -1,7 +1,7 @@
 """Documentation of the settings, read from the dataclasses themselves.
 
-`archfit config --table` prints the README's table and `archfit config --defaults`
-prints config/archfit.yaml, so neither drifts from the code.
+`archfit config --table` prints docs/configuration.md's table (`--docs`, the whole page) and
+`archfit config --defaults` prints config/archfit.yaml, so none drifts from the code.
 """
 
 from __future__ import annotations
