@@ -224,3 +224,31 @@ def test_the_demo_registry_answers_help_with_its_usage_and_makes_nothing(tmp_pat
         list(tmp_path.iterdir()),
         done.stderr,
     )
+
+
+def test_the_demo_registry_says_how_to_install_the_registry_without_sudo_for_root(
+    tmp_path: Path,
+) -> None:
+    """apt-get as it must be typed here: `sudo` only for a user who is not root."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.demo_registry", str(tmp_path / "demo")],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_REGISTRY_BINARY": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    sudo = "sudo " if os.geteuid() != 0 else ""
+    expected = f"demo_registry: /nonexistent not found: {sudo}apt-get install -y docker-registry"
+    assert (3, expected) == (done.returncode, done.stderr.split(", or name")[0])
+
+
+def test_the_package_and_the_chart_say_what_archfit_is_beyond_an_extender() -> None:
+    """pyproject's and Chart.yaml's descriptions name the webhook too."""
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    chart = yaml.safe_load((ROOT / "deploy" / "helm" / "archfit" / "Chart.yaml").read_text())
+    assert [True, True] == ["admission webhook" in text for text in (project, chart["description"])]

@@ -339,3 +339,29 @@ def test_archfit_keeps_an_idle_connection_open_longer_than_its_go_clients_do():
         Settings().server.keepalive_timeout_seconds > GO_CLIENT_IDLE_SECONDS,
         Settings().server.keepalive_timeout_seconds,
     )
+
+
+def test_an_unknown_variable_is_answered_in_the_spelling_of_variables():
+    """ARCHFIT_POLICY__FAILUREPOLICY: the variable that sets policy.failurePolicy, and the known
+    ones as variables, not as YAML keys a variable cannot use."""
+    with pytest.raises(ConfigError) as raised:
+        load(None, {"ARCHFIT_POLICY__FAILUREPOLICY": "fail-closed"})
+    message = str(raised.value)
+    assert (True, True, False) == (
+        "ARCHFIT_POLICY__FAILURE_POLICY sets policy.failurePolicy" in message,
+        "known: ARCHFIT_POLICY__ARCH_PREFERENCE, " in message,
+        "known: archPreference" in message,
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "example"),
+    [("amd64=10", "'{amd64: 10}'"), ("amd64=10,arm64=0", "'{amd64: 10, arm64: 0}'"),
+     ("amd64", "'{key: value, key: value}'")],
+)  # fmt: skip
+def test_a_mapping_written_otherwise_is_answered_with_an_example(written, example):
+    """ARCHFIT_POLICY__ARCH_PREFERENCE=amd64=10 gets the flow syntax that says it."""
+    with pytest.raises(ConfigError) as raised:
+        load(None, {"ARCHFIT_POLICY__ARCH_PREFERENCE": written})
+    assert f"must be a mapping, not {written!r}: YAML's flow syntax" in str(raised.value)
+    assert example in str(raised.value)
