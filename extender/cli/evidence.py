@@ -30,7 +30,7 @@ INSTALLED_NAMESPACE = "archfit-system"
 """The namespace deploy/ installs archfit in (kustomize and Helm)."""
 
 
-def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def add_evidence(commands: Any, common: argparse.ArgumentParser) -> None:
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument(
         "-n",
@@ -79,14 +79,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     clear.add_argument("--digest", default="", help="only this digest's entries")
     for action in (listing, confirm, clear):
         add_cluster_flags(action)
-        action.set_defaults(run=run, command_parser=action)
+        action.set_defaults(run=run_evidence, command_parser=action)
     evidence.set_defaults(command_parser=evidence)
     listing.set_defaults(platform="")
     confirm.set_defaults(output="table")
     clear.set_defaults(output="table", platform="")
 
 
-def run(settings: config.Settings, args: argparse.Namespace) -> int:
+def run_evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """On Redis when configured, else on the ConfigMap, through the operator's kubeconfig."""
     from extender.kube.client import KubeConfigError, build_api_client
     from extender.kube.evidence_store import ConfigMapEvidence

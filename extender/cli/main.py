@@ -510,12 +510,12 @@ def _fraction(text: str) -> float:
 
 
 _SUBCOMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
-    serve.add_parser,
+    serve.add_serve,
     _add_inspect,
     _add_audit,
     _add_scheduler_config,
     _add_release,
-    evidence.add_parser,
+    evidence.add_evidence,
     _add_config,
 )
 """Every subcommand, in the order `archfit --help` lists them: each adds its parser and

@@ -29,7 +29,7 @@ _LOG_TAIL = 20
 """Lines of a detached serve's log shown when it stops before listening."""
 
 
-def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def add_serve(commands: Any, common: argparse.ArgumentParser) -> None:
     serve = commands.add_parser(
         "serve",
         parents=[common],
@@ -67,10 +67,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "instead of to stdout",
     )
     add_cluster_flags(serve)
-    serve.set_defaults(run=run)
+    serve.set_defaults(run=run_serve)
 
 
-def run(settings: config.Settings, args: argparse.Namespace) -> int:
+def run_serve(settings: config.Settings, args: argparse.Namespace) -> int:
     """`archfit serve` with `settings`, kubectl's connection flags already applied."""
     borrowed = _borrowed_kubeconfig(settings, args)
     settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
