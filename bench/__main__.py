@@ -44,6 +44,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "pod_watch.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),
     "call_profile.py": (["--new-pod"], ["--new-pod", "--calls", "500"]),
+    "scheduler_waits.py": ([], ["--unknown", "3"]),
 }
 
 
@@ -74,7 +75,7 @@ def throughput(source: Path | None, quick: bool, before: Path | None) -> list[di
 
 
 #: The older scripts that take `--before DIR` (another checkout measured in the same run).
-TAKE_BEFORE = frozenset({"webhook_latency.py"})
+TAKE_BEFORE = frozenset({"webhook_latency.py", "scheduler_waits.py"})
 
 
 def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, str]:

@@ -82,6 +82,7 @@ def filtered(
         unknown_images=sorted(unknown),
         cache_hits=cache.get("hit", 0),
         cache_misses=cache.get("miss", 0),
+        registry_waits=call.registry_waits,
         dry_run=dry_run,
         duration_ms=call.elapsed_ms(),
     )
@@ -98,6 +99,7 @@ def scored(call: Call, pod: PodFacts, decision: ScoreDecision) -> None:
         architectures=list(decision.architectures),
         prefer_arch=list(pod.prefer_arch) or None,
         preferred_nodes=scores.count(top) if top else 0,
+        registry_waits=call.registry_waits,
         dry_run=call.dry_run,
         duration_ms=call.elapsed_ms(),
     )
@@ -114,6 +116,11 @@ class Call(Protocol):
 
     @property
     def debug(self) -> bool: ...
+
+    @property
+    def registry_waits(self) -> int:
+        """Lookups the call waited on that had to ask a registry."""
+        ...
 
     def elapsed_ms(self) -> float: ...
 

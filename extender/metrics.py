@@ -41,6 +41,13 @@ def tally_request_lookups() -> defaultdict[str, int]:
     return tally
 
 
+def tally_request(key: str, count: int = 1) -> None:
+    """Add `count` to the current request's tally under `key` (its summary line reads it)."""
+    tally = _request_tally.get()
+    if tally is not None:
+        tally[key] += count
+
+
 _NODE_DECISIONS = ("passed", "rejected", "failed_unknown")
 """The `decision` label of archfit_node_decisions_total, in extender_call's `nodes` order."""
 
@@ -84,6 +91,13 @@ class Metrics:
         )
         self.skipped_pods = Counter(
             "archfit_skipped_pods", "Pods not examined, and why.", ["reason"], registry=r
+        )
+        self.registry_waits = Counter(
+            "archfit_extender_registry_waits",
+            "Extender calls that waited on a registry (a lookup no cache tier could answer): "
+            "kube-scheduler, which decides one pod at a time, waited with them.",
+            ["verb"],
+            registry=r,
         )
         self.registry_requests = Counter(
             "archfit_registry_requests",
@@ -305,6 +319,7 @@ class Metrics:
         unknown_images: int = 0,
         failure_policy: str = "",
         dry_run: bool = False,
+        registry_waits: int = 0,
     ) -> None:
         """Count one filter or prioritize call: every metric of the verbs is counted here.
 
@@ -327,6 +342,8 @@ class Metrics:
                     series.inc(count)
         if unknown_images:
             child(self.unknown_images, failure_policy).inc(unknown_images)
+        if registry_waits:
+            child(self.registry_waits, verb).inc()
 
     def child(self, metric: Any, *labels: str) -> Any:
         """metric.labels(*labels), remembered: prometheus_client takes a lock and builds a

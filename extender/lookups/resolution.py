@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Protocol, TypeVar
 
 from extender.core.platforms import (
@@ -21,7 +22,14 @@ from extender.core.platforms import (
     describe_failure,
 )
 from extender.core.pods import PullSecretsRef, WorkloadId
-from extender.registry.deadline import request_deadline, skip_remembered_failures
+from extender.lookups.slow_registries import SlowRegistries, registry_host
+from extender.metrics import tally_request
+from extender.registry.deadline import (
+    LookupTrip,
+    lookup_trip,
+    request_deadline,
+    skip_remembered_failures,
+)
 from extender.ttlmap import TTLMap
 
 
@@ -83,6 +91,9 @@ class Resolution:
         self.resolver = resolver
         self._evidence = evidence
         self._background: set[asyncio.Task[frozenset[Platform]]] = set()
+        self._pending: dict[tuple[str, PullSecretsRef], asyncio.Task[frozenset[Platform]]] = {}
+        """Lookups a request ran out of time on, by image and credentials, while they go on."""
+        self._slow = SlowRegistries(clock)
         self._recent: TTLMap[tuple[str, PullSecretsRef], SharedPlatforms] = TTLMap(
             max_recent, clock
         )
@@ -103,6 +114,7 @@ class Resolution:
         *,
         fresh_failures: bool = False,
         workload: WorkloadId | None = None,
+        patient: bool = True,
     ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `budget_seconds` is
         Unknown.
@@ -112,6 +124,11 @@ class Resolution:
         waits for. With
         `fresh_failures` they ask the registry again rather than repeat a failure the cache
         remembers (`skip_remembered_failures`).
+
+        Not `patient` (the extender's verbs: kube-scheduler waits for each answer before the
+        next pod), an image is answered Unknown at once, its lookup going on, when an earlier
+        request ran out of time on that very lookup or on its registry host
+        (extender.lookups.slow_registries): waiting again would only spend the budget again.
         """
         images = tuple(images)
         recent = self._recent
@@ -132,30 +149,46 @@ class Resolution:
         unique = dict.fromkeys(images)
         if not unique:
             return {}
+        results: dict[str, SharedResolved] = {}
+        pending, slow = self._not_waited(unique, pull) if not patient else ({}, {})
         loop = asyncio.get_running_loop()
-        lookups = _Lookups(len(unique), loop.create_future())
-        token = request_deadline.set(time.monotonic() + max(budget_seconds, 0.0))
+        lookups = _Lookups(len(unique) - len(pending), loop.create_future())
+        budget = max(budget_seconds, 0.0)
+        token = request_deadline.set(time.monotonic() + budget)
         fresh = skip_remembered_failures.set(fresh_failures)
+        tasks: dict[str, tuple[asyncio.Task[frozenset[Platform]], LookupTrip]] = {}
         try:  # tasks copy the context as it is now, the deadline included
-            tasks = {
-                image: asyncio.ensure_future(
-                    _telling(self.resolver.platforms(image, pull), lookups)
-                )
-                for image in unique
-            }
+            for image in unique:
+                if image in pending:
+                    continue  # an earlier request's lookup goes on: nothing to start
+                # A cache answers an image on a slow registry as any other; only its trip
+                # to the registry is not waited for.
+                trip = LookupTrip(partial(lookups.one_ended, image) if image in slow else None)
+                lookup = _telling(self._lookup(image, pull, trip, budget), lookups, image)
+                tasks[image] = asyncio.ensure_future(lookup), trip
         finally:
             skip_remembered_failures.reset(fresh)
             request_deadline.reset(token)
-        timer = loop.call_later(max(budget_seconds, 0.0), lookups.stop_waiting)
-        try:
-            await lookups.ended
-        finally:
-            timer.cancel()
-        results: dict[str, SharedResolved] = {}
-        for image, task in tasks.items():
+        if lookups.waiting:
+            timer = loop.call_later(budget, lookups.stop_waiting)
+            try:
+                await lookups.ended
+            finally:
+                timer.cancel()
+        asked = 0
+        for image in unique:
+            entry = tasks.get(image)
+            if entry is None:
+                results[image] = Unknown(pending[image])
+                continue
+            task, trip = entry
             if not task.done():
-                self._background.add(task)
-                task.add_done_callback(self._forget)
+                self._keep_going(image, pull, task)
+                if image in slow:
+                    results[image] = Unknown(slow[image])
+                    continue
+                asked += trip.asked_registry
+                self._slow.ran_out(registry_host(image))
                 results[image] = Unknown(
                     f"registry slower than the {round(budget_seconds, 2):g} s deadline "
                     "(still looking: the next attempt finds the answer cached)"
@@ -163,13 +196,68 @@ class Resolution:
             elif task.cancelled():
                 results[image] = Unknown("lookup cancelled")
             elif (error := task.exception()) is not None:
+                asked += trip.asked_registry and image not in slow
                 results[image] = Unknown(describe_failure(error))
             else:
+                asked += trip.asked_registry and image not in slow
                 results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
                 if self._on_known is not None:
                     self._on_known(image, pull, platforms)
+        if asked:
+            tally_request("registry_waits", asked)
         return self._believed(results, pull, workload)
+
+    def _not_waited(
+        self, images: Iterable[str], pull: PullSecretsRef
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """For an impatient request: the images whose lookup for an earlier request goes on
+        (not waited for at all), and those on a registry that ran an earlier request out of
+        time (waited for only while a cache may answer), each with why."""
+        pending: dict[str, str] = {}
+        slow: dict[str, str] = {}
+        if not self._pending and not self._slow:
+            return pending, slow
+        for image in images:
+            if (image, pull) in self._pending:
+                pending[image] = (
+                    "still being looked up for an earlier call, not waited for "
+                    "(the next attempt finds the answer cached)"
+                )
+            elif self._slow and (host := registry_host(image)) in self._slow:
+                slow[image] = (
+                    f"registry {host} did not answer an earlier call in time, not waited "
+                    "for (still looking: the next attempt finds the answer cached)"
+                )
+        return pending, slow
+
+    async def _lookup(
+        self, image: str, pull: PullSecretsRef, trip: LookupTrip, budget: float
+    ) -> frozenset[Platform]:
+        """One image's lookup, in its own task: whether it asked a registry, and how long
+        that took, tell the slow registries whether its host answers in time."""
+        lookup_trip.set(trip)  # this task's own context: the cache marks it on a miss
+        ended = self._slow.timer(budget)
+        try:
+            return await self.resolver.platforms(image, pull)
+        finally:
+            if trip.asked_registry:
+                ended(registry_host(image))
+
+    def _keep_going(
+        self, image: str, pull: PullSecretsRef, task: asyncio.Task[frozenset[Platform]]
+    ) -> None:
+        """Let a lookup no request waits for run on, so the next attempt finds its answer."""
+        self._background.add(task)
+        self._pending[(image, pull)] = task
+        task.add_done_callback(partial(self._ended_in_background, (image, pull)))
+
+    def _ended_in_background(
+        self, key: tuple[str, PullSecretsRef], task: asyncio.Task[frozenset[Platform]]
+    ) -> None:
+        if self._pending.get(key) is task:
+            del self._pending[key]
+        self._forget(task)
 
     def _believed(
         self, results: dict[str, SharedResolved], pull: PullSecretsRef, workload: WorkloadId | None
@@ -205,17 +293,24 @@ class _Lookups:
     """What a request waits for: all its lookups told `ended` as they ended, or its budget
     spent. `asyncio.wait` would do it, a pass of the event loop later per wait: a task's end
     reaches it through the task's done callbacks, scheduled for the next pass, and only then
-    is the request woken (issue 32: a cold lookup's CPU is spent in such passes)."""
+    is the request woken (much of a cold lookup's CPU is spent in such passes)."""
 
-    __slots__ = ("_left", "ended")
+    __slots__ = ("_left", "_told", "ended", "waiting")
 
     def __init__(self, count: int, ended: asyncio.Future[None]) -> None:
         self._left = count
+        self._told: set[str] = set()
+        self.waiting = count > 0
+        """Whether there is anything to wait for."""
         self.ended = ended
         """Done when every lookup has ended or the budget is spent (cancelled when the request
         itself stopped waiting)."""
 
-    def one_ended(self) -> None:
+    def one_ended(self, image: str) -> None:
+        """`image`'s lookup ended, or is no longer waited for: told at most once each."""
+        if image in self._told:
+            return
+        self._told.add(image)
         self._left -= 1
         if not self._left:
             self.stop_waiting()
@@ -225,9 +320,9 @@ class _Lookups:
             self.ended.set_result(None)
 
 
-async def _telling(lookup: Awaitable[T], lookups: _Lookups) -> T:
+async def _telling(lookup: Awaitable[T], lookups: _Lookups, image: str) -> T:
     """`lookup`'s answer; as it ends, in the same step, `lookups` is told."""
     try:
         return await lookup
     finally:
-        lookups.one_ended()
+        lookups.one_ended(image)

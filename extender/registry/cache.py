@@ -30,7 +30,11 @@ from extender.core.platforms import normalize
 from extender.metrics import Metrics
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain
-from extender.registry.deadline import request_seconds_left, skip_remembered_failures
+from extender.registry.deadline import (
+    note_registry_asked,
+    request_seconds_left,
+    skip_remembered_failures,
+)
 from extender.registry.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
@@ -284,6 +288,8 @@ class CachedSource:
         awaited through `wait` if given. A value `fetched` for this lookup counts as a miss."""
         hit = await self._store.get(kind, key, decode, ttl)
         if hit is not None:
+            if fetched:
+                note_registry_asked()
             self._count(kind, "miss" if fetched else "hit")
             return hit
         failure_ttl = self._settings.failure_ttl_seconds
@@ -293,6 +299,7 @@ class CachedSource:
                 self._count(kind, "failure")
                 raise failure.error()
         self._count(kind, "miss")
+        note_registry_asked()
         remember = lambda: self._remember_failure(kind, key, fetch)  # noqa: E731
         load = self._store.load(kind, key, remember, encode, ttl)
         return await (load if wait is None else wait(load))

@@ -1,12 +1,13 @@
-"""The deadline of the request a lookup serves, and whether it may be answered by a remembered
-failure: set by `extender.lookups.resolution` around its lookups, read by the registry client
-and cache.
+"""The deadline of the request a lookup serves, whether it may be answered by a remembered
+failure, and whether it asked a registry: set by `extender.lookups.resolution` around its
+lookups, read (and, for the last, marked) by the registry client and cache.
 """
 
 from __future__ import annotations
 
 import contextvars
 import time
+from collections.abc import Callable
 
 request_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "request_deadline", default=None
@@ -27,3 +28,32 @@ def request_seconds_left() -> float | None:
     """Seconds until the current lookup's request stops waiting (negative: past), or None."""
     deadline = request_deadline.get()
     return None if deadline is None else deadline - time.monotonic()
+
+
+class LookupTrip:
+    """Whether one lookup had to ask a registry (it missed every cache tier), and whom to
+    tell when it does: a lookup answered from a cache says nothing of how fast the registry
+    answers, and costs a request no wait."""
+
+    __slots__ = ("asked_registry", "on_asked")
+
+    def __init__(self, on_asked: Callable[[], None] | None = None) -> None:
+        self.asked_registry = False
+        self.on_asked = on_asked
+        """Told once, as the lookup goes to its registry."""
+
+
+lookup_trip: contextvars.ContextVar[LookupTrip | None] = contextvars.ContextVar(
+    "lookup_trip", default=None
+)
+"""The current lookup's LookupTrip, set by `Resolution` in each lookup's own task; None
+outside one."""
+
+
+def note_registry_asked() -> None:
+    """The current lookup missed the cache and goes to its registry."""
+    trip = lookup_trip.get()
+    if trip is not None and not trip.asked_registry:
+        trip.asked_registry = True
+        if trip.on_asked is not None:
+            trip.on_asked()

@@ -117,6 +117,8 @@ class _Call:
     """Whether per-node debug lines are wanted (explain)."""
     answered: float = 0.0
     """`time.perf_counter()` when the answer was ready; 0 until then."""
+    registry_waits: int = 0
+    """Lookups the call waited on that had to ask a registry (no cache tier knew the image)."""
 
     @property
     def count(self) -> int:
@@ -221,6 +223,7 @@ class _Filter:
             unknown_images=len(explain.unknown_images(resolved)),
             failure_policy=policy.failure_policy,
             dry_run=call.dry_run,
+            registry_waits=call.registry_waits,
         )
 
     def render(self, call: _Call, decision: FilterDecision) -> bytes:
@@ -273,7 +276,7 @@ class _Prioritize:
         resolved: Mapping[str, Resolved],
         policy: Policy,
     ) -> None:
-        metrics.extender_call(self.name, "ok", call.elapsed())
+        metrics.extender_call(self.name, "ok", call.elapsed(), registry_waits=call.registry_waits)
 
     def render(self, call: _Call, decision: ScoreDecision) -> bytes:
         return render_priorities(decision.scores)
@@ -351,8 +354,14 @@ class Verbs:
             return json_answer(verb.neutral(call))
         lookups = tally_request_lookups()
         try:
+            # Not patient: kube-scheduler waits for this answer before its next pod, so a
+            # registry that already ran a call out of time is not waited on again.
             resolved = await services.resolution.resolve(
-                call.pod.images, call.pod.pull, call.remaining(), workload=call.pod.workload
+                call.pod.images,
+                call.pod.pull,
+                call.remaining(),
+                workload=call.pod.workload,
+                patient=False,
             )
             decision, answer = self._decided(verb, call, resolved)
         except Exception:
@@ -360,6 +369,7 @@ class Verbs:
             metrics.extender_call(verb.name, "internal_error")
             return json_answer(verb.neutral(call))
         call.answered = time.perf_counter()
+        call.registry_waits = lookups.get("registry_waits", 0)
         # kube-scheduler waits for the answer, not for the log line and the metrics: they
         # follow as soon as the answer is written (before the next request is read).
         asyncio.get_running_loop().call_soon(
