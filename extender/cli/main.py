@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the operator knows; no traceback
         print("archfit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `archfit config --docs | head`: the reader has what it wanted
+        # Python would complain again flushing stdout at exit; point it at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command that SIGPIPE ended
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -78,6 +82,11 @@ def _show_config(settings: config.Settings, args: argparse.Namespace) -> int:
         print(settings_doc.commented_defaults(), end="")
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
+    elif args.schema:
+        import json
+
+        schema = {"$schema": settings_doc.JSON_SCHEMA, **settings_doc.settings_schema()}
+        print(json.dumps(schema, indent=2))
     else:
         print(_config_origin(loading.source(args.config), os.environ))
         shown = _without_passwords(loading.to_mapping(settings))
@@ -400,6 +409,12 @@ def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    what.add_argument(
+        "--schema",
+        action="store_true",
+        help="a JSON Schema of archfit.yaml (for an editor; the Helm chart's values.schema.json "
+        "holds it under config)",
+    )
     show.set_defaults(run=_show_config)
 
 

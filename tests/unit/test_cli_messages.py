@@ -299,3 +299,19 @@ def test_scheduler_config_warns_when_the_url_names_the_webhooks_port(capsys):
     ])  # fmt: skip
     err = capsys.readouterr().err
     assert (0, True) == (status, "--url's port 8443 is archfit's webhook.port" in err)
+
+
+def test_output_cut_short_by_its_reader_is_no_traceback():
+    """`archfit config --docs | head -1` where head is gone before archfit writes: archfit ends
+    quietly, with the status a shell gives a command SIGPIPE ended."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "config", "--docs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone: every write fails with EPIPE
+    err = process.stderr.read()
+    process.stderr.close()
+    assert ("", 141) == (err, process.wait(timeout=60))
