@@ -188,6 +188,7 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.run import run_audit
     from extender.kube.client import KubeConfigError, current_namespace
 
+    _quiet_logs(settings)
     contexts: list[str] = args.context or []
     try:
         settings = _connect(settings, args.kubeconfig, contexts)
