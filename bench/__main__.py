@@ -37,6 +37,7 @@ NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
 OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "resolve.py": ([], []),
     "audit.py": ([], []),
+    "lint.py": ([], ["--runs", "1"]),
     "webhook_latency.py": (["--pods", "100"], ["--pods", "20", "--cpu-pods", "200"]),
     "webhook_cost.py": (["--seconds", "5"], ["--seconds", "1"]),
     "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),

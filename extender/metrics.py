@@ -307,6 +307,26 @@ class Metrics:
             registry=r,
         )
         # Read by the alert ArchfitPolicyParameterStale (deploy/monitoring).
+        self.capacity_short_pods = Gauge(
+            "archfit_capacity_short_pods",
+            "Pending pods whose platforms meet no node, no Karpenter NodePool and nothing "
+            "declared (capacity.declared) now (0 on replicas that do not hold the capacity "
+            "Lease).",
+            registry=r,
+        )
+        self.capacity_events = Counter(
+            "archfit_capacity_events",
+            "Events written because a pending pod's platforms meet none of the cluster's "
+            "capacity, by object: pod, controller.",
+            ["regarding"],
+            registry=r,
+        )
+        self.capacity_leader = Gauge(
+            "archfit_capacity_leader",
+            "1 while this replica holds the capacity check's Lease (capacity.leaseName), else 0.",
+            registry=r,
+        )
+        # Read by the alerts ArchfitPodsWithoutCapacity and ArchfitNoCapacityCheck.
 
     def extender_call(
         self,

@@ -102,8 +102,8 @@ def serve(
 
 def writing_controllers(settings: Settings) -> list[str]:
     """The controllers this process runs that write to the cluster: the watcher (with
-    `+evictions` under watcher.remediate), and with the webhook its certificate keeper and
-    the releaser of held pods. None without API access."""
+    `+evictions` under watcher.remediate), the capacity check (Events), and with the webhook
+    its certificate keeper and the releaser of held pods. None without API access."""
     from extender.kube.client import resolved_mode
 
     if resolved_mode(settings.kubernetes) == "off":
@@ -111,6 +111,8 @@ def writing_controllers(settings: Settings) -> list[str]:
     found = []
     if settings.watcher.enabled:
         found.append("watcher+evictions" if settings.watcher.remediate else "watcher")
+    if settings.capacity.enabled:
+        found.append("capacity")
     hook = settings.webhook
     if hook.enabled and hook.certificate.self_managed:
         found.append("webhook-certificate")
@@ -208,6 +210,8 @@ def attach(
         app.cleanup_ctx.append(_watcher)
     if settings.admission_policy.enabled:
         app.cleanup_ctx.append(_admission_policy)
+    if settings.capacity.enabled:
+        app.cleanup_ctx.append(_capacity_check)
 
 
 def _server_certificate(settings: Settings, metrics: Metrics) -> ReloadingCertificate:
@@ -294,6 +298,14 @@ async def _watcher(app: web.Application) -> AsyncIterator[None]:
     from extender.controllers.watcher import watching
 
     async with watching(app[SETTINGS], app[METRICS], app[SERVICES]):
+        yield
+
+
+async def _capacity_check(app: web.Application) -> AsyncIterator[None]:
+    """The capacity check, on whichever replica holds its Lease (extender.controllers.capacity)."""
+    from extender.controllers.capacity import checking
+
+    async with checking(app[SETTINGS], app[METRICS], app[SERVICES]):
         yield
 
 

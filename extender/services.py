@@ -122,6 +122,7 @@ async def open_services(
             or (resolver is None and settings.kubernetes.pull_secrets)
             or (settings.webhook.enabled and settings.webhook.certificate.self_managed)
             or settings.watcher.enabled
+            or settings.capacity.enabled
             or (settings.webhook.enabled and settings.webhook.steering)
             or settings.admission_policy.enabled
         )

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from extender.audit import output
@@ -22,9 +22,16 @@ from extender.audit.options import AuditOptions
 from extender.audit.render import left_out_line
 from extender.audit.report import LeftOut, Report
 from extender.audit.resolving import RegistryAnswers, look_up_with
-from extender.audit.run import SECRET_LOOKUPS, judge_fleet, parse_workloads, progress
+from extender.audit.run import (
+    SECRET_LOOKUPS,
+    fleet_capacity,
+    judge_fleet,
+    parse_workloads,
+    progress,
+)
 from extender.audit.workloads import Workload
 from extender.config.settings import Settings
+from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
@@ -68,6 +75,7 @@ class Cluster:
     events: list[dict[str, Any]]
     left_out: list[LeftOut]
     only_audited: bool = False
+    node_pools: list[dict[str, Any]] = field(default_factory=list)
 
 
 def cluster(name: str, objects: Mapping[str, Any], *, only_audited: bool = False) -> Cluster:
@@ -86,6 +94,7 @@ def cluster(name: str, objects: Mapping[str, Any], *, only_audited: bool = False
         events=objects["events"],
         left_out=[LeftOut(kind, reason) for kind, reason in objects["left_out"].items()],
         only_audited=only_audited,
+        node_pools=objects.get("node_pools") or [],
     )
 
 
@@ -94,9 +103,15 @@ def _fields(pull: PullSecretsRef) -> dict[str, Any]:
 
 
 def judge_clusters(
-    clusters: Sequence[Cluster], resolution: RegistryAnswers, options: AuditOptions, *, loose: bool
+    clusters: Sequence[Cluster],
+    resolution: RegistryAnswers,
+    options: AuditOptions,
+    *,
+    loose: bool,
+    declared: frozenset[Platform] = frozenset(),
 ) -> FleetReport:
-    """Each cluster judged on its own, then the fleet's total."""
+    """Each cluster judged on its own (against its own capacity, with `declared`), then the
+    fleet's total."""
     reports = []
     for item in clusters:
         report: Report = judge_fleet(
@@ -111,6 +126,9 @@ def judge_clusters(
             only_audited=item.only_audited,
             loose=loose,
             left_out=item.left_out,
+            capacity=fleet_capacity(
+                item.nodes, item.node_pools, {i.kind: i for i in item.left_out}, declared
+            ),
         )
         reports.append(
             ClusterReport(item.name, dataclasses.replace(report, hints=resolution.hints))
@@ -192,13 +210,20 @@ def run_fleet_audit(
     finally:
         for api in apis.values():
             api.close()
-    fleet = judge_clusters(clusters, resolution, options, loose=settings.policy.loose_matching)
+    fleet = judge_clusters(
+        clusters,
+        resolution,
+        options,
+        loose=settings.policy.loose_matching,
+        declared=settings.capacity.declared_platforms,
+    )
     for item in fleet.summary.left_out:
         print(f"archfit: {left_out_line(item)}", file=err)
     for lie in resolution.disagreements or ():  # the fleet's formats have no section for them
         print(f"archfit: --verify: {lie.image} entry {lie.digest}: {lie.problem}", file=err)
     output.write(fleet, options.output, out)
-    return 1 if options.fail_on_blockers and fleet.summary.blocked else 0
+    blocked = fleet.summary.blocked or any(c.report.capacity for c in fleet.clusters)
+    return 1 if options.fail_on_blockers and blocked else 0
 
 
 async def _look_up(

@@ -20,6 +20,7 @@ from extender.audit.report import (
     Summary,
     document,
     hint_document,
+    image_platforms_document,
     same_image,
 )
 
@@ -175,4 +176,19 @@ def fleet_document(fleet: FleetReport) -> dict[str, Any]:
             {"cluster": name, **item} for name, doc in per_cluster for item in doc["brokenNow"]
         ],
         "skipped": [f"{name}: {reason}" for name, doc in per_cluster for reason in doc["skipped"]],
+        "capacityBlockers": _capacity_blockers(per_cluster),
+        "imagePlatforms": image_platforms_document(
+            {i: r for c in fleet.clusters for i, r in c.report.image_platforms.items()}
+        ),
     }
+
+
+def _capacity_blockers(per_cluster: Sequence[tuple[str, dict[str, Any]]]) -> Any:
+    """Every cluster's workloads that its capacity cannot run, each naming its `cluster`;
+    null when some cluster's capacity could not be read."""
+    found = [doc["capacityBlockers"] for _, doc in per_cluster]
+    if any(item is None for item in found):
+        return None
+    return [
+        {"cluster": name, **item} for name, doc in per_cluster for item in doc["capacityBlockers"]
+    ]

@@ -17,13 +17,18 @@ from extender.audit import newer_tags
 from extender.audit.lookups import Pair
 from extender.audit.newer_tags import TagHint
 from extender.audit.report import same_image
-from extender.core.platforms import Resolved, Unknown, any_accepts, describe_failure, normalize
+from extender.core.platforms import (
+    LINUX_ARM64,
+    Resolved,
+    Unknown,
+    any_accepts,
+    describe_failure,
+)
 from extender.core.pods import PullSecretsRef
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.reference import parse
 
-ARM64 = normalize("linux", "arm64")
 LookUp = Callable[[str, PullSecretsRef], Awaitable[Resolved]]
 """One image lookup, failures answered as Unknown (extender.audit.lookups)."""
 
@@ -96,4 +101,4 @@ async def hints(
 
 
 def _runs_on_arm64(outcome: Resolved, loose: bool) -> bool:
-    return not isinstance(outcome, Unknown) and any_accepts(ARM64, outcome, loose=loose)
+    return not isinstance(outcome, Unknown) and any_accepts(LINUX_ARM64, outcome, loose=loose)

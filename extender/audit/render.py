@@ -21,7 +21,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from extender.audit.report import BLOCKED, READY, LeftOut, Report, WorkloadReport
+from extender.audit.report import BLOCKED, CANNOT_RUN, READY, LeftOut, Report, WorkloadReport
 from extender.core.text import printable
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
@@ -63,6 +63,8 @@ def headline(report: Report) -> list[str]:
             f"Movable now: {at_most}{_vcpu(s.movable_cpu_millis)} vCPU; give "
             f"--price-per-vcpu-hour for the saving at a {discount} arm64 discount."
         )
+    if report.capacity:
+        lines.append(f"{CANNOT_RUN.capitalize()}: {len(report.capacity)} workloads.")
     lines += [left_out_line(item) for item in s.left_out]
     return lines
 
@@ -146,6 +148,13 @@ def _sections(report: Report) -> Iterator[_Section]:
             [cells(b.image, _platforms(b.platforms), str(b.workloads), _vcpu(b.cpu_millis),
                    *_action(report, b.image))
              for b in report.blockers],
+        )  # fmt: skip
+    if report.capacity:
+        yield _Section(
+            f"Workloads that {CANNOT_RUN} (their pods would wait Pending)",
+            (NAMESPACE, KIND, NAME, why_column("WHY")),
+            [cells(c.workload.namespace, c.workload.kind, c.workload.name, c.message)
+             for c in report.capacity],
         )  # fmt: skip
     if report.unknown_images:
         yield _Section(
@@ -246,6 +255,13 @@ def as_markdown(report: Report) -> str:
               _vcpu(b.cpu_millis), *(_md(a) for a in _action(report, b.image)))
              for b in report.blockers],
             "Images that block arm64, most workloads first",
+        )  # fmt: skip
+    if report.capacity:
+        parts += _markdown_table(
+            ("workload", "kind", "why"),
+            [(_md(f"{c.workload.namespace}/{c.workload.name}"), _md(c.workload.kind),
+              _md(c.message)) for c in report.capacity],
+            f"Workloads that {CANNOT_RUN}",
         )  # fmt: skip
     if report.unknown_images:
         parts += _markdown_table(

@@ -15,9 +15,11 @@ from extender.audit.breakage import Breakage
 from extender.audit.newer_tags import TagHint
 from extender.audit.options import Pricing
 from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
+from extender.core.capacity import Capacity, shortfall
 from extender.core.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.core.pods import PullSecretsRef
 from extender.core.steering import SIDES
+from extender.errors import InputError
 from extender.registry.errors import RegistryError
 from extender.registry.reference import parse as parse_reference
 
@@ -117,6 +119,10 @@ class LeftOut:
 
 
 _BOUNDED = {
+    "NodePool": (
+        (),
+        "what Karpenter may launch is unknown, so no workload is said not to fit the capacity",
+    ),
     "Node": (
         ("movableVcpu", "monthlySaving"),
         "where pods run is unknown, so no replica counts as on arm64 already: "
@@ -162,6 +168,22 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityBlocker:
+    """A workload whose pods can run on none of the cluster's capacity (nodes, NodePools,
+    capacity.declared): they would wait Pending (extender.core.capacity)."""
+
+    workload: WorkloadKey
+    needs: tuple[str, ...]
+    """The platforms its pods could run on."""
+    images: tuple[str, ...]
+    """The images that run on none of the capacity (empty: its own constraints exclude it)."""
+    message: str
+
+
+CANNOT_RUN = "cannot run on this cluster's capacity"
+
+
+@dataclass(frozen=True, slots=True)
 class Disagreement:
     """An index entry that claims a platform its image config does not name."""
 
@@ -189,6 +211,12 @@ class Report:
     disagreements: tuple[Disagreement, ...] | None = None
     """With `--verify`: index entries whose image config names another platform (the
     config was believed); None when indexes were not checked."""
+    capacity: tuple[CapacityBlocker, ...] | None = None
+    """Workloads that cannot run on this cluster's capacity; None when the capacity could not
+    be read (Nodes or NodePools left out)."""
+    image_platforms: Mapping[str, Resolved] = field(default_factory=dict)
+    """Every image the workloads name, as written, and what its lookup answered (`archfit
+    lint --platforms` reads them back from the JSON)."""
 
     def hint(self, image: str) -> TagHint | None:
         """The newer-tag hint for a blocker, if one was looked up."""
@@ -245,8 +273,9 @@ def build(
     loose: bool = False,
     left_out: Sequence[LeftOut] = (),
     splits: Mapping[WorkloadKey, Mapping[str, int]] | None = None,
+    capacity: Capacity | None = None,
 ) -> Report:
-    """Judge every workload and sum up."""
+    """Judge every workload and sum up; with `capacity`, name the workloads it cannot run."""
     broken_by: dict[WorkloadKey | None, list[Breakage]] = {}
     for item in broken:
         broken_by.setdefault(item.workload, []).append(item)
@@ -269,7 +298,44 @@ def build(
         unknown_images=_rank_unknown(reports),
         broken=tuple(broken),
         skipped=tuple(skipped),
+        capacity=None if capacity is None else _capacity_blockers(ordered, lookups, capacity),
+        image_platforms=_image_platforms(ordered, lookups),
     )
+
+
+def _image_platforms(workloads: Sequence[Workload], lookups: Lookups) -> dict[str, Resolved]:
+    found: dict[str, Resolved] = {}
+    for workload in workloads:
+        for image in workload.images:
+            if image not in found:
+                found[image] = lookups.get((image, workload.pull), _NOT_LOOKED_UP)
+    return found
+
+
+def _capacity_blockers(
+    workloads: Sequence[Workload], lookups: Lookups, capacity: Capacity
+) -> tuple[CapacityBlocker, ...]:
+    """The workloads whose pods would wait for capacity that is not there, judged by the most
+    permissive matching (as the webhook's constraint is), so a platform some runtime runs is
+    never called missing. A DaemonSet's pods follow the nodes there are, and a workload that
+    asks for no pod waits for nothing."""
+    found = []
+    for workload in workloads:
+        if workload.key.kind == "DaemonSet" or not workload.replicas:
+            continue
+        pull = workload.pull
+        resolved = {image: lookups.get((image, pull), _NOT_LOOKED_UP) for image in workload.images}
+        try:
+            short = shortfall(workload.constraints, workload.images, resolved, capacity)
+        except InputError:  # a template the API would refuse: its pods are never made
+            continue
+        if short is not None:
+            needs = tuple(str(p) for p in short.needs)
+            found.append(CapacityBlocker(workload.key, needs, short.images, short.message))
+    return tuple(found)
+
+
+_NOT_LOOKED_UP = Unknown("not looked up")
 
 
 def _order(workload: Workload) -> tuple[str, int, str]:
@@ -400,8 +466,39 @@ def document(report: Report) -> dict[str, Any]:
         "workloads": [_workload_document(w) for w in report.workloads],
         "brokenNow": [_breakage_document(b) for b in report.broken],
         "skipped": list(report.skipped),
+        "capacityBlockers": _capacity_document(report.capacity),
+        "imagePlatforms": image_platforms_document(report.image_platforms),
         **_disagreements_document(report.disagreements),
     }
+
+
+def image_platforms_document(found: Mapping[str, Resolved]) -> list[dict[str, Any]]:
+    """Each image with its platforms, or why they are unknown: what `archfit lint
+    --platforms` reads."""
+    return [
+        {"image": image, "unknown": outcome.reason}
+        if isinstance(outcome, Unknown)
+        else {"image": image, "platforms": sorted(str(p) for p in outcome)}
+        for image, outcome in found.items()
+    ]
+
+
+def _capacity_document(found: Sequence[CapacityBlocker] | None) -> list[dict[str, Any]] | None:
+    """Workloads that cannot run on the cluster's capacity; null when it could not be read."""
+    if found is None:
+        return None
+    return [
+        {
+            "kind": item.workload.kind,
+            "namespace": item.workload.namespace,
+            "name": item.workload.name,
+            "blocker": CANNOT_RUN,
+            "needs": list(item.needs),
+            "images": list(item.images),
+            "message": item.message,
+        }
+        for item in found
+    ]
 
 
 def _disagreements_document(found: Sequence[Disagreement] | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from extender.audit.newer_tags import TagHint
 from extender.audit.options import AuditOptions
 from extender.audit.report import Disagreement, Lookups, same_image
 from extender.config.settings import Settings
-from extender.core.platforms import Platform, Unknown, any_accepts
+from extender.core.platforms import LINUX_ARM64, Platform, Unknown, any_accepts
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
@@ -84,7 +84,7 @@ def blocking_images(lookups: Lookups, *, loose: bool = False) -> list[str]:
     """Images (one spelling each) whose platforms are known and lack linux/arm64."""
     found: dict[str, str] = {}
     for (image, _), outcome in lookups.items():
-        if not isinstance(outcome, Unknown) and not any_accepts(hints.ARM64, outcome, loose=loose):
+        if not isinstance(outcome, Unknown) and not any_accepts(LINUX_ARM64, outcome, loose=loose):
             found.setdefault(same_image(image), image)
     return list(found.values())
 

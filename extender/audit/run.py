@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -30,6 +30,8 @@ from extender.audit.workloads import (
     running,
 )
 from extender.config.settings import Settings
+from extender.core.capacity import Capacity, cluster_capacity
+from extender.core.platforms import Platform
 
 SECRET_LOOKUPS = 4
 """Pull-secret lookups in flight at once per cluster; each reads a ServiceAccount and its
@@ -75,6 +77,9 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         only_audited=bool(options.selector),
         loose=settings.policy.loose_matching,
         left_out=[LeftOut(kind, reason) for kind, reason in fleet.left_out.items()],
+        capacity=fleet_capacity(
+            fleet.nodes, fleet.node_pools, fleet.left_out, settings.capacity.declared_platforms
+        ),
     )
     report = dataclasses.replace(
         report, hints=resolution.hints, disagreements=resolution.disagreements
@@ -82,7 +87,21 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
     for item in report.summary.left_out:
         print(f"archfit: {render.left_out_line(item)}", file=err)
     output.write(report, options.output, out)
-    return 1 if options.fail_on_blockers and report.summary.blocked else 0
+    blocked = report.summary.blocked or report.capacity
+    return 1 if options.fail_on_blockers and blocked else 0
+
+
+def fleet_capacity(
+    nodes: Sequence[dict[str, Any]],
+    node_pools: Sequence[dict[str, Any]],
+    left_out: Mapping[str, object],
+    declared: frozenset[Platform],
+) -> Capacity | None:
+    """What the cluster's capacity offers (its nodes, NodePools and capacity.declared), or
+    None when Nodes or NodePools could not be read: then no workload is said not to fit."""
+    if "Node" in left_out or "NodePool" in left_out:
+        return None
+    return cluster_capacity(nodes, node_pools, declared)
 
 
 def parse_workloads(
@@ -113,8 +132,10 @@ def judge_fleet(
     only_audited: bool = False,
     loose: bool = False,
     left_out: Sequence[LeftOut] = (),
+    capacity: Capacity | None = None,
 ) -> Report:
-    """Attribute pods to workloads, find what is broken now, and build the report."""
+    """Attribute pods to workloads, find what is broken now, and build the report (with the
+    workloads `capacity` cannot run, when given)."""
     owners = Owners(workloads, intermediates)
     arch = node_architectures(nodes)
     broken = breakage.find(pods, events, owners, arch)
@@ -131,6 +152,7 @@ def judge_fleet(
         loose=loose,
         left_out=left_out,
         splits=arch_choices(pods, owners),
+        capacity=capacity,
     )
 
 

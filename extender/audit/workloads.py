@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from extender.audit import quantities
@@ -51,6 +51,8 @@ class Workload:
     """CPU requested by one pod, in millicores (what the scheduler reserves)."""
     memory_bytes: int
     """Memory requested by one pod."""
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    """Its pod template's nodeSelector and affinity: where its pods may go, as written."""
 
 
 class WorkloadError(AuditInputError):
@@ -75,6 +77,7 @@ def from_object(kind: str, obj: Mapping[str, Any]) -> Workload:
             replicas=_replicas(kind, obj),
             cpu_millis=_request(spec, "cpu", quantities.millicores),
             memory_bytes=_request(spec, "memory", quantities.whole),
+            constraints={key: spec.get(key) for key in ("nodeSelector", "affinity")},
         )
     except (PodError, quantities.QuantityError, WorkloadError) as error:
         raise WorkloadError(f"{key}: {error}") from error

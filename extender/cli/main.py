@@ -1,5 +1,5 @@
-"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `scheduler-config`, `release`,
-`evidence`, `config`. Each subcommand adds its parser with `set_defaults(run=...)` (the table
+"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `scheduler-config`,
+`release`, `evidence`, `config`. Each subcommand adds its parser with `set_defaults(run=...)` (the table
 is _SUBCOMMANDS): `_run` loads the settings once and calls the one that was named."""
 
 from __future__ import annotations
@@ -210,6 +210,22 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     if len(contexts) > 1 or args.all_contexts:
         return _audit_clusters(settings, args, contexts, options)
     return run_audit(settings, options, sys.stdout, sys.stderr)
+
+
+def _lint(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.lint.findings import Level
+    from extender.lint.run import LintOptions, run_lint
+
+    _quiet_logs(settings)
+    options = LintOptions(
+        paths=args.paths,
+        output=args.output,
+        fail_on=Level[args.fail_on.upper()],
+        platforms_file=args.platforms,
+        cluster_platforms=frozenset(p for p in args.cluster_platforms.split(",") if p.strip()),
+        newer_tags=args.newer_tags,
+    )
+    return run_lint(settings, options, sys.stdout, sys.stderr)
 
 
 def _connect(
@@ -480,8 +496,8 @@ def _add_audit(commands: Any, common: argparse.ArgumentParser) -> None:
         "--fail-on",
         choices=("blockers", "never"),
         default="never",
-        help="blockers: exit status 1 when any workload is blocked from arm64, for CI "
-        "(default: never)",
+        help="blockers: exit status 1 when any workload is blocked from arm64 or cannot run "
+        "on this cluster's capacity, for CI (default: never)",
     )
     audit.add_argument(
         "--price-per-vcpu-hour",
@@ -500,6 +516,61 @@ def _add_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     # Its own --kubeconfig and a --context that may be repeated: it connects by itself.
     audit.set_defaults(run=_audit)
+
+
+def _add_lint(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.audit import newer_tags
+    from extender.lint.options import LEVELS, OUTPUTS
+
+    lint = commands.add_parser(
+        "lint",
+        parents=[common],
+        help="check rendered manifests for images that lack a platform their pods may run on",
+        description="Read rendered manifests (helm template, kustomize build: many documents, "
+        "List kinds) and report, per workload and container: an image that lacks a platform "
+        "the pod template allows (error), an image without linux/arm64 (warning), an arch "
+        "pin the images do not need (note). The annotation archfit.io/lint-ignore on a "
+        "workload silences findings on purpose. See docs/lint.md.",
+    )
+    lint.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a manifest file, a directory of them, or -"
+    )
+    lint.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table (80 columns, or the terminal's), json, sarif (2.1.0, for code scanning) "
+        "or junit (XML test report) (default: table)",
+    )
+    lint.add_argument(
+        "--fail-on",
+        choices=LEVELS,
+        default="error",
+        help="exit status 1 when a finding of this level or above is not silenced (default: error)",
+    )
+    lint.add_argument(
+        "--platforms",
+        metavar="FILE",
+        help="offline: image platforms from `archfit inspect -o json` or `archfit audit -o "
+        "json` output; an image not in it is a finding (platforms-unknown)",
+    )
+    lint.add_argument(
+        "--cluster-platforms",
+        default="",
+        metavar="LIST",
+        help="the platforms the cluster's nodes may have, comma-separated (default: "
+        "webhook.architectures, linux/amd64,linux/arm64)",
+    )
+    lint.add_argument(
+        "--newer-tags",
+        type=_count,
+        default=newer_tags.LIMIT,
+        metavar="N",
+        help="online: for each image without arm64, look up the N highest newer tags and "
+        f"name the lowest that runs on arm64 (default {newer_tags.LIMIT}; 0: off)",
+    )
+    lint.set_defaults(run=_lint)
 
 
 def _non_negative(text: str) -> float:
@@ -529,6 +600,7 @@ _SUBCOMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
     serve.add_serve,
     _add_inspect,
     _add_audit,
+    _add_lint,
     _add_scheduler_config,
     _add_release,
     evidence.add_evidence,

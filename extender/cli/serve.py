@@ -206,12 +206,13 @@ def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[confi
     line. Someone trying archfit against a real cluster must not become its watcher (a
     Lease, Events, evictions with watcher.remediate) by accident. The webhook's writers run
     only when webhook.enabled asks for them anyway."""
-    if not withhold or not settings.watcher.enabled:
+    if not withhold or not (settings.watcher.enabled or settings.capacity.enabled):
         return settings, ""
     watcher = dataclasses.replace(settings.watcher, enabled=False)
-    return dataclasses.replace(settings, watcher=watcher), (
-        "watcher: from a kubeconfig the settings do not name, it would take the watcher's "
-        "Lease and write Events; `archfit serve --controllers` runs it"
+    capacity = dataclasses.replace(settings.capacity, enabled=False)
+    return dataclasses.replace(settings, watcher=watcher, capacity=capacity), (
+        "watcher, capacity: from a kubeconfig the settings do not name, they would take "
+        "their Leases and write Events; `archfit serve --controllers` runs them"
     )
 
 

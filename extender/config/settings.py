@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from extender.core.placement import DEFAULT_ARCH_PREFERENCE
-from extender.core.platforms import ARCH_LABEL, MAX_SCORE, normalize
+from extender.core.platforms import ARCH_LABEL, MAX_SCORE, Platform, normalize
 from extender.core.platforms import parse as parse_platform
 from extender.registry.settings import CacheSettings, RegistrySettings
 
@@ -422,6 +422,46 @@ class AdmissionPolicySettings:
 
 
 @dataclass(frozen=True)
+class CapacitySettings:
+    enabled: bool = True
+    """Tell, on the replica holding `leaseName`, when a pending pod's platforms (the
+    constraint the webhook, the releaser or the admission policy wrote, or what its images run
+    on) meet no node, no Karpenter NodePool and nothing `declared`: an Event on the pod and
+    its controller, a metric, and `archfit audit` blockers. It never changes a decision
+    (docs/operations.md, "Capacity"). Needs API access."""
+    lease_name: str = "archfit-capacity"
+    """The coordination.k8s.io Lease (in archfit's namespace) that elects the one replica
+    that checks pending pods and writes the capacity Events."""
+    declared: tuple[str, ...] = ()
+    """Platforms (`linux/amd64`) that capacity archfit cannot read can add: Cluster
+    Autoscaler node groups scaled to zero, a cloud's node pools. Karpenter NodePools and
+    nodes are read, not declared."""
+    node_pools: bool = True
+    """List-watch Karpenter NodePools (karpenter.sh/v1); a cluster without that API has none."""
+    events_per_second: float = 5.0
+    """Capacity Events written per second at most (one on the pod, one per controller)."""
+    page_size: int = 500
+    """Pending pods per list request."""
+
+    def __post_init__(self) -> None:
+        if not self.lease_name:
+            raise ValueError("leaseName: must not be empty")
+        for index, text in enumerate(self.declared):
+            try:
+                parse_platform(text)
+            except ValueError as error:
+                raise ValueError(f"declared[{index}]: {error}") from None
+        if self.events_per_second <= 0:
+            raise ValueError("eventsPerSecond: must be above 0")
+        if not 10 <= self.page_size <= 5000:
+            raise ValueError("pageSize: must be in 10..5000")
+
+    @property
+    def declared_platforms(self) -> frozenset[Platform]:
+        return frozenset(parse_platform(text) for text in self.declared)
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level written."""
@@ -449,6 +489,8 @@ class Settings:
     """The mismatch watcher: pods failing on their node's platform, learned evidence."""
     admission_policy: AdmissionPolicySettings = field(default_factory=AdmissionPolicySettings)
     """The parameter of archfit's MutatingAdmissionPolicy: the guarantee while archfit is down."""
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    """Pending pods whose platforms meet none of the cluster's capacity: told, never changed."""
 
 
 def camel(name: str) -> str:

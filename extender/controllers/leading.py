@@ -15,6 +15,7 @@ from extender.event_loop import in_background
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on
     from extender.kube.lease import Lease
+    from extender.services import NodeSource
 
 
 def holder_identity() -> str:
@@ -56,3 +57,17 @@ async def leading(
 
     async with in_background(contend()):
         yield
+
+
+def nodes_synced(nodes: NodeSource | None) -> Callable[[], Awaitable[bool]]:
+    """A `ready` for `leading`: the node index's first list, waited for before contending
+    (what these controllers say names node platforms). Waiting a second at a time keeps a
+    silent API server from holding shutdown hostage to a read blocked in the default
+    executor."""
+
+    async def ready() -> bool:
+        while nodes is not None and not await nodes.wait_synced(1.0):
+            pass
+        return True
+
+    return ready

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from extender.config.settings import Settings, WatcherSettings
-from extender.controllers.leading import contender, leading
+from extender.controllers.leading import contender, leading, nodes_synced
 from extender.controllers.rate_limit import RateLimit
+from extender.controllers.tasks import Tasks
 from extender.core.mismatch import (
     ContainerState,
     Evidence,
@@ -36,7 +37,7 @@ from extender.core.mismatch import (
 from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.core.text import cut, error_text
+from extender.core.text import cut
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
@@ -54,7 +55,8 @@ FINDING_REASON = "ArchfitPlatformMismatch"
 EVICTED_REASON = "ArchfitEvicted"
 _RECHECK_SECONDS = 30.0
 """A not-Ready pod's images are compared with its node again at most this often."""
-_RESOLVE_SECONDS = 5.0
+RESOLVE_SECONDS = 5.0
+"""How long a controller waits for a pod's images to resolve (the cache answers most)."""
 MAX_QUEUED_LOGS = 10_000
 """Previous-log reads waiting at most: past it the oldest goes (its container is queued again
 at its next restart)."""
@@ -125,7 +127,7 @@ class Watcher:
         self._logs = RateLimit(settings.logs_per_second, clock)
         self._evictions = RateLimit(settings.evictions_per_minute / 60, clock)
         self._events = RateLimit(settings.events_per_second, clock)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log, "watcher_task_failed")
         self.findings = 0
         """How many findings were reported (the bench reads it)."""
 
@@ -175,7 +177,7 @@ class Watcher:
         if (finding.container, finding.reason) in reported:
             return
         reported.add((finding.container, finding.reason))
-        self._spawn(self._report(pod, finding))
+        self._tasks.spawn(self._report(pod, finding))
 
     def _queue_log(self, pod: WatchedPod, state: ContainerState) -> None:
         """Queue a read of the previous log: one entry per (pod, container), holding its
@@ -187,7 +189,7 @@ class Watcher:
             del queue[next(iter(queue))]
         self._metrics.watcher_log_queue.set(len(queue))
         if self._log_reader is None:
-            self._log_reader = self._spawn(self._read_queued_logs())
+            self._log_reader = self._tasks.spawn(self._read_queued_logs())
 
     async def _read_queued_logs(self) -> None:
         """Take the queue's oldest entry each time a `logsPerSecond` slot comes."""
@@ -199,7 +201,7 @@ class Watcher:
                 key = next(iter(self._log_queue))
                 pod, state = self._log_queue.pop(key)
                 self._metrics.watcher_log_queue.set(len(self._log_queue))
-                self._spawn(self._read_log(pod, state))
+                self._tasks.spawn(self._read_log(pod, state))
         finally:
             self._log_reader = None
 
@@ -288,7 +290,7 @@ class Watcher:
         try:
             pinned = f"{parse_reference(finding.image).name}@{finding.digest}"
             _, verification = await asyncio.wait_for(
-                self._indexes.verify(pinned, pod.pull()), _RESOLVE_SECONDS
+                self._indexes.verify(pinned, pod.pull()), RESOLVE_SECONDS
             )
         except Exception as error:  # unverified: the evidence stays with its workload
             log.info("index_unverified", image=finding.image, error=cut(str(error), 200))
@@ -314,7 +316,7 @@ class Watcher:
         if now - self._checked.get(uid, -_RECHECK_SECONDS) < _RECHECK_SECONDS:
             return
         self._checked[uid] = now
-        self._spawn(self._remediate(pod))
+        self._tasks.spawn(self._remediate(pod))
 
     async def _remediate(self, pod: WatchedPod) -> None:
         facts = self._nodes.snapshot().get(pod.spec.node_name) if self._nodes else None
@@ -322,7 +324,7 @@ class Watcher:
         if platform is None or rule is None:
             return
         resolved = await self._resolution.resolve(
-            pod.images(), pod.pull(), _RESOLVE_SECONDS, workload=pod.workload()
+            pod.images(), pod.pull(), RESOLVE_SECONDS, workload=pod.workload()
         )
         lacking = [
             image
@@ -375,26 +377,12 @@ class Watcher:
     def _gauge(self) -> None:
         self._metrics.mismatch_pods.set(len(self._broken))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("watcher_task_failed", error=error_text(error))
-
     async def drain(self) -> None:
         """Wait for the work under way (tests, the bench)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.drain()
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         self._log_queue.clear()
         self._metrics.mismatch_pods.set(0)
         self._metrics.watcher_log_queue.set(0)
@@ -432,15 +420,8 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
             await watch.stop()
             await watcher.aclose()
 
-    async def nodes_synced() -> bool:
-        # Node platforms first: every finding names one. It also keeps a silent API server
-        # from holding shutdown hostage to a Lease read blocked in the default executor.
-        while services.nodes is not None and not await services.nodes.wait_synced(1.0):
-            pass
-        return True
-
     lease = contender(
         api, settings.kubernetes, watch_settings.lease_name, metrics.watcher_leader.set
     )
-    async with leading(lease, work, ready=nodes_synced):
+    async with leading(lease, work, ready=nodes_synced(services.nodes)):
         yield

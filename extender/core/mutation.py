@@ -469,7 +469,7 @@ def _tolerate(
     for taint in taints:
         if taint.architecture not in arches:
             continue
-        if any(_tolerates(t, taint) for t in [*existing, *added]):
+        if any(tolerates(t, taint) for t in [*existing, *added]):
             continue
         added.append(
             {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
@@ -485,7 +485,7 @@ def _tolerate(
     mutation.changes.append("toleration")
 
 
-def _tolerates(toleration: Any, taint: TaintRule) -> bool:
+def tolerates(toleration: Any, taint: TaintRule) -> bool:
     """v1.Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
     if not isinstance(toleration, Mapping):
         return False

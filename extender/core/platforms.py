@@ -134,6 +134,10 @@ def _normalize_arch(arch: str, variant: str) -> tuple[str, str]:
     return arch, variant
 
 
+LINUX_ARM64 = normalize("linux", "arm64")
+"""The platform arm64 readiness is judged by (`archfit audit`, `archfit lint`)."""
+
+
 def parse(text: str) -> Platform:
     """Parse `os/arch[/variant]` (as written in config and logs) into a Platform.
 

@@ -1,5 +1,6 @@
 """Reads what `archfit audit` judges: workloads, the ReplicaSets and Jobs between them and their
-pods, pods, nodes and pod events, as raw JSON (camelCase, as the API serves it).
+pods, pods, nodes, Karpenter NodePools and pod events, as raw JSON (camelCase, as the API
+serves it).
 
 Lists are paged and read once each; nothing is written. The API client is synchronous, so
 call this from a thread, or before the event loop starts.
@@ -18,6 +19,7 @@ import urllib3
 from extender.errors import ClusterReadError
 from extender.kube.api import KubeApi
 from extender.kube.errors import ApiError
+from extender.kube.node_pools import KARPENTER_API, NODE_POOLS
 from extender.kube.watching import LIST_PAGE
 
 _DENIED = (401, 403)
@@ -65,8 +67,11 @@ class Fleet:
     events: list[dict[str, Any]]
     """Events about pods."""
     left_out: dict[str, str] = field(default_factory=dict)
-    """Kind ("Event", "Node") → the API server's answer, for what the identity may not list:
-    the audit goes on without them (extender.audit.report.LeftOut)."""
+    """Kind ("Event", "Node", "NodePool") → the API server's answer, for what the identity may
+    not list: the audit goes on without them (extender.audit.report.LeftOut)."""
+    node_pools: list[dict[str, Any]] = field(default_factory=list)
+    """Karpenter's NodePools (none where the API does not serve them): what capacity may be
+    added."""
 
 
 def read_fleet(api: KubeApi, scope: Scope, timeout_seconds: float = 30.0) -> Fleet:
@@ -108,6 +113,7 @@ def read_fleet(api: KubeApi, scope: Scope, timeout_seconds: float = 30.0) -> Fle
         nodes=_nodes(api, timeout_seconds, left_out),
         events=events(),
         left_out=left_out,
+        node_pools=_node_pools(api, timeout_seconds, left_out),
     )
 
 
@@ -165,6 +171,31 @@ def _nodes(api: KubeApi, timeout: float, left_out: dict[str, str]) -> list[dict[
     except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
         raise FleetError(f"cannot list Nodes: {error}") from error
     return nodes
+
+
+def _node_pools(api: KubeApi, timeout: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
+    """Karpenter's NodePools; none where the API does not serve them (no Karpenter: asked of
+    discovery first, which any identity may read, so an identity without the right to list
+    NodePools is not told so on a cluster that has none), and left out without that right."""
+    try:
+        api.get(KARPENTER_API, timeout=timeout)
+    except ApiError as error:
+        if error.status == HTTPStatus.NOT_FOUND:
+            return []
+    except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
+        raise FleetError(f"cannot read {KARPENTER_API}: {error}") from error
+    try:
+        found = api.get(NODE_POOLS, timeout=timeout).get("items") or []
+    except ApiError as error:
+        if error.status == HTTPStatus.NOT_FOUND:
+            return []
+        if error.status in _DENIED:
+            left_out["NodePool"] = _api_reason(error)
+            return []
+        raise FleetError(f"cannot list NodePools: {_api_reason(error)}") from error
+    except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as error:
+        raise FleetError(f"cannot list NodePools: {error}") from error
+    return list(found)
 
 
 def _owned_by(obj: dict[str, Any], kind: str) -> bool:

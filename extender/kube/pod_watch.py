@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import structlog
@@ -27,7 +27,7 @@ from extender.kube.errors import ApiError
 from extender.kube.watching import (
     REQUEST_TIMEOUT,
     Expired,
-    ListMeta,
+    ListPage,
     ListWatch,
 )
 
@@ -48,7 +48,9 @@ class _Owner(msgspec.Struct, frozen=True):
     controller: bool = False
 
 
-class _Meta(msgspec.Struct, rename="camel", frozen=True):
+class PodMeta(msgspec.Struct, rename="camel", frozen=True):
+    """What the watches read of a pod's metadata."""
+
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -84,7 +86,9 @@ class _Container(msgspec.Struct, rename="camel", frozen=True):
         )
 
 
-class _Spec(msgspec.Struct, rename="camel", frozen=True):
+class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+    """What the watches read of a pod's spec."""
+
     node_name: str = ""
     service_account_name: str = "default"
     image_pull_secrets: list[_Name] | None = None
@@ -125,8 +129,8 @@ class _Status(msgspec.Struct, rename="camel", frozen=True):
 class WatchedPod(msgspec.Struct, frozen=True):
     """What the watcher reads of a v1.Pod."""
 
-    metadata: _Meta = _Meta()
-    spec: _Spec = _Spec()
+    metadata: PodMeta = PodMeta()
+    spec: PodSpec = PodSpec()
     status: _Status = _Status()
 
     @property
@@ -194,36 +198,39 @@ class WatchedPod(msgspec.Struct, frozen=True):
             )
 
 
-class _PodList(msgspec.Struct, frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[WatchedPod] | None = None
+P = TypeVar("P", bound=WatchedPod)
 
 
-decode_pod_page = msgspec.json.Decoder(_PodList).decode
+decode_pod_page = msgspec.json.Decoder(ListPage[WatchedPod]).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
 
-OnPod = Callable[[str, WatchedPod], None]
+OnPod = Callable[[str, P], None]
 """Told ("ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a relist tells
 every pod again, then "SYNCED" with an empty pod, so the watcher can drop the ones not told."""
 
 
-class PodWatch:
-    """List-watch of every pod bound to a node, a page at a time, decoded into WatchedPods."""
+class PodListWatch(Generic[P]):
+    """List-watch of the pods a field selector names, a page at a time, each decoded to what
+    its reader needs (`decode_page`, `decode`; `empty` is the SYNCED event's pod)."""
 
-    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        selector: str,
+        decoders: tuple[Callable[[bytes], ListPage[P]], Callable[[bytes], P], P],
+        page_size: int,
+        thread: str,
+        events: tuple[str, str],
+    ) -> None:
         self._api = api
+        self._selector = selector
+        self._decode_page, self._decode, self._empty = decoders
         self._page_size = page_size
-        self._on_pod: OnPod | None = None
+        self._on_pod: OnPod[P] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watch = ListWatch(
-            "archfit-pod-watch",
-            self.list_all,
-            self.watch_from,
-            log,
-            ("pod_watch_expired", "pod_watch_error"),
-        )
+        self._watch = ListWatch(thread, self.list_all, self.watch_from, log, events)
 
-    def start(self, on_pod: OnPod) -> None:
+    def start(self, on_pod: OnPod[P]) -> None:
         self._on_pod = on_pod
         self._loop = asyncio.get_running_loop()
         self._watch.start()
@@ -236,7 +243,7 @@ class PodWatch:
         token = ""
         while True:
             query: Query = {
-                "fieldSelector": BOUND,
+                "fieldSelector": self._selector,
                 "limit": self._page_size,
                 "continue": token or None,
             }
@@ -246,38 +253,53 @@ class PodWatch:
                 if error.status == 410:
                     raise Expired from error
                 raise
-            page = decode_pod_page(data)
+            page = self._decode_page(data)
             for pod in page.items or ():
                 self._tell("ADDED", pod)
             token = page.metadata.next
             if not token:
                 break
-        self._tell("SYNCED", WatchedPod())
+        self._tell("SYNCED", self._empty)
         return page.metadata.resource_version
 
     def watch_from(self, version: str) -> str:
         """Tell each watched change until the server ends the watch; returns the version."""
         return self._watch.follow(
-            self._api, "/api/v1/pods", version, self._apply, {"fieldSelector": BOUND}
+            self._api, "/api/v1/pods", version, self._apply, {"fieldSelector": self._selector}
         )
 
     def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
-        pod = decode_pod(raw)
+        pod = self._decode(raw)
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._tell(kind, pod)
         return pod.metadata.resource_version or version
 
-    def _tell(self, kind: str, pod: WatchedPod) -> None:
+    def _tell(self, kind: str, pod: P) -> None:
         loop, on_pod = self._loop, self._on_pod
         if loop is not None and on_pod is not None and not loop.is_closed():
             loop.call_soon_threadsafe(on_pod, kind, pod)
 
 
-class PodCalls:
-    """The watcher's API calls, each in a thread."""
+class PodWatch(PodListWatch[WatchedPod]):
+    """List-watch of every pod bound to a node, decoded into WatchedPods (the watcher's)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+        super().__init__(
+            api,
+            BOUND,
+            (decode_pod_page, decode_pod, WatchedPod()),
+            page_size,
+            "archfit-pod-watch",
+            ("pod_watch_expired", "pod_watch_error"),
+        )
+
+
+class PodCalls:
+    """The watcher's API calls, each in a thread; `component` names who reports the Events."""
+
+    def __init__(self, api: KubeApi, component: str = "archfit.io/watcher") -> None:
         self._api = api
+        self._component = component
 
     async def previous_log(self, pod: WatchedPod, container: str, limit_bytes: int) -> str:
         """The end of the container's previous run's log (`limitBytes` from its start)."""
@@ -329,7 +351,7 @@ class PodCalls:
             reason,
             message,
             warning=True,
-            component="archfit.io/watcher",
+            component=self._component,
         )
 
     async def evict(self, pod: WatchedPod) -> str:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -20,6 +20,7 @@ from extender.errors import ClusterReadError, ConflictError
 from extender.kube.api import KubeApi, Query
 from extender.kube.errors import ApiError, short_error
 
+T = TypeVar("T")
 BACKOFF_SECONDS = (0.5, 1, 2, 5, 10)
 LIST_PAGE = 500
 """Objects per list request (`limit`/`continue`) for the audit's reads and the steering
@@ -53,6 +54,13 @@ class ListMeta(msgspec.Struct, rename="camel", frozen=True):
 
     resource_version: str = ""
     next: str = msgspec.field(default="", name="continue")  # `continue` is a keyword
+
+
+class ListPage(msgspec.Struct, Generic[T], frozen=True):
+    """One page of a list, each item decoded to what its reader needs."""
+
+    metadata: ListMeta = ListMeta()
+    items: list[T] | None = None
 
 
 class WatchEvent(msgspec.Struct, frozen=True):

@@ -47,11 +47,12 @@ def laptop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_serve_from_kubeconfig_runs_no_writing_controller_and_says_so(laptop, tmp_path):
-    """The watcher is withheld; the start-up line names it and the flag that runs it."""
+    """The watcher and the capacity check are withheld; the start-up line names them and the
+    flag that runs them."""
     line = _starting(tmp_path)
     assert ([], True) == (
         line["controllers"],
-        "`archfit serve --controllers` runs it" in str(line["controllers_withheld"]),
+        "`archfit serve --controllers` runs them" in str(line["controllers_withheld"]),
     )
 
 
@@ -65,7 +66,7 @@ def test_a_kubeconfig_given_with_the_flag_is_borrowed_too(tmp_path: Path):
 def test_controllers_runs_the_watcher_from_a_borrowed_kubeconfig(laptop, tmp_path):
     """Asked for, it runs, and the start-up line says so."""
     line = _starting(tmp_path, "--controllers")
-    assert (["watcher"], None) == (line["controllers"], line["controllers_withheld"])
+    assert (["watcher", "capacity"], None) == (line["controllers"], line["controllers_withheld"])
 
 
 def test_settings_that_name_a_kubeconfig_run_the_watcher_as_a_deployment(tmp_path: Path):
@@ -73,12 +74,16 @@ def test_settings_that_name_a_kubeconfig_run_the_watcher_as_a_deployment(tmp_pat
     kubeadm control plane), not someone trying it."""
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig")
     line = _starting(tmp_path, kubernetes={"mode": "kubeconfig", "kubeconfig": str(kubeconfig)})
-    assert (["watcher"], None) == (line["controllers"], line["controllers_withheld"])
+    assert (["watcher", "capacity"], None) == (line["controllers"], line["controllers_withheld"])
 
 
 @pytest.mark.parametrize(
     ("watcher", "expected"),
-    [({}, ["watcher"]), ({"remediate": True}, ["watcher+evictions"]), ({"enabled": False}, [])],
+    [
+        ({}, ["watcher", "capacity"]),
+        ({"remediate": True}, ["watcher+evictions", "capacity"]),
+        ({"enabled": False}, ["capacity"]),
+    ],
 )
 def test_in_a_pod_the_start_up_line_names_the_controllers_that_write(watcher, expected):
     """In a cluster (its service account), the settings alone decide, and the line lists them."""

@@ -102,13 +102,25 @@ def _run(argv: Sequence[str | os.PathLike[str]]) -> str:
 
 def kustomize_build(kustomize: Path, directory: Path) -> list[Object]:
     """`kustomize build directory`, as objects."""
-    return load_all_strict(_run([kustomize, "build", directory]))
+    return load_all_strict(kustomize_output(kustomize, directory))
+
+
+def kustomize_output(kustomize: Path, directory: Path) -> str:
+    """`kustomize build directory`, as it prints it."""
+    return _run([kustomize, "build", directory])
 
 
 def helm_template(
     helm: Path, values: Mapping[str, Any] | None = None, tmp_dir: Path | None = None
 ) -> list[Object]:
     """`helm template` of the chart as release `archfit` in archfit-system, for KUBE_VERSION."""
+    return load_all_strict(helm_output(helm, values, tmp_dir))
+
+
+def helm_output(
+    helm: Path, values: Mapping[str, Any] | None = None, tmp_dir: Path | None = None
+) -> str:
+    """`helm template` of the chart, as it prints it."""
     argv: list[str | os.PathLike[str]] = [
         helm,
         "template",
@@ -124,7 +136,7 @@ def helm_template(
         values_file = tmp_dir / "values.yaml"
         values_file.write_text(yaml.safe_dump(dict(values)))
         argv += ["--values", values_file]
-    return load_all_strict(_run(argv))
+    return _run(argv)
 
 
 def helm_notes(helm: Path, values: Mapping[str, Any] | None, tmp_dir: Path) -> str:

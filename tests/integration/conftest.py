@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
 
-from extender import logs
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
 from extender.registry.credentials import PullSecret
@@ -59,11 +58,8 @@ ResolverFactory = Callable[..., Awaitable[RegistryResolver]]
 
 
 @pytest.fixture(autouse=True)
-def _fresh_logging() -> Iterator[None]:
-    """Undo `archfit` CLI runs' logging setup: it binds the test's captured stdout, which
-    pytest closes afterwards, and a later test's log line would fail on it."""
-    yield
-    logs.reset()
+def _fresh_logging(fresh_logging: None) -> None:
+    """Every integration test runs with tests.support.fixtures.fresh_logging."""
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from extender import logs
 from tests.support.images import Catalog, Pusher, publish_catalog
 from tests.support.redis import RedisProcess
 from tests.support.registry import RegistryProcess
@@ -102,3 +103,11 @@ def redis_url(redis_process: RedisProcess) -> str:
     """The URL of an empty redis database."""
     redis_process.flush()
     return redis_process.url
+
+
+@pytest.fixture
+def fresh_logging() -> Iterator[None]:
+    """Undo `archfit` CLI runs' logging setup: it binds the test's captured stdout or stderr,
+    which pytest closes afterwards, and a later test's log line would fail on it."""
+    yield
+    logs.reset()
