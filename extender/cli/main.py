@@ -1,6 +1,6 @@
 """Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `scheduler-config`,
-`release`, `evidence`, `config`. Each subcommand adds its parser with `set_defaults(run=...)` (the table
-is _SUBCOMMANDS): `_run` loads the settings once and calls the one that was named."""
+`release`, `evidence`, `config`. Each subcommand adds its parser with `set_defaults(run=...)`
+(the table is _SUBCOMMANDS): `_run` loads the settings once and calls the one that was named."""
 
 from __future__ import annotations
 

@@ -310,7 +310,8 @@ def test_output_cut_short_by_its_reader_is_no_traceback():
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
     process.stdout.close()  # the reader is gone: every write fails with EPIPE
     err = process.stderr.read()
     process.stderr.close()
