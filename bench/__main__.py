@@ -43,6 +43,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
+    "kube_relist.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),
     "call_profile.py": (["--new-pod"], ["--new-pod", "--calls", "500"]),
     "scheduler_waits.py": ([], ["--unknown", "3"]),
@@ -76,7 +77,7 @@ def throughput(source: Path | None, quick: bool, before: Path | None) -> list[di
 
 
 #: The older scripts that take `--before DIR` (another checkout measured in the same run).
-TAKE_BEFORE = frozenset({"webhook_latency.py", "scheduler_waits.py"})
+TAKE_BEFORE = frozenset({"webhook_latency.py", "scheduler_waits.py", "kube_relist.py"})
 
 
 def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, str]:

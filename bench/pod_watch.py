@@ -329,13 +329,13 @@ async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
     from extender.config.settings import WatcherSettings
     from extender.controllers.watcher import Watcher
     from extender.core.platforms import Rule, normalize
-    from extender.kube.api import KubeApi
-    from extender.kube.connection import Connection
+    from extender.kube.client.api import connect
+    from extender.kube.client.rest_config import RestConfig
     from extender.kube.pod_watch import PodWatch
     from extender.lookups.resolution import Resolution
     from extender.metrics import Metrics
 
-    api = KubeApi(Connection(host=f"http://127.0.0.1:{port}"))
+    api = connect(RestConfig(host=f"http://127.0.0.1:{port}"))
     arm64, amd64 = normalize("linux", "arm64"), normalize("linux", "amd64")
     view = {f"node-{i}": ((arm64 if i % 2 else amd64), Rule.STRICT, False) for i in range(nodes)}
     recorder = _Recorder()

@@ -104,7 +104,7 @@ def writing_controllers(settings: Settings) -> list[str]:
     """The controllers this process runs that write to the cluster: the watcher (with
     `+evictions` under watcher.remediate), the capacity check (Events), and with the webhook
     its certificate keeper and the releaser of held pods. None without API access."""
-    from extender.kube.client import resolved_mode
+    from extender.kube.access import resolved_mode
 
     if resolved_mode(settings.kubernetes) == "off":
         return []

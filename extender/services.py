@@ -7,7 +7,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -32,7 +31,7 @@ from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 
 if TYPE_CHECKING:
-    from extender.kube.api import KubeApi
+    from extender.kube.client.api import KubeApi
     from extender.registry.resolver import RegistryResolver
 
 log = structlog.get_logger("archfit")
@@ -43,6 +42,11 @@ class NodeSource(Protocol):
 
     @property
     def synced(self) -> bool: ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why the nodes known cannot stay current (a watch that keeps failing), or None."""
+        ...
 
     def snapshot(self) -> Mapping[str, NodeFacts]:
         """Node name → facts, as of now: an immutable view a request reads without locks.
@@ -130,7 +134,7 @@ async def open_services(
         if wants_kube:
             # Imported here: with access off, not even archfit's own API client is loaded
             # (docs/architecture.md).
-            from extender.kube.client import access, build_api_client
+            from extender.kube.access import access, build_api_client
 
             kube_off = access(settings.kubernetes)[1]
             api = build_api_client(settings.kubernetes)
@@ -182,15 +186,10 @@ async def open_services(
                 max_entries=settings.cache.max_entries,
             )
         if settings.webhook.enabled and api is not None:
-            from extender.kube.nodes import node_images
-            from extender.registry.cloud_check import warn_unserved_registries
+            from extender.kube.nodes import check_registries_served
 
             # A one-off read; a hung API server delays nothing but this warning.
-            check = asyncio.ensure_future(
-                asyncio.to_thread(
-                    warn_unserved_registries, partial(node_images, api), settings.registry
-                )
-            )
+            check = asyncio.ensure_future(check_registries_served(api, settings.registry))
             stack.callback(check.cancel)
 
         def recent_hits(count: int) -> None:
@@ -244,7 +243,7 @@ def evidence_config_map(settings: Settings, api: Any, namespace: str = "") -> Sh
     kubeconfig context's) unless `namespace` names it."""
     if api is None:
         return None
-    from extender.kube.client import current_namespace
+    from extender.kube.access import current_namespace
     from extender.kube.evidence_store import ConfigMapEvidence
 
     namespace = namespace or current_namespace(settings.kubernetes)

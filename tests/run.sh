@@ -51,6 +51,7 @@ in_ci() { .venv/bin/python -c 'import sys; from tests.support.prerequisites impo
 if command -v go >/dev/null 2>&1 || in_ci; then
   echo "run.sh: e2e binaries" && bash tests/e2e/build.sh
   echo "run.sh: Karpenter (kwok provider) for the autoscaler e2e test" && bash tests/e2e/build-karpenter.sh
+  echo "run.sh: clientgo-observe for the kubeconfig differential test" && bash tests/clientgo/build.sh
   if [ -f tests/deploy/build-tools.sh ]; then bash tests/deploy/build-tools.sh; fi
 fi
 

@@ -21,7 +21,7 @@ from extender.admission.workload_webhook import WorkloadWarner
 from extender.app_keys import WEBHOOK_GUARD, WEBHOOK_HOLDS
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
-from extender.core.gates import gate_operations, lift_operations
+from extender.core.gates import gate_operations, lift_operations, never_held
 from extender.core.mutation import decide_mutation
 from extender.core.platforms import Resolved
 from extender.core.pods import PodFacts, facts, skip_reason
@@ -39,8 +39,7 @@ class Hold:
     """Whether pods whose images are unknown at the deadline are held by the gate."""
 
     never: frozenset[str]
-    """Namespaces never held: archfit's own and kube-system, so that archfit and the
-    control plane can always start (a held archfit could never release itself)."""
+    """Namespaces never held (extender.core.gates.never_held)."""
 
 
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -149,9 +148,10 @@ def _hold_of(settings: Settings, services: Services) -> Hold | None:
             unknown_images="admitted, constrained by the images that did resolve",
         )
         return None
-    from extender.kube.client import current_namespace
+    from extender.kube.access import current_namespace
 
-    return Hold(never=frozenset({"kube-system", current_namespace(settings.kubernetes)}))
+    own = current_namespace(settings.kubernetes)
+    return Hold(never=never_held(settings.policy.excluded_namespaces, own))
 
 
 def _hold_reason(resolved: Mapping[str, Resolved]) -> str:

@@ -175,7 +175,7 @@ def run_fleet_audit(
 ) -> int:
     """Audit each context's cluster (`namespaces`: context → namespace, None for all) and
     write one report. Exit status as `run_audit`."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.kube.fleet import FleetError, Scope, read_fleet
 
     apis: dict[str, Any] = {}

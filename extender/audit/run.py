@@ -41,7 +41,7 @@ Secrets, cached."""
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
     """Audit the cluster and write the report. Exit status: 0, 1 when `fail_on_blockers`
     and a workload is blocked, 2 when the cluster cannot be read."""
-    from extender.kube.client import KubeConfigError, build_api_client
+    from extender.kube.access import KubeConfigError, build_api_client
     from extender.kube.fleet import FleetError, Scope, read_fleet
 
     try:

@@ -1,6 +1,7 @@
 """Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `scheduler-config`,
-`release`, `evidence`, `config`. Each subcommand adds its parser with `set_defaults(run=...)`
-(the table is _SUBCOMMANDS): `_run` loads the settings once and calls the one that was named."""
+`release`, `uninstall`, `evidence`, `config`. Each subcommand adds its parser with
+`set_defaults(run=...)` (the table is _SUBCOMMANDS): `_run` loads the settings once and calls
+the one that was named."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender import __version__
 from extender.cli import evidence, serve
@@ -18,6 +19,9 @@ from extender.cli.flags import CONTEXT_HELP, KUBECONFIG_HELP, add_cluster_flags,
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
+
+if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
+    from extender.kube.client.api import KubeApi
 
 DESCRIPTION = (
     "archfit keeps pods off nodes their images cannot run on (arm64, amd64, ...): a "
@@ -59,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         if problems:
             return 2
     if args.connects:
-        from extender.kube.client import KubeConfigError
+        from extender.kube.access import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -186,7 +190,7 @@ def _scheduler_config(settings: config.Settings, args: argparse.Namespace) -> in
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.client import KubeConfigError, current_namespace
+    from extender.kube.access import KubeConfigError, current_namespace
 
     _quiet_logs(settings)
     contexts: list[str] = args.context or []
@@ -238,7 +242,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.client import KubeConfigError, context_names
+    from extender.kube.access import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -270,7 +274,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.client import KubeConfigError, context_names, current_namespace
+    from extender.kube.access import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -287,16 +291,25 @@ def _audit_clusters(
     return run_fleet_audit(settings, namespaces, options, sys.stdout, sys.stderr)
 
 
-def _release(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.kube.client import KubeConfigError, build_api_client
-    from extender.kube.gated_pods import release_all
+def _cluster_api(settings: config.Settings) -> KubeApi | None:
+    """The API client `release` and `uninstall` need, or None after saying why there is none."""
+    from extender.kube.access import KubeConfigError, build_api_client
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
     except KubeConfigError as error:
         print(f"archfit: {error}", file=sys.stderr)
-        return 2
+        return None
     assert api is not None  # required=True: a client or KubeConfigError
+    return api
+
+
+def _release(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.gated_pods import release_all
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
     with api:
         released = asyncio.run(
             release_all(api, args.namespace, "released by `archfit release --all`, unconstrained")
@@ -305,6 +318,33 @@ def _release(settings: config.Settings, args: argparse.Namespace) -> int:
         print(f"released {namespace}/{name}")
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     print(f"archfit: released {len(released)} held pod(s) in {where}", file=sys.stderr)
+    return 0
+
+
+def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.kube.client.errors import ApiError, short_error
+    from extender.kube.removal import uninstall
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    webhook = args.webhook_configuration or settings.webhook.certificate.webhook_configuration
+    with api:
+        try:
+            removal = asyncio.run(uninstall(api, args.binding, webhook, args.settle_seconds))
+        except ApiError as error:
+            print(f"archfit uninstall: {short_error(error)}", file=sys.stderr)
+            return 1
+    for deleted in removal.deleted:
+        print(f"deleted {deleted}")
+    for namespace, name in removal.released:
+        print(f"released {namespace}/{name}")
+    print(
+        f"archfit: nothing holds new pods now; released {len(removal.released)} held pod(s). "
+        "Next: unregister the extender, then delete archfit's other objects "
+        '(deploy/README.md, "Uninstalling")',
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -412,6 +452,42 @@ def _add_release(commands: Any, common: argparse.ArgumentParser) -> None:
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
     add_cluster_flags(release)
     release.set_defaults(run=_release)
+
+
+def _add_uninstall(commands: Any, common: argparse.ArgumentParser) -> None:
+    from extender.kube import removal
+
+    uninstall = commands.add_parser(
+        "uninstall",
+        parents=[common],
+        help="stop archfit holding pods and release the held ones (first, when removing it)",
+        description="Delete archfit's MutatingAdmissionPolicyBinding and its pod "
+        "MutatingWebhookConfiguration, so that nothing holds a new pod, then remove archfit's "
+        "scheduling gate from every held pod (unconstrained, with an Event on each), and look "
+        "once more after --settle-seconds. Run it before deleting archfit's other objects; "
+        '`helm uninstall` runs it in a pre-delete hook. See deploy/README.md, "Uninstalling".',
+    )
+    uninstall.add_argument(
+        "--binding",
+        default=removal.BINDING,
+        help=f"the MutatingAdmissionPolicyBinding (default: {removal.BINDING})",
+    )
+    uninstall.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the pod MutatingWebhookConfiguration (default: "
+        "webhook.certificate.webhookConfiguration, archfit)",
+    )
+    uninstall.add_argument(
+        "--settle-seconds",
+        type=_non_negative,
+        default=removal.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="look for held pods once more this long after the deletions, for pods being "
+        f"admitted meanwhile (default {removal.SETTLE_SECONDS:g})",
+    )
+    add_cluster_flags(uninstall)
+    uninstall.set_defaults(run=_uninstall)
 
 
 def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -603,6 +679,7 @@ _SUBCOMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
     _add_lint,
     _add_scheduler_config,
     _add_release,
+    _add_uninstall,
     evidence.add_evidence,
     _add_config,
 )

@@ -23,6 +23,25 @@ ARCHITECTURES = frozenset(
 the GOARCH values of `go tool dist list` (aliases such as aarch64 are normalised first)."""
 
 
+INFRASTRUCTURE_NAMESPACES = (
+    "kube-system",
+    "kube-node-lease",
+    "kube-public",
+    "karpenter",
+    "tigera-operator",
+    "calico-system",
+    "calico-apiserver",
+    "kube-flannel",
+    "longhorn-system",
+    "rook-ceph",
+    "openebs",
+)
+"""Where the control plane, autoscalers (Karpenter's own namespace; Cluster Autoscaler runs in
+kube-system) and network (Calico's operator install, flannel) and storage add-ons (Longhorn,
+Rook, OpenEBS) run by their projects' documented defaults. A pod held there while archfit needs
+a node, an address or a volume to come back would wait for archfit forever."""
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = "0.0.0.0"
@@ -110,8 +129,11 @@ class PolicySettings:
     """`dry-run` decides, logs and counts, but never rejects or scores."""
     failure_policy: Literal["fail-open", "fail-closed"] = "fail-open"
     """What an image with unknown platforms does: pass every node, or fail them (FailedNodes)."""
-    excluded_namespaces: tuple[str, ...] = ("kube-system",)
-    """Pods in these namespaces are never filtered or scored."""
+    excluded_namespaces: tuple[str, ...] = INFRASTRUCTURE_NAMESPACES
+    """Namespaces archfit leaves alone: their pods are never filtered, scored, constrained or
+    held. The default is the control plane's and the usual homes of autoscalers and network
+    and storage add-ons, which must start while archfit is down (docs/webhook.md,
+    "Infrastructure namespaces"); archfit's own namespace is never held either way."""
     arch_preference: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ARCH_PREFERENCE))
     """Score (0..10) per architecture, for pods whose images run on two or more candidates."""
     matching: Literal["auto", "strict", "loose"] = "auto"
@@ -154,7 +176,8 @@ class KubernetesSettings:
     the pod's service account, else $KUBECONFIG, else ~/.kube/config if it exists, else off
     (`serve`'s services_ready line says which, and why the node index is off)."""
     kubeconfig: str = ""
-    """Kubeconfig path (empty: $KUBECONFIG or ~/.kube/config); set, `auto` uses it first."""
+    """Kubeconfig file, as kubectl's --kubeconfig: one file, which must exist (empty:
+    $KUBECONFIG's list or ~/.kube/config); set, `auto` uses it first."""
     context: str = ""
     """Kubeconfig context to use (empty: the file's current-context), as kubectl --context."""
     node_index: bool = True

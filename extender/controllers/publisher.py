@@ -17,6 +17,7 @@ import structlog
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import AdmissionPolicySettings, Settings
 from extender.controllers.leading import contender, holder_identity, leading
+from extender.core.gates import never_held
 from extender.core.image_table import REFRESHING, ImageTable, Published, Switches, parameter_spec
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
@@ -199,7 +200,7 @@ def switches_of(settings: Settings, namespace: str) -> Switches:
         hold=hook.unknown_images == "gate",
         steering=hook.enabled and hook.steering,
         excluded_namespaces=settings.policy.excluded_namespaces,
-        never_hold=("kube-system", namespace),
+        never_hold=tuple(sorted(never_held(settings.policy.excluded_namespaces, namespace))),
     )
 
 
@@ -221,8 +222,8 @@ async def publishing(
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.client import current_namespace
-    from extender.kube.image_platforms import ImagePlatformsStore, policy_api_missing
+    from extender.kube.access import current_namespace
+    from extender.kube.image_platforms import ImagePlatformsStore, check_policy_api
 
     namespace = current_namespace(settings.kubernetes)
     identity = holder_identity()
@@ -239,7 +240,7 @@ async def publishing(
     )
 
     async def policy_api_present() -> bool:
-        missing = await asyncio.to_thread(policy_api_missing, api)
+        missing = await check_policy_api(api)
         if missing:
             log.warning("admission_policy_unavailable", reason=missing, serving="as without it")
             return False

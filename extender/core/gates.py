@@ -14,7 +14,7 @@ See docs/webhook.md, "Held pods".
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from extender.core.json_patch import pointer, set_in_metadata
@@ -41,6 +41,14 @@ class ReleaseRefused(ConflictError):
 
 
 _MAX_REASON = 512
+
+
+def never_held(excluded_namespaces: Collection[str], own_namespace: str) -> frozenset[str]:
+    """The namespaces whose pods are never held, by the webhook or by the admission policy:
+    every excluded one, and kube-system and archfit's own whatever the settings say (the
+    control plane must start without archfit, and a held archfit could never release itself).
+    """
+    return frozenset({*excluded_namespaces, "kube-system", own_namespace})
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:

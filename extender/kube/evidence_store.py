@@ -15,10 +15,10 @@ from typing import Any
 
 import structlog
 
-from extender.kube.api import STRATEGIC_MERGE_PATCH, KubeApi
-from extender.kube.daemon_calls import DaemonCalls
-from extender.kube.errors import ApiError, short_error
-from extender.kube.watching import REQUEST_TIMEOUT
+from extender.kube.client.api import STRATEGIC_MERGE_PATCH, KubeApi
+from extender.kube.client.calls import DaemonCalls
+from extender.kube.client.errors import ApiError, short_error
+from extender.kube.client.watching import REQUEST_TIMEOUT
 
 log = structlog.get_logger("archfit.evidence")
 

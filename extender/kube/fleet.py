@@ -17,10 +17,10 @@ import orjson
 import urllib3
 
 from extender.errors import ClusterReadError
-from extender.kube.api import KubeApi
-from extender.kube.errors import ApiError
+from extender.kube.client.api import KubeApi
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import LIST_PAGE
 from extender.kube.node_pools import KARPENTER_API, NODE_POOLS
-from extender.kube.watching import LIST_PAGE
 
 _DENIED = (401, 403)
 

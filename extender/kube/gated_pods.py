@@ -2,7 +2,8 @@
 
 Only held pods carry `archfit.io/gated=true`, so the list and the watch stay small however
 many pods the cluster runs. Like the node index, the synchronous API client runs in one thread
-and hands each change to the event loop; patches and events go through `asyncio.to_thread`.
+and hands each change to the event loop; patches and events go through
+`extender.kube.client.calls.blocking`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from extender.core.gates import (
 )
 from extender.core.pods import Pod
 from extender.core.text import MAX_API_MESSAGE, cut
-from extender.kube.api import JSON_PATCH, KubeApi
-from extender.kube.errors import ApiError
+from extender.kube.client.api import JSON_PATCH, KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import REQUEST_TIMEOUT, ListWatch
 from extender.kube.pod_watch import write_event
-from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
 
 log = structlog.get_logger("archfit.gates")
 
@@ -79,7 +81,7 @@ class GatedPods:
                 raise
             return pod
 
-        return await asyncio.to_thread(get)
+        return await blocking(get)
 
     async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
         """Apply a JSONPatch to the pod; False if the pod is gone.
@@ -108,7 +110,7 @@ class GatedPods:
                 raise
             return True
 
-        return await asyncio.to_thread(send)
+        return await blocking(send)
 
     async def event(
         self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
@@ -191,7 +193,7 @@ async def release_all(api: KubeApi, namespace: str | None, released: str) -> lis
                 return found
 
     done = []
-    for pod in await asyncio.to_thread(listed):
+    for pod in await blocking(listed):
         current: Pod | None = pod
         while current is not None and is_gated(current):
             try:

@@ -4,13 +4,13 @@ writing the object (extender.controllers.publisher decides when)."""
 
 from __future__ import annotations
 
-import asyncio
 from http import HTTPStatus
 from typing import Any
 
 from extender.errors import ConflictError
-from extender.kube.api import KubeApi
-from extender.kube.errors import ApiError, short_error
+from extender.kube.client.api import KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError, short_error
 
 GROUP = "archfit.io"
 VERSION = "v1alpha1"
@@ -43,6 +43,11 @@ def policy_api_missing(api: KubeApi) -> str:
     return ""
 
 
+async def check_policy_api(api: KubeApi) -> str:
+    """`policy_api_missing`, off the event loop."""
+    return await blocking(policy_api_missing, api)
+
+
 class ImagePlatformsStore:
     """Reads and writes the one ImagePlatforms object."""
 
@@ -53,12 +58,12 @@ class ImagePlatformsStore:
 
     async def read(self) -> dict[str, Any] | None:
         """The object's spec, or None when there is none."""
-        return await asyncio.to_thread(self._read)
+        return await blocking(self._read)
 
     async def write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
         """Create or replace the object, guarded by the resourceVersion last read or
         written (ParameterConflict on 409)."""
-        await asyncio.to_thread(self._write, spec, status)
+        await blocking(self._write, spec, status)
 
     def _read(self) -> dict[str, Any] | None:
         try:

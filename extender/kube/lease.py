@@ -32,8 +32,9 @@ from typing import Any, Protocol
 import structlog
 
 from extender.errors import ConflictError
-from extender.kube.api import JSON_PATCH, KubeApi
-from extender.kube.errors import ApiError, short_error
+from extender.kube.client.api import JSON_PATCH, KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError, short_error
 
 log = structlog.get_logger("archfit.lease")
 
@@ -303,13 +304,13 @@ class ApiLeases:
         self.name = name
 
     async def read(self, timeout_seconds: float) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._read, timeout_seconds)
+        return await blocking(self._read, timeout_seconds)
 
     async def create(self, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
-        return await asyncio.to_thread(self._create, spec, timeout_seconds)
+        return await blocking(self._create, spec, timeout_seconds)
 
     async def write(self, version: str, spec: Spec, timeout_seconds: float) -> dict[str, Any]:
-        return await asyncio.to_thread(self._patch, version, spec, timeout_seconds)
+        return await blocking(self._patch, version, spec, timeout_seconds)
 
     def _read(self, timeout_seconds: float) -> dict[str, Any] | None:
         try:

@@ -8,7 +8,6 @@ in the log, and the list is tried again now and then (Karpenter may be installed
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +16,10 @@ import msgspec
 import structlog
 
 from extender.core.capacity import NodePoolOffer, node_pool_offer
-from extender.kube.api import KubeApi
-from extender.kube.errors import ApiError
-from extender.kube.watching import LIST_PAGE, REQUEST_TIMEOUT, Expired, ListPage, ListWatch
+from extender.kube.client.api import KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import LIST_PAGE, REQUEST_TIMEOUT, Expired, ListPage, ListWatch
 
 log = structlog.get_logger("archfit.capacity")
 
@@ -103,7 +103,7 @@ class NodePoolWatch:
         """Wait up to `seconds` for the first list; True when synced."""
         if self.synced:
             return True
-        return await asyncio.to_thread(self._synced.wait, seconds)
+        return await blocking(self._synced.wait, seconds)
 
     def offers(self) -> tuple[NodePoolOffer, ...]:
         return self._offers

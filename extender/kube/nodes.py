@@ -11,15 +11,15 @@ What it keeps is node name → one shared NodeFacts tuple, and what it reads is 
   behind in the heap either.
 - The watch is read as raw lines, one event each, and no model object is ever built.
 
-The API client (extender.kube.api) is synchronous, so the list/watch loop runs in one thread
+The API client (extender.kube.client.api) is synchronous, so the list/watch loop runs in one thread
 and publishes an immutable snapshot that the event loop reads without locks.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 
 import msgspec
 import structlog
@@ -27,9 +27,11 @@ import structlog
 from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
-from extender.kube.api import KubeApi, Query
-from extender.kube.errors import ApiError
-from extender.kube.watching import Expired, ListMeta, ListWatch
+from extender.kube.client.api import KubeApi, Query
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import Expired, ListMeta, ListWatch, ReflectorBackoff
+from extender.registry.settings import RegistrySettings
 
 log = structlog.get_logger("archfit.nodes")
 
@@ -57,7 +59,11 @@ class NodeIndex:
         on_change: Callable[[int], None] | None = None,
         *,
         page_size: int = _PAGE,
+        backoff: ReflectorBackoff | None = None,
+        wait: Callable[[float], object] | None = None,
     ) -> None:
+        """`backoff` and `wait` replace the reflector's back-off and the wait between attempts
+        (tests count attempts with them instead of waiting them out)."""
         self._api = api
         self._on_change = on_change
         self._page_size = page_size
@@ -73,6 +79,8 @@ class NodeIndex:
             self._watch_from,
             log,
             ("node_watch_expired", "node_index_error"),
+            backoff=backoff,
+            wait=wait,
         )
         self.relists = 0
         """How many full lists were made (the first one included); tests read it."""
@@ -82,6 +90,12 @@ class NodeIndex:
     @property
     def synced(self) -> bool:
         return self._synced.is_set()
+
+    @property
+    def problem(self) -> str | None:
+        """Why the index cannot stay current (its watch keeps failing: it is as fresh as its
+        last list), or None."""
+        return self._watch.problem
 
     def snapshot(self) -> Mapping[str, NodeFacts]:
         """Node name → shared (platform, rule) facts: the current immutable map."""
@@ -101,7 +115,7 @@ class NodeIndex:
         """Wait up to `seconds` for the first list; True when synced."""
         if self.synced:
             return True
-        return await asyncio.to_thread(self._synced.wait, seconds)
+        return await blocking(self._synced.wait, seconds)
 
     async def stop(self) -> None:
         await self._watch.stop()
@@ -197,3 +211,11 @@ def node_images(api: KubeApi, limit: int = 100) -> list[str]:
         for image in item.status.images or ()
         for name in image.names or ()
     ]
+
+
+async def check_registries_served(api: KubeApi, registry: RegistrySettings) -> None:
+    """Warn, once at start, when the images the nodes run come from a cloud registry no
+    credential source serves (extender.registry.cloud_check), off the event loop."""
+    from extender.registry.cloud_check import warn_unserved_registries
+
+    await blocking(warn_unserved_registries, partial(node_images, api), registry)

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from extender.kube.api import KubeApi
+from extender.kube.client.api import KubeApi
+from extender.kube.client.watching import ListPage
 from extender.kube.pod_watch import PodListWatch, PodMeta, PodSpec, WatchedPod
-from extender.kube.watching import ListPage
 
 PENDING = "spec.nodeName=,status.phase=Pending"
 """The pods the capacity check is sent: not bound, not finished."""

@@ -6,7 +6,7 @@ event is decoded by msgspec into Structs that hold only what the watcher reads (
 owners, node, images, readiness and the container statuses' reasons and messages); a pod's
 other fields (nearly all of its bytes) never become Python objects. The synchronous API client
 runs in one thread and hands each pod to the event loop; writes go through
-`asyncio.to_thread`.
+`extender.kube.client.calls.blocking`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import structlog
 from extender.core.mismatch import ContainerState, Launch
 from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
 from extender.core.text import error_text
-from extender.kube.api import KubeApi, Query
-from extender.kube.errors import ApiError
-from extender.kube.watching import (
+from extender.kube.client.api import KubeApi, Query
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError
+from extender.kube.client.watching import (
     REQUEST_TIMEOUT,
     Expired,
     ListPage,
@@ -314,7 +315,7 @@ class PodCalls:
             )
             return data[:limit_bytes].decode("utf-8", "replace")
 
-        return await asyncio.to_thread(read)
+        return await blocking(read)
 
     async def controller(self, namespace: str, kind: str, name: str) -> tuple[str, str, str]:
         """The top controller (apiVersion, kind, name): a ReplicaSet's Deployment, a Job's
@@ -337,7 +338,7 @@ class PodCalls:
                     return str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("name"))
             return version, kind, name
 
-        return await asyncio.to_thread(owner)
+        return await blocking(owner)
 
     async def event(
         self, namespace: str, regarding: tuple[str, str, str], reason: str, message: str
@@ -380,7 +381,7 @@ class PodCalls:
                 return "error"
             return "evicted"
 
-        return await asyncio.to_thread(send)
+        return await blocking(send)
 
 
 _API_VERSIONS = {
@@ -423,6 +424,6 @@ async def write_event(
         api.post(f"/api/v1/namespaces/{namespace}/events", body, timeout=REQUEST_TIMEOUT)
 
     try:
-        await asyncio.to_thread(send)
+        await blocking(send)
     except Exception as error:
         log.warning("event_failed", name=involved["name"], error=error_text(error))

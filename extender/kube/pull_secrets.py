@@ -17,9 +17,9 @@ from typing import Any
 import structlog
 
 from extender.core.pods import PullSecretsRef
-from extender.kube.api import KubeApi
-from extender.kube.daemon_calls import DaemonCalls
-from extender.kube.errors import ApiError
+from extender.kube.client.api import KubeApi
+from extender.kube.client.calls import DaemonCalls
+from extender.kube.client.errors import ApiError
 from extender.registry.credentials import PullSecret
 from extender.ttlmap import Clock, TTLMap
 

@@ -32,8 +32,8 @@ from extender.core.steering import (
     preference_order,
     steer,
 )
-from extender.kube.api import KubeApi, Query
-from extender.kube.watching import (
+from extender.kube.client.api import KubeApi, Query
+from extender.kube.client.watching import (
     LIST_PAGE,
     ListMeta,
     ListWatch,

@@ -29,18 +29,21 @@ import msgspec
 import structlog
 
 from extender.config.settings import WebhookSettings
-from extender.kube.api import JSON_PATCH, KubeApi
-from extender.kube.connection import SERVICE_ACCOUNT_DIR
-from extender.kube.errors import ApiError, CertificateSetupError, short_error
-from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
+from extender.kube.client.api import JSON_PATCH, KubeApi
+from extender.kube.client.calls import blocking
+from extender.kube.client.errors import ApiError, short_error
+from extender.kube.client.rest_config import SERVICE_ACCOUNT_DIR
+from extender.kube.client.watching import REQUEST_TIMEOUT, ListWatch
+from extender.kube.errors import CertificateSetupError
 from extender.serving import certs
 
 log = structlog.get_logger("archfit.webhook")
 
 _NAMESPACE_FILE = SERVICE_ACCOUNT_DIR / "namespace"
-_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-_MUTATING = f"{_ADMISSION}/mutatingwebhookconfigurations"
-_VALIDATING = f"{_ADMISSION}/validatingwebhookconfigurations"
+ADMISSION_API = "/apis/admissionregistration.k8s.io/v1"
+"""Where admission configurations and policies are served (admissionregistration.k8s.io/v1)."""
+_MUTATING = f"{ADMISSION_API}/mutatingwebhookconfigurations"
+_VALIDATING = f"{ADMISSION_API}/validatingwebhookconfigurations"
 _RETRY_SECONDS = (1, 2, 5, 10, 30)
 
 
@@ -115,7 +118,7 @@ class SelfManagedCertificate:
             # one more, which finds nothing to do.
             changed.clear()
             try:
-                await asyncio.to_thread(self.ensure)
+                await blocking(self.ensure)
                 failures = 0
             except Exception as error:  # a passing API error must not end the loop
                 log.error(

@@ -69,8 +69,10 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     services = request.app.get(SERVICES)
     checks: dict[str, bool] = {"started": services is not None}
+    stale = None
     if services is not None and services.nodes is not None:
         checks["nodeIndexSynced"] = services.nodes.synced
+        stale = services.nodes.problem
     problem = None
     if request.app[SETTINGS].webhook.enabled:
         certificate = request.app.get(WEBHOOK_CERTIFICATE)
@@ -82,6 +84,11 @@ async def readyz(request: web.Request) -> web.Response:
     if problem:
         # Why every TLS handshake with the webhook fails, and the fix.
         answer["webhookCertificateProblem"] = problem
+    if stale:
+        # Not a check: answers from the last list beat none, so archfit stays in service;
+        # but its node index lags the cluster by up to a minute, and this says why.
+        answer["nodeIndexCurrent"] = False
+        answer["nodeIndexProblem"] = stale
     if request.app[SETTINGS].webhook.enabled:
         # Not a check (zero is no reason to stop traffic), but the one sign, seen from the
         # pod, that the API server reaches the webhook at all (deploy/README.md).

@@ -1,4 +1,4 @@
-"""How a list-watch thread stops (extender.kube.watching.ListWatch), against a local server
+"""How a list-watch thread stops (extender.kube.client.watching.ListWatch), against a local server
 that holds a watch open: stop() cuts the read in progress so the thread ends, and a thread
 that does not end in the join's second does not keep stop() from returning."""
 
@@ -14,9 +14,9 @@ import orjson
 import structlog
 from aiohttp import web
 
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
-from extender.kube.watching import REQUEST_TIMEOUT, ListWatch
+from extender.kube.client.api import connect
+from extender.kube.client.rest_config import RestConfig
+from extender.kube.client.watching import REQUEST_TIMEOUT, ListWatch
 from tests.support.waiting import wait_for_async
 
 _PATH = "/api/v1/things"
@@ -57,7 +57,7 @@ async def test_stop_cuts_the_watch_being_read_and_the_thread_ends(
     app = web.Application()
     app.router.add_get(_PATH, held.handle)
     server = await aiohttp_server(app)
-    api = KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    api = connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
     told: list[str] = []
 
     def apply(kind: str, raw: msgspec.Raw, version: str) -> str:

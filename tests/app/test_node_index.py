@@ -12,8 +12,8 @@ from structlog.testing import capture_logs
 
 from extender.core.node_facts import node_facts
 from extender.core.platforms import Rule, parse
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.nodes import NodeIndex
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
@@ -121,7 +121,7 @@ def kubeconfig_for(path, port: int):
 async def running_index(aiohttp_server, fake: FakeApiServer, page_size: int):
     """A NodeIndex list-watching `fake` through archfit's API client, started."""
     server = await aiohttp_server(fake.app())
-    api = KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    api = connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
     index = NodeIndex(api, page_size=page_size)
     assert not index.synced
     index.start()

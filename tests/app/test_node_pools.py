@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import KubeApi, connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.node_pools import NODE_POOLS, NodePoolWatch
 from tests.support.waiting import wait_for_async
 
@@ -54,7 +54,7 @@ async def _served(aiohttp_server: Callable[..., Any], handler: Any) -> KubeApi:
     app = web.Application()
     app.router.add_get(NODE_POOLS, handler)
     server = await aiohttp_server(app)
-    return KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    return connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
 
 
 async def test_node_pools_are_listed_then_followed_through_the_watch(

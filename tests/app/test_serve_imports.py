@@ -1,8 +1,8 @@
-"""What `archfit serve` loads: nothing of the `kubernetes` package, unless a kubeconfig's user
-needs it (an exec plugin).
+"""What `archfit serve` loads: nothing of the `kubernetes` package, whatever the kubeconfig's
+user (a token, an exec plugin).
 
 The package costs ~40 MB of RSS and ~0.5 s of start-up; archfit talks to the API server with
-its own small client (extender.kube.api). Nor does it draw tables (rich) or make certificates
+its own small client (extender.kube.client). Nor does it draw tables (rich) or make certificates
 (cryptography, for the webhook's self-managed ones), load the webhook's modules with the
 webhook off, or read the system CA store before it is ready (about 50 ms, for registry
 lookups only). The check runs in a fresh interpreter, because this test process has long
@@ -156,14 +156,13 @@ def test_serve_with_a_token_kubeconfig_never_imports_the_kubernetes_client(tmp_p
     status, modules = serve_and_list_modules(tmp_path, _kubeconfig(tmp_path / "k", "{token: t}"))
     assert (0, True, []) == (
         status,
-        "extender.kube.api" in modules,
+        "extender.kube.client.api" in modules,
         [m for m in modules if m.split(".")[0] == "kubernetes"],
     )
 
 
-def test_the_check_sees_the_client_when_an_exec_plugin_needs_it(tmp_path):
-    """A user only the package can authenticate (an exec plugin) loads it: the checks above
-    can see it."""
+def test_an_exec_plugin_user_loads_nothing_of_the_kubernetes_package_either(tmp_path):
+    """archfit runs credential plugins itself (extender.kube.client.exec_plugin)."""
     credential = (
         '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
         '"status": {"token": "from-plugin"}}'
@@ -175,4 +174,8 @@ def test_the_check_sees_the_client_when_an_exec_plugin_needs_it(tmp_path):
         f"command: '{sys.executable}', args: ['{plugin}'], interactiveMode: Never}}}}"
     )
     status, modules = serve_and_list_modules(tmp_path, _kubeconfig(tmp_path / "k", user))
-    assert (0, True) == (status, "kubernetes" in modules)
+    assert (0, False, True) == (
+        status,
+        "kubernetes" in modules,
+        "extender.kube.client.exec_plugin" in modules,
+    )

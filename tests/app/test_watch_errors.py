@@ -1,4 +1,4 @@
-"""Every list-watch on the one loop (extender.kube.watching.follow_watch), against a local
+"""Every list-watch on the one loop (extender.kube.client.watching.follow_watch), against a local
 server that speaks Kubernetes list/watch: a watch ERROR other than 410 is archfit's
 WatchFailed (its error tree), logged, and followed by a fresh list."""
 
@@ -14,8 +14,8 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from extender.core.gates import GATED_LABEL
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.gated_pods import GatedPods
 from extender.kube.nodes import NodeIndex
 from tests.objects import node, pod
@@ -72,7 +72,7 @@ async def api_for(aiohttp_server: Callable[..., Any], path: str, watches: Script
     app = web.Application()
     app.router.add_get(path, watches.handle)
     server = await aiohttp_server(app)
-    return KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    return connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
 
 
 def failures(logs: list[dict[str, Any]], event: str) -> list[str]:

@@ -14,8 +14,8 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from extender.config.loading import from_mapping
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import KubeApi, connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.nodes import node_images
 from extender.registry.cloud_check import warn_unserved_registries
 from tests.app.test_webhook import Start, review, start  # noqa: F401 (the fixture)
@@ -45,7 +45,7 @@ async def _nodes_api(aiohttp_server: Any, images: list[str]) -> KubeApi:
     app = web.Application()
     app.router.add_get("/api/v1/nodes", nodes)
     server = await aiohttp_server(app)
-    return KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    return connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
 
 
 async def test_nodes_running_ecr_images_without_a_credential_source_are_warned_about(

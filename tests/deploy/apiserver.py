@@ -15,7 +15,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 FIELD_MANAGER = "archfit-deploy-tests"
 
@@ -113,6 +116,36 @@ class ApiServer:
             content_type="application/apply-patch+yaml",  # JSON is YAML
             what=what,
         )
+
+    def service_account_token(self, namespace: str, account: str) -> str:
+        """A token of a ServiceAccount (TokenRequest, an hour), as a pod of it is given."""
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        }
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+        return str(self.request("POST", path, request).body["status"]["token"])
+
+
+def token_kubeconfig(path: Path, server: str, ca: Path, token: str, namespace: str) -> Path:
+    """A kubeconfig that authenticates with a ServiceAccount token, in the ServiceAccount's
+    namespace, as a pod would (in-cluster, the pod's own namespace is the current one)."""
+    cluster_entry = {"server": server, "certificate-authority": str(ca)}
+    context = {"cluster": "e2e", "user": "sa", "namespace": namespace}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "e2e", "cluster": cluster_entry}],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "e2e", "context": context}],
+                "current-context": "e2e",
+            }
+        )
+    )
+    return path
 
 
 def _warning_text(header: str) -> str:

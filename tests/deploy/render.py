@@ -111,26 +111,45 @@ def kustomize_output(kustomize: Path, directory: Path) -> str:
 
 
 def helm_template(
-    helm: Path, values: Mapping[str, Any] | None = None, tmp_dir: Path | None = None
+    helm: Path,
+    values: Mapping[str, Any] | None = None,
+    tmp_dir: Path | None = None,
+    *,
+    api_versions: Sequence[str] = (),
+    namespace: str = NAMESPACE,
 ) -> list[Object]:
-    """`helm template` of the chart as release `archfit` in archfit-system, for KUBE_VERSION."""
-    return load_all_strict(helm_output(helm, values, tmp_dir))
+    """`helm template` of the chart as release `archfit` in `namespace`, for KUBE_VERSION.
+
+    `api_versions` are what a cluster's discovery would add to helm's built-in list (which
+    names group/versions only, no kinds), e.g. `admissionregistration.k8s.io/v1/
+    MutatingAdmissionPolicy`.
+    """
+    return load_all_strict(
+        helm_output(helm, values, tmp_dir, api_versions=api_versions, namespace=namespace)
+    )
 
 
 def helm_output(
-    helm: Path, values: Mapping[str, Any] | None = None, tmp_dir: Path | None = None
+    helm: Path,
+    values: Mapping[str, Any] | None = None,
+    tmp_dir: Path | None = None,
+    *,
+    api_versions: Sequence[str] = (),
+    namespace: str = NAMESPACE,
 ) -> str:
-    """`helm template` of the chart, as it prints it."""
+    """`helm template` of the chart, as it prints it (helm_template's arguments)."""
     argv: list[str | os.PathLike[str]] = [
         helm,
         "template",
         RELEASE,
         HELM_CHART,
         "--namespace",
-        NAMESPACE,
+        namespace,
         "--kube-version",
         KUBE_VERSION,
     ]
+    for version in api_versions:
+        argv += ["--api-versions", version]
     if values:
         assert tmp_dir is not None, "values need a directory for their file"
         values_file = tmp_dir / "values.yaml"

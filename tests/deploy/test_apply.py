@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.deploy import render
-from tests.deploy.apiserver import ApiError, ApiServer
+from tests.deploy.apiserver import ApiError, ApiServer, token_kubeconfig
 from tests.deploy.render import Object, config_file, key, one
 from tests.e2e import cluster
 from tests.e2e.archfit import Archfit
@@ -196,44 +196,13 @@ def test_archfits_service_account_may_watch_nodes_and_get_pull_secrets_but_not_l
     assert expected == {ask: _allowed(apiserver, user, *ask) for ask in expected}
 
 
-def _token(apiserver: ApiServer, namespace: str, account: str) -> str:
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
-    return str(apiserver.request("POST", path, request).body["status"]["token"])
-
-
 def _kubeconfig(
     path: Path, control_plane: ControlPlane, token: str, namespace: str = render.NAMESPACE
 ) -> Path:
-    """A kubeconfig that authenticates with a ServiceAccount token, in the ServiceAccount's
-    namespace, as a pod would (in-cluster, the pod's own namespace is the current one)."""
     assert control_plane.certs is not None
-    cluster_entry = {
-        "server": control_plane.server,
-        "certificate-authority": str(control_plane.certs.ca_cert),
-    }
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "e2e", "cluster": cluster_entry}],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [
-                    {
-                        "name": "e2e",
-                        "context": {"cluster": "e2e", "user": "sa", "namespace": namespace},
-                    }
-                ],
-                "current-context": "e2e",
-            }
-        )
+    return token_kubeconfig(
+        path, control_plane.server, control_plane.certs.ca_cert, token, namespace
     )
-    return path
 
 
 @pytest.fixture
@@ -247,7 +216,7 @@ def second_scheduler(
 ) -> Iterator[Process]:
     """kube-scheduler with the overlay's config, as the overlay's ServiceAccount."""
     spec = one(overlay, "Deployment", "archfit-scheduler")["spec"]["template"]["spec"]
-    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    token = apiserver.service_account_token(render.NAMESPACE, spec["serviceAccountName"])
     kubeconfig = _kubeconfig(tmp_path / "archfit-scheduler.kubeconfig", control_plane, token)
     # In a pod the scheduler uses its in-cluster identity; here that is the token.
     document = config_file(
@@ -415,13 +384,12 @@ def _install_notes(helm: Path, control_plane: ControlPlane, namespace: str, *fla
     return done.stdout.split("NOTES:", 1)[1]
 
 
-@pytest.mark.parametrize(
-    ("namespace", "warned"), [(render.NAMESPACE, False), ("team-x", True)], ids=["own", "other"]
-)
-def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate_itself(
-    helm: Path, control_plane: ControlPlane, namespace: str, warned: bool
+@pytest.mark.parametrize("namespace", [render.NAMESPACE, "team-x"], ids=["own", "other"])
+def test_helm_install_notes_give_the_url_prefix_and_the_namespaces_left_alone(
+    helm: Path, control_plane: ControlPlane, namespace: str
 ) -> None:
-    """`helm install --dry-run` renders NOTES with the urlPrefix; outside excludes, a warning."""
+    """`helm install --dry-run` renders NOTES with the urlPrefix and the namespaces archfit
+    leaves alone, its own among them whatever it is called."""
     release = NOTES_RELEASE
     notes = _install_notes(helm, control_plane, namespace)
     assert f"http://{release}.{namespace}.svc:8888/scheduler" in notes
@@ -430,18 +398,23 @@ def test_helm_install_notes_give_the_url_prefix_and_warn_when_archfit_would_gate
         f"kubectl -n {namespace} get service {release} -o jsonpath='{{.spec.clusterIP}}'" in notes
     )
     assert 'archfit scheduler-config --url "http://$ip:8888/scheduler"' in notes
-    assert warned == ("WARNING" in notes)
+    left_alone = notes.split("Pods in ", 1)[1].split("\nand in namespaces labelled", 1)[0]
+    assert {namespace, "kube-system", "karpenter"} <= set(left_alone.rstrip(",").split(", "))
 
 
 @pytest.mark.parametrize("webhook", [False, True], ids=["extender", "webhook"])
 def test_helm_install_notes_say_how_to_uninstall_without_stranding_held_pods(
     helm: Path, control_plane: ControlPlane, webhook: bool
 ) -> None:
-    """With the webhook, NOTES give the order: the configuration, `archfit release --all`."""
+    """Unregister the extender first; with the webhook, the hook runs `archfit uninstall`."""
     flags = ["--set", f"webhook.enabled={str(webhook).lower()}"]
-    notes = _install_notes(helm, control_plane, render.NAMESPACE, *flags)
-    told = "MutatingWebhookConfiguration archfit-notes first" in notes.replace("\n", " ")
-    assert (webhook, webhook) == (told, "`archfit release --all`" in notes)
+    notes = " ".join(_install_notes(helm, control_plane, render.NAMESPACE, *flags).split())
+    told = {
+        "unregister first": "first remove archfit from each kube-scheduler's extenders" in notes,
+        "helm uninstall": f"helm uninstall {NOTES_RELEASE} -n {render.NAMESPACE}" in notes,
+        "the hook releases": "pre-delete hook runs `archfit uninstall`" in notes,
+    }
+    assert {"unregister first": True, "helm uninstall": True, "the hook releases": webhook} == told
 
 
 def _shipped_settings_as_service_account(
@@ -453,7 +426,7 @@ def _shipped_settings_as_service_account(
     else is as shipped.
     """
     spec = one(objects, "Deployment", "archfit")["spec"]["template"]["spec"]
-    token = _token(apiserver, render.NAMESPACE, spec["serviceAccountName"])
+    token = apiserver.service_account_token(render.NAMESPACE, spec["serviceAccountName"])
     kubeconfig = _kubeconfig(tmp_path / "archfit.kubeconfig", control_plane, token)
     settings = config_file(one(objects, "ConfigMap", "archfit-config"), "archfit.yaml")
     settings["kubernetes"] |= {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}
@@ -609,7 +582,9 @@ def test_without_the_webhooks_rbac_archfit_keeps_running_unready_and_says_why(
     """A forbidden Secret is no crash loop: /healthz answers, /readyz names the certificate."""
     namespace = "no-webhook-rbac"
     cluster.create_namespace(cluster.core_api(control_plane.admin_kubeconfig), namespace)
-    token = _token(apiserver, namespace, "default")  # an account with no rights at all
+    token = apiserver.service_account_token(
+        namespace, "default"
+    )  # an account with no rights at all
     kubeconfig = _kubeconfig(tmp_path / "default.kubeconfig", control_plane, token)
     settings = config_file(one(webhook_overlay, "ConfigMap", "archfit-config"), "archfit.yaml")
     settings["kubernetes"] = {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}

@@ -1,9 +1,11 @@
-"""The chart's optional objects: Prometheus Operator monitoring and cert-manager for the
-webhook's certificate, rendered with real helm."""
+"""The chart's optional objects: Prometheus Operator monitoring, cert-manager for the
+webhook's certificate, the admission policy where the cluster serves it and the pre-delete
+hook, rendered with real helm."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -91,3 +93,113 @@ def test_cert_manager_uses_the_issuer_given(helm: Path, tmp_path: Path) -> None:
         certificate["spec"]["issuerRef"],
         [o for o in objects if o["kind"] == "Issuer"],
     )
+
+
+POLICY_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+
+def _policy_installed(objects: list[render.Object]) -> tuple[list[str], bool]:
+    """(the admission policy's kinds rendered, whether archfit is told to publish)."""
+    kinds = sorted(
+        o["kind"]
+        for o in objects
+        if o["kind"]
+        in {"CustomResourceDefinition", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    )
+    (container,) = render.one(objects, "Deployment", "archfit")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    return kinds, env.get("ARCHFIT_ADMISSION_POLICY__ENABLED") == "true"
+
+
+INSTALLED = (
+    ["CustomResourceDefinition", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"],
+    True,
+)
+LEFT_OUT: tuple[list[str], bool] = ([], False)
+
+
+@pytest.mark.parametrize(
+    ("values", "api_versions", "expected"),
+    [
+        ({"webhook": {"enabled": True}}, [POLICY_API], INSTALLED),
+        ({"webhook": {"enabled": True}}, [], LEFT_OUT),
+        (
+            {"webhook": {"enabled": True}},
+            ["admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"],
+            LEFT_OUT,
+        ),
+        ({}, [POLICY_API], LEFT_OUT),
+        (
+            {"webhook": {"enabled": True}, "admissionPolicy": {"enabled": False}},
+            [POLICY_API],
+            LEFT_OUT,
+        ),
+        ({"webhook": {"enabled": True}, "admissionPolicy": {"enabled": True}}, [], INSTALLED),
+    ],
+    ids=["auto-served", "auto-not-served", "auto-beta-only", "auto-no-webhook", "false", "true"],
+)
+def test_the_admission_policy_is_installed_by_default_where_the_cluster_serves_it(
+    helm: Path,
+    tmp_path: Path,
+    values: dict[str, Any],
+    api_versions: list[str],
+    expected: tuple[list[str], bool],
+) -> None:
+    """admissionPolicy.enabled: auto installs it with the webhook on a cluster that serves the
+    v1 MutatingAdmissionPolicy (helm asks .Capabilities); true and false decide alone."""
+    objects = render.helm_template(helm, values, tmp_path, api_versions=api_versions)
+    assert expected == _policy_installed(objects)
+
+
+def test_an_admission_policy_switch_that_is_not_auto_true_or_false_fails_the_render(
+    helm: Path, tmp_path: Path
+) -> None:
+    """A typo is an error that names the value, not a silent "off"."""
+    with pytest.raises(AssertionError, match=r"admissionPolicy.enabled: \"yes\" is not auto"):
+        render.helm_template(helm, {"admissionPolicy": {"enabled": "yes"}}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("values", "hooked"),
+    [
+        ({}, False),
+        ({"secondScheduler": {"enabled": True}}, False),
+        ({"webhook": {"enabled": True}}, True),
+        ({"admissionPolicy": {"enabled": True}}, True),
+    ],
+    ids=["extender", "second-scheduler", "webhook", "policy"],
+)
+def test_the_pre_delete_hook_comes_with_whatever_holds_pods(
+    helm: Path, tmp_path: Path, values: dict[str, Any], hooked: bool
+) -> None:
+    """The webhook's gate or the policy's: a Job that runs `archfit uninstall` naming the
+    chart's own binding and webhook configuration, as its own ServiceAccount, deleted once
+    it succeeded; nothing when nothing holds."""
+    objects = render.helm_template(helm, values, tmp_path)
+    hooks = [o for o in objects if "helm.sh/hook" in (o["metadata"].get("annotations") or {})]
+    if not hooked:
+        assert [] == hooks
+        return
+    kinds = {o["kind"]: o for o in hooks}
+    job = kinds["Job"]
+    spec = job["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    annotations = {o["kind"]: o["metadata"]["annotations"] for o in hooks}
+    assert (
+        ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"],
+        ["uninstall", "--binding=archfit", "--webhook-configuration=archfit"],
+        "archfit-uninstall",
+        {"pre-delete"},
+        {"before-hook-creation,hook-succeeded"},
+    ) == (
+        sorted(kinds),
+        container["args"],
+        spec["serviceAccountName"],
+        {a["helm.sh/hook"] for a in annotations.values()},
+        {a["helm.sh/hook-delete-policy"] for a in annotations.values()},
+    )
+    # The Job's identity exists before the Job: lower weights are created first.
+    weights = {kind: int(a["helm.sh/hook-weight"]) for kind, a in annotations.items()}
+    assert max(w for k, w in weights.items() if k != "Job") < weights["Job"]

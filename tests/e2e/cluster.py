@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from extender.kube.api import KubeApi
-from extender.kube.kubeconfig import read_kubeconfig
+from extender.kube.client.api import KubeApi, connect
+from extender.kube.client.kubeconfig import ClientConfig, LoadingRules, read_files
 from tests.e2e.processes import MAX_WAIT_SECONDS
 from tests.support.pull_secrets import docker_config, secret_manifest
 from tests.support.waiting import wait_for
@@ -29,11 +29,10 @@ def core_api(kubeconfig: Path) -> client.CoreV1Api:
 def kube_api(kubeconfig: Path, host: str | None = None) -> KubeApi:
     """archfit's own API client for the kubeconfig's current context (optionally through
     another host:port), as `archfit serve` builds it."""
-    connection = read_kubeconfig(str(kubeconfig)).connection()
-    assert connection is not None, "the e2e kubeconfigs use client certificates"
+    config = ClientConfig(read_files(LoadingRules(explicit=str(kubeconfig)))).rest_config()
     if host is not None:
-        connection = dataclasses.replace(connection, host=host)
-    return KubeApi(connection)
+        config = dataclasses.replace(config, host=host)
+    return connect(config, {})
 
 
 @dataclass(frozen=True)

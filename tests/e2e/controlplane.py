@@ -46,6 +46,18 @@ class Binaries:
         return self.directory / "kube-controller-manager"
 
 
+AUDITED_USER = "system:serviceaccount:default:list-without-watch"
+"""The one user whose requests the apiserver's audit log records (test_list_without_watch)."""
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  users: ["{AUDITED_USER}"]
+- level: None
+"""
+
+
 def write_kubeconfig(path: Path, server: str, ca: Path, client: pki.ClientCert, user: str) -> Path:
     """Write a kubeconfig that talks to server with a client certificate."""
     config = {
@@ -75,6 +87,8 @@ class ControlPlane:
     workdir: Path
     server: str = ""
     admin_kubeconfig: Path = field(default_factory=Path)
+    audit_log: Path = field(default_factory=Path)
+    """One JSON event per line, for AUDITED_USER's requests only."""
     scheduler_kubeconfig: Path = field(default_factory=Path)
     certs: pki.Pki | None = None
     _processes: list[Process] = field(default_factory=list)
@@ -119,6 +133,9 @@ class ControlPlane:
 
         port = free_port()
         self.server = f"https://127.0.0.1:{port}"
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        self.audit_log = self.workdir / "audit.log"
         apiserver = Process(
             "kube-apiserver",
             [
@@ -134,6 +151,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={certs.sa_private_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--authorization-mode=Node,RBAC",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",
                 "--service-cluster-ip-range=10.96.0.0/24",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--v=1",

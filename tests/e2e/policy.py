@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,16 +117,46 @@ def required_arch(pod: Any) -> list[list[str]]:
     ]
 
 
+class Accepted:
+    """How many connections a hanging listener has accepted so far."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 @contextlib.contextmanager
-def hanging(port: int) -> Iterator[None]:
-    """A listener on 127.0.0.1:`port` that accepts TCP connections and never answers."""
+def hanging(port: int) -> Iterator[Accepted]:
+    """A listener on 127.0.0.1:`port` that accepts TCP connections and never answers; it
+    counts them, so a test can tell whether kube-apiserver called the webhook at all."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(256)
+    listener.settimeout(0.2)  # so the accepting thread sees `done`
+    accepted = Accepted()
+    kept: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            kept.append(connection)  # held open, never answered
+            accepted.count += 1
+
+    thread = threading.Thread(target=accept, name=f"hanging-{port}", daemon=True)
+    thread.start()
     try:
-        yield
+        yield accepted
     finally:
+        done.set()
+        thread.join()
+        for connection in kept:
+            connection.close()
         listener.close()
 
 

@@ -14,7 +14,9 @@ import json
 import os
 import random
 import signal
+import ssl
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
@@ -234,6 +237,80 @@ def test_with_archfit_unreachable_a_known_image_gets_amd64_and_an_unknown_one_is
         assert "amd64" == node_arch(plane, space, "known")
         held(plane, space, "unseen", unseen)
     assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
+
+
+@pytest.fixture
+def infrastructure(plane: Plane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Karpenter's own namespace, or one a cluster admin labelled archfit.io/exclude=true."""
+    if request.param == "karpenter":
+        name, labels = "karpenter", {}
+    else:
+        name, labels = f"infra-{uuid.uuid4().hex[:8]}", {"archfit.io/exclude": "true"}
+    with contextlib.suppress(ApiException):  # 409: an earlier test made it
+        cluster.create_namespace(plane.core, name)
+    plane.core.patch_namespace(name, {"metadata": {"labels": labels}})
+    try:
+        yield name
+    finally:
+        cluster.delete_namespace_pods(plane.core, name)
+
+
+@pytest.mark.parametrize("infrastructure", ["karpenter", "labelled"], indirect=True)
+def test_an_infrastructure_pod_is_neither_held_nor_kept_waiting_while_archfit_is_away(
+    archfit_back: Plane, space: str, infrastructure: str, images: Images
+) -> None:
+    """archfit unreachable, the policy bound as shipped: a never-seen image's pod in Karpenter's
+    namespace (or one labelled archfit.io/exclude=true) is created without a call to the
+    webhook, not held, and scheduled; a tenant's pod of such an image is held as before."""
+    plane = archfit_back
+    plane.kill_archfit()
+    with hanging(plane.hook.webhook_port) as webhook:
+        cluster.create_pod(
+            plane.core,
+            infrastructure,
+            cluster.pod_manifest("controller", [fresh_amd64_image(images)]),
+        )
+        infrastructure_calls = webhook.count
+        held(plane, space, "tenant", fresh_amd64_image(images))
+        tenant_calls = webhook.count - infrastructure_calls
+    pod = plane.core.read_namespaced_pod("controller", infrastructure)
+    assert (False, 0) == (is_gated(pod), infrastructure_calls)
+    assert tenant_calls >= 1, "the count has teeth: the tenant's pod did call the webhook"
+    assert cluster.wait_scheduled(plane.core, infrastructure, "controller") in ARCH_OF
+
+
+def _scheduler_gated_pods(plane: Plane) -> float:
+    """kube-scheduler's own `scheduler_pending_pods{queue="gated"}`, read as Prometheus does
+    (its secure port, as a client the apiserver authorises: the admin certificate)."""
+    certs = plane.control_plane.certs
+    assert certs is not None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed, on loopback
+    context.load_cert_chain(str(certs.admin.cert), str(certs.admin.key))
+    url = f"https://127.0.0.1:{plane.scheduler.port}/metrics"
+    with urllib.request.urlopen(url, context=context, timeout=10) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "scheduler_pending_pods" and sample.labels.get("queue") == "gated":
+                return float(sample.value)
+    raise AssertionError("kube-scheduler exports no scheduler_pending_pods{queue=gated}")
+
+
+def test_kube_scheduler_counts_the_pods_the_policy_holds_with_archfit_gone(
+    archfit_back: Plane, space: str, images: Images
+) -> None:
+    """ArchfitGatedPodsStranded reads kube-scheduler's gated count, which needs no archfit:
+    with every archfit process killed, a held pod raises it by one."""
+    plane = archfit_back
+    plane.kill_archfit()
+    before = _scheduler_gated_pods(plane)
+    held(plane, space, "stranded", fresh_amd64_image(images))
+    assert before + 1 == wait_for(
+        lambda: (n := _scheduler_gated_pods(plane)) > before and n,
+        "kube-scheduler to count the held pod as gated",
+    )
 
 
 def test_a_malformed_or_missing_parameter_never_blocks_a_pod(

@@ -1,6 +1,6 @@
-"""archfit's own API client (extender.kube.api) against the real kube-apiserver: a kubeconfig with
-client certificates read natively, JSON in and out, a watch streamed, and every refusal an
-ApiError carrying the server's status, reason and Status body."""
+"""archfit's own API client (extender.kube.client.api) against the real kube-apiserver: a
+kubeconfig with client certificates read natively, JSON in and out, a watch streamed, and
+every refusal an ApiError carrying the server's status, reason and Status body."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from extender.kube.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeApi
-from extender.kube.errors import ApiError
-from extender.kube.kubeconfig import read_kubeconfig
-from extender.kube.watching import watch_lines
+from extender.kube.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeApi, connect
+from extender.kube.client.errors import ApiError
+from extender.kube.client.kubeconfig import ClientConfig, LoadingRules, read_files
+from extender.kube.client.watching import watch_lines
 from tests.e2e.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
@@ -24,9 +24,8 @@ TIMEOUT = (5, 15)
 @pytest.fixture
 def api(control_plane: ControlPlane) -> Iterator[KubeApi]:
     """The admin kubeconfig (client certificate files, a CA file), read without `kubernetes`."""
-    connection = read_kubeconfig(str(control_plane.admin_kubeconfig)).connection()
-    assert connection is not None
-    with KubeApi(connection) as api:
+    rules = LoadingRules(explicit=str(control_plane.admin_kubeconfig))
+    with connect(ClientConfig(read_files(rules)).rest_config(), {}) as api:
         yield api
 
 

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client, config
 from structlog.testing import capture_logs
 
-from extender.kube.api import KubeApi
+from extender.kube.client.api import KubeApi
 from extender.kube.lease import ApiLeases, Lease
 from tests.e2e.cluster import kube_api
 from tests.e2e.controlplane import ControlPlane

@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from extender.core.pods import PullSecretsRef
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
-from extender.kube.errors import ApiError
+from extender.kube.client.api import KubeApi, connect
+from extender.kube.client.errors import ApiError
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.pull_secrets import KubeSecretSource
 from extender.registry.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
@@ -59,7 +59,7 @@ async def api() -> AsyncIterator[Api]:
     app.router.add_get("/{tail:.*}", fake.handle)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
-    api_client = KubeApi(Connection(host=f"http://127.0.0.1:{server.port}"))
+    api_client = connect(RestConfig(host=f"http://127.0.0.1:{server.port}"))
     try:
         yield Api(fake, api_client)
     finally:

@@ -26,6 +26,9 @@ class StaticNodes:
     def synced(self) -> bool:
         return True
 
+    problem: str | None = None
+    """Set by a test whose node source cannot stay current."""
+
     def snapshot(self) -> Mapping[str, NodeFacts]:
         return self._nodes
 

@@ -41,7 +41,13 @@ def _kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
     return path
 
 
-CLUSTER_COMMANDS = [["release", "--all"], ["audit", "-n", "shop"], ["serve"], ["evidence", "list"]]
+CLUSTER_COMMANDS = [
+    ["release", "--all"],
+    ["uninstall"],
+    ["audit", "-n", "shop"],
+    ["serve"],
+    ["evidence", "list"],
+]
 
 
 @pytest.mark.parametrize("command", CLUSTER_COMMANDS)

@@ -18,6 +18,7 @@ from extender.core.gates import (
     RELEASED_ANNOTATION,
     gate_operations,
     is_gated,
+    never_held,
     release_operations,
 )
 from tests.objects import pod
@@ -118,3 +119,19 @@ def test_a_release_against_another_pod_of_the_same_name_fails_its_test() -> None
     again["metadata"]["uid"] = "another-uid"
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch(again, operations)
+
+
+@pytest.mark.parametrize(
+    ("excluded", "own", "expected"),
+    [
+        (("karpenter",), "archfit-system", {"karpenter", "kube-system", "archfit-system"}),
+        ((), "tools", {"kube-system", "tools"}),
+        (("kube-system", "tools"), "tools", {"kube-system", "tools"}),
+    ],
+    ids=["excluded-and-both", "none-excluded", "already-listed"],
+)
+def test_excluded_namespaces_kube_system_and_archfits_own_are_never_held(
+    excluded: tuple[str, ...], own: str, expected: set[str]
+) -> None:
+    """Whatever the settings list, kube-system and archfit's namespace join it."""
+    assert frozenset(expected) == never_held(excluded, own)

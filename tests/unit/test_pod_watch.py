@@ -12,8 +12,8 @@ import orjson
 from bench.pod_watch import pod as realistic_pod
 from extender.core.mismatch import ContainerState
 from extender.core.pods import PullSecretsRef
-from extender.kube.api import KubeApi
-from extender.kube.connection import Connection
+from extender.kube.client.api import connect
+from extender.kube.client.rest_config import RestConfig
 from extender.kube.pod_watch import BOUND, PodWatch, decode_pod, decode_pod_page
 from tests.support.json_server import json_server
 
@@ -73,7 +73,7 @@ def test_the_list_and_the_watch_ask_only_for_pods_bound_to_a_node() -> None:
         return {"metadata": {"resourceVersion": "1"}, "items": []}
 
     with json_server(answer) as url:
-        watch = PodWatch(KubeApi(Connection(host=url)))
+        watch = PodWatch(connect(RestConfig(host=url)))
         watch.watch_from(watch.list_all())
     assert [[BOUND], [BOUND]] == [query.get("fieldSelector") for query in asked]
     assert "spec.nodeName!=" == BOUND

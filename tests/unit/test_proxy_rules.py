@@ -49,7 +49,7 @@ def test_settings_win_over_the_environment_which_fills_the_gaps() -> None:
     environ = {"HTTPS_PROXY": "http://env:1", "http_proxy": "env-lower:2", "NO_PROXY": "x"}
     table = routes(ProxySettings(from_environment=True, https_proxy="http://set:3"), environ)
     expected = ("http://set:3", "http://env-lower:2", True)
-    bypass = table.no_proxy.bypasses("x", 443)
+    bypass = table.bypasses("x", 443)
     assert expected == (str(table.https), str(table.http), bypass)
 
 

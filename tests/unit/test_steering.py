@@ -326,11 +326,11 @@ def _statefulset_pod(name: str) -> dict[str, Any]:
 
 def _fleet(clock: FakeClock) -> Any:
     """The webhook's steering, its watches not started: admissions alone feed the tally."""
-    from extender.kube.api import KubeApi
-    from extender.kube.connection import Connection
+    from extender.kube.client.api import connect
+    from extender.kube.client.rest_config import RestConfig
     from extender.kube.steering_watches import FleetSteering
 
-    return FleetSteering(KubeApi(Connection(host="http://127.0.0.1:1")), clock=clock)
+    return FleetSteering(connect(RestConfig(host="http://127.0.0.1:1")), clock=clock)
 
 
 def test_a_retry_of_the_same_create_gets_the_same_side_and_counts_once() -> None:

@@ -89,3 +89,51 @@ runAsGroup: {{ .Values.runAsGroup }}
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* policy.excludedNamespaces with the release namespace, as a JSON list: archfit.yaml, both
+webhook configurations' namespaceSelector and the policy's binding say the same. */}}
+{{- define "archfit.excludedNamespaces" -}}
+{{- $listed := ((.Values.config).policy).excludedNamespaces | default list }}
+{{- append $listed .Release.Namespace | uniq | toJson }}
+{{- end }}
+
+{{/* The namespaceSelector of whatever archfit admits: not an excluded namespace, not one a
+cluster admin labelled archfit.io/exclude=true (docs/webhook.md, "Infrastructure namespaces"). */}}
+{{- define "archfit.namespaceSelector" -}}
+matchExpressions:
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values: {{ include "archfit.excludedNamespaces" . }}
+- key: archfit.io/exclude
+  operator: NotIn
+  values: ["true"]
+{{- end }}
+
+{{/* "true" when the chart installs archfit's MutatingAdmissionPolicy: admissionPolicy.enabled
+true, or auto with the webhook on and a cluster that serves admissionregistration.k8s.io/v1
+MutatingAdmissionPolicy (Kubernetes 1.36+; helm template: --api-versions names it). */}}
+{{- define "archfit.admissionPolicy" -}}
+{{- $asked := toString .Values.admissionPolicy.enabled }}
+{{- if not (has $asked (list "auto" "true" "false")) }}
+{{- fail (printf "admissionPolicy.enabled: %q is not auto, true or false" $asked) }}
+{{- end }}
+{{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" }}
+{{- if or (eq $asked "true") (and (eq $asked "auto") .Values.webhook.enabled $served) }}true{{ end }}
+{{- end }}
+
+{{/* The pre-delete hook's labels (templates/uninstall-hook.yaml): none of the extender's
+selector labels, so no Service or PodDisruptionBudget picks its pod. */}}
+{{- define "archfit.uninstallLabels" -}}
+{{ include "archfit.commonLabels" . }}
+app.kubernetes.io/name: {{ include "archfit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: uninstall
+{{- end }}
+
+{{/* A pre-delete hook object of the given weight, deleted when the hook succeeded (and
+before a new one is made, after a failed uninstall). */}}
+{{- define "archfit.uninstallHook" -}}
+helm.sh/hook: pre-delete
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}

@@ -1,8 +1,9 @@
-"""Blocking Kubernetes API calls run from the event loop in daemon threads.
+"""Blocking Kubernetes API calls run from the event loop in daemon threads: the one way the
+adapters of extender/kube/ run one (`blocking`, or `DaemonCalls` with a cap and a wait).
 
 asyncio.to_thread would use the default executor, whose threads asyncio.run joins at exit: a
 call stuck on a silent API server (or in urllib3's retries) would then hold up shutdown. A
-daemon thread is left behind instead, and the caller stops waiting after the timeout.
+daemon thread is left behind instead.
 """
 
 from __future__ import annotations
@@ -52,6 +53,25 @@ class DaemonCalls:
 
         threading.Thread(target=run, name="archfit-api-call", daemon=True).start()
         return await asyncio.wait_for(future, self.timeout * 1.5)
+
+
+async def blocking(call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)` in a daemon thread: its answer or exception. Bounded by the call's own
+    timeouts (every KubeApi call has one)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (call(*args), None)
+        except BaseException as error:  # handed to the awaiting side, whatever it is
+            outcome = (None, error)
+        # RuntimeError: the loop is gone (shutdown), so nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, future, *outcome)
+
+    threading.Thread(target=run, name="archfit-api-call", daemon=True).start()
+    return await future
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
