@@ -42,7 +42,7 @@
 
 The classes live where they are raised and are declared on the family here, but for those
 raised in one layer and answered in another (WireError, NoNodeIndex), which live here; the
-ones that were ValueErrors stay ValueErrors too, so no caller changes. `cli._serve` catches
+ones that were ValueErrors stay ValueErrors too, so no caller changes. `cli.serve._serve` catches
 the two start-up roots (SetupError, ListenError); errors raised serving a request become
 HTTP answers in one place, extender.serving.error_answers, for both apps.
 """
