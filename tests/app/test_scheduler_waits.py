@@ -70,19 +70,20 @@ async def test_one_scheduling_cycle_waits_on_a_held_registry_then_none_until_it_
         _image(held_registry, catalog.amd64_only),
         _image(held_registry, catalog.manifest_list),
     )
-    reasons = []
     with capture_logs() as logs:
         for image in (first, second):
             for verb in ("filter", "prioritize"):
                 await post(client, verb, args_full(pod(image), *NODES))
+    # The first call's budget is what is left of the deadline when it resolves (0.3 s, or
+    # less on a loaded machine): its reason is read up to the figure.
     reasons = [
-        (e["image"], e["error"].split(" (")[0])
+        (e["image"], e["error"].split(" (")[0].split(" the ")[0])
         for e in logs
         if e["event"] == "image_platforms_unknown"
     ]
     waits = [(e["event"], e["registry_waits"]) for e in logs if e["event"].endswith("_done")]
     assert [
-        (first, "registry slower than the 0.3 s deadline"),
+        (first, "registry slower than"),
         (
             second,
             f"registry {held_registry.host} did not answer an earlier call in time, not waited for",

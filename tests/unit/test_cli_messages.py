@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,10 +167,12 @@ def test_ctrl_c_during_inspect_prints_one_line_and_no_traceback(tmp_path):
             text=True,
             env={**os.environ, "ARCHFIT_SERVER__PORT": str(free_port())},
         )
-        time.sleep(2)  # imported and waiting on the registry
+        silent.settimeout(60)
+        waiting, _ = silent.accept()  # imported, and waiting on the registry's answer
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
-    assert (130, "archfit: interrupted\n") == (process.returncode, err)
+        out, err = process.communicate(timeout=30)
+        waiting.close()
+    assert (130, "archfit: interrupted\n") == (process.returncode, err), out
 
 
 # A ConfigMap as kube-apiserver answers a GET of it, with one entry the watcher wrote, and the
