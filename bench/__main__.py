@@ -43,6 +43,7 @@ OTHERS: dict[str, tuple[list[str], list[str]]] = {
     "policy_latency.py": (["--pods", "200"], ["--pods", "20", "--rounds", "1"]),
     "workload_warnings_latency.py": (["--rounds", "40"], ["--rounds", "10"]),
     "pod_watch.py": ([], ["--quick"]),
+    "policy_table.py": ([], ["--images", "2000", "10000", "--pods", "10000", "--rounds", "1"]),
     "kube_relist.py": ([], ["--quick"]),
     "server_floor.py": ([], ["--seconds", "1"]),
     "call_profile.py": (["--new-pod"], ["--new-pod", "--calls", "500"]),

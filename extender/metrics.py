@@ -301,6 +301,43 @@ class Metrics:
             ["cause"],
             registry=r,
         )
+        self.policy_left_out_namespaces = Gauge(
+            "archfit_policy_parameter_left_out_namespaces",
+            "Namespaces that had images left out of the parameter at its last publish (the "
+            "object's status.leftOut names the 100 with the most).",
+            registry=r,
+        )
+        self.policy_images_in_use = Gauge(
+            "archfit_policy_images_in_use",
+            "Images (digest-pinned ones by digest) named by a pod of a namespace the policy "
+            "applies to, on the publisher's leader (0 elsewhere).",
+            registry=r,
+        )
+        self.policy_unresolved = Gauge(
+            "archfit_policy_unresolved_images",
+            "Images in use that the publisher's leader could not resolve yet: not in the "
+            "parameter, so their new pods are held while archfit is down.",
+            registry=r,
+        )
+        self.policy_pods_indexed = Gauge(
+            "archfit_policy_pods_indexed",
+            "Pods the publisher's leader follows (every namespace the policy applies to).",
+            registry=r,
+        )
+        self.policy_lookup_failures = Counter(
+            "archfit_policy_lookup_failures",
+            "Lookups of the publisher's leader that failed (with every reference tried); the "
+            "image is tried again after 5 s, 15 s, then every minute.",
+            registry=r,
+        )
+        self.policy_table_lookups = Counter(
+            "archfit_policy_table_lookups",
+            "Lookups the shared table's tier saw, by what answered: cache (this replica's), "
+            "table (the published object), table_late (the object learned the image while "
+            "the registry was asked), registry.",
+            ["answered_by"],
+            registry=r,
+        )
         self.policy_publisher_leader = Gauge(
             "archfit_policy_publisher_leader",
             "1 while this replica holds the publisher's Lease (admissionPolicy.leaseName), else 0.",

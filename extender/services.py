@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -12,11 +11,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from extender.config.settings import Settings
-from extender.core.image_table import ImageTable
 from extender.core.mutation import MutationRules
 from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform
-from extender.core.pods import PodFacts, PullSecretsRef
+from extender.core.pods import PodFacts
 from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
 from extender.lookups.evidence import (
@@ -27,6 +25,7 @@ from extender.lookups.evidence import (
     runs_on_some_node,
 )
 from extender.lookups.resolution import PlatformResolver, Resolution
+from extender.lookups.shared_tier import SharedTier
 from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 
@@ -107,8 +106,12 @@ class Services:
     resolver."""
     steering: SteeringSource | None = None
     """Namespace preferences and arm64 shares (webhook.steering with API access)."""
-    images: ImageTable | None = None
-    """What this replica resolved, for the admission policy's parameter (admissionPolicy)."""
+    learned: LearnedResolver | None = None
+    """The resolver that believes learned evidence (cache, then registry): what the mismatch
+    watcher and the policy's publisher resolve with. None with a given resolver."""
+    shared: SharedTier | None = None
+    """The published ImagePlatforms object as a cache tier (admissionPolicy.enabled, with API
+    access): what any replica's leader resolved, this one answers at once."""
 
 
 @asynccontextmanager
@@ -195,20 +198,19 @@ async def open_services(
         def recent_hits(count: int) -> None:
             metrics.cache_lookup("answer", "hit", count)
 
-        images = None
-        on_known = None
-        if settings.admission_policy.enabled and api is not None:
-            images = ImageTable(settings.admission_policy.max_entries, time.monotonic)
-
-            def on_known(image: str, pull: PullSecretsRef, platforms: frozenset[Platform]) -> None:
-                images.record(image, platforms, pull)
-
+        shared = None
+        if settings.admission_policy.enabled and api is not None and learned is not None:
+            # Watched once the policy's API is known to be there (controllers.publisher).
+            shared = SharedTier(
+                learned,
+                learned,
+                on_answer=lambda where: metrics.policy_table_lookups.labels(where).inc(),
+            )
         resolution = Resolution(
-            resolver,
+            shared or resolver,
             max_recent=settings.cache.max_entries,
             on_recent=recent_hits,
-            evidence=learned,
-            on_known=on_known,
+            evidence=shared or learned,
         )
         stack.push_async_callback(resolution.aclose)
         if book is not None:
@@ -233,7 +235,8 @@ async def open_services(
             kube=api,
             evidence=book,
             steering=steering,
-            images=images,
+            learned=learned,
+            shared=shared,
         )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -22,6 +21,7 @@ from extender.cli.flags import add_cluster_flags
 from extender.config import settings as config
 from extender.core.mismatch import Evidence
 from extender.core.platforms import parse as parse_platform
+from extender.core.text import utc_text
 
 if TYPE_CHECKING:
     from extender.kube.evidence_store import ConfigMapEvidence
@@ -186,8 +186,8 @@ def _print_entries(entries: list[Evidence], output: str, where: str, out: TextIO
                 "finding": e.said,
                 "provenance": e.provenance,
                 "corroboration": e.corroboration,
-                "learned": _utc(e.learned),
-                "expires": _utc(e.expires),
+                "learned": utc_text(e.learned),
+                "expires": utc_text(e.expires),
             }
             for e in entries
         ]
@@ -212,10 +212,6 @@ def _print_entries(entries: list[Evidence], output: str, where: str, out: TextIO
             f"{e.namespace}/{e.workload} (pod {e.pod})",
             e.reason,
             why,
-            _utc(e.expires),
+            utc_text(e.expires),
         )
     print_table(table, out)
-
-
-def _utc(seconds: float) -> str:
-    return f"{datetime.datetime.fromtimestamp(seconds, datetime.UTC):%Y-%m-%dT%H:%M:%SZ}"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from extender import __version__
 from extender.cli import evidence, serve
 from extender.cli.flags import CONTEXT_HELP, KUBECONFIG_HELP, add_cluster_flags, common_parser
+from extender.cli.policy_status import OLDEST_SHOWN
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
 from extender.config import settings as config
@@ -292,7 +293,8 @@ def _audit_clusters(
 
 
 def _cluster_api(settings: config.Settings) -> KubeApi | None:
-    """The API client `release` and `uninstall` need, or None after saying why there is none."""
+    """The API client `release`, `uninstall` and `policy` need, or None after saying why
+    there is none."""
     from extender.kube.access import KubeConfigError, build_api_client
 
     try:
@@ -435,6 +437,60 @@ def _add_scheduler_config(commands: Any, common: argparse.ArgumentParser) -> Non
     )
     # It reads only server.prefix, server.port, webhook.port and the deadline.
     register.set_defaults(run=_scheduler_config, needs_extras=False)
+
+
+def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit policy status`: the published ImagePlatforms object, read with the operator's
+    kubeconfig."""
+    from extender.cli.policy_status import print_status, status_report
+    from extender.kube.client.errors import short_error
+    from extender.kube.image_platforms import read_object
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    name = settings.admission_policy.parameter_name
+    with api:
+        try:
+            found = read_object(api, name)
+        except Exception as error:  # the API's refusal or no answer: said, not raised
+            print(
+                f"archfit: ImagePlatforms/{name} unreadable: {short_error(error)}", file=sys.stderr
+            )
+            return 1
+    if found is None:
+        print(
+            f"archfit: no ImagePlatforms/{name}: archfit has not published it "
+            "(admissionPolicy.enabled, and the cluster's policy API and archfit's CRD)",
+            file=sys.stderr,
+        )
+        return 1
+    print_status(status_report(found, args.oldest), args.output, sys.stdout)
+    return 0
+
+
+def _add_policy(commands: Any, common: argparse.ArgumentParser) -> None:
+    policy = commands.add_parser(
+        "policy",
+        parents=[common],
+        help="what the admission policy's parameter lists now, what it left out",
+        description="The ImagePlatforms object archfit's leader publishes (admissionPolicy): "
+        "how many images it lists of those in use, which namespaces had images left out "
+        "under admissionPolicy.maxBytes, and the entries resolved longest ago. See "
+        """docs/operations.md, "The admission policy's parameter".""",
+    )
+    policy.add_argument("action", choices=("status",))
+    policy.add_argument(
+        "--oldest",
+        type=int,
+        default=OLDEST_SHOWN,
+        help=f"how many of the entries resolved longest ago to show (default {OLDEST_SHOWN})",
+    )
+    policy.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="a table or JSON"
+    )
+    add_cluster_flags(policy)
+    policy.set_defaults(run=_policy_status)
 
 
 def _add_release(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -681,6 +737,7 @@ _SUBCOMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
     _add_release,
     _add_uninstall,
     evidence.add_evidence,
+    _add_policy,
     _add_config,
 )
 """Every subcommand, in the order `archfit --help` lists them: each adds its parser and

@@ -408,26 +408,30 @@ class WatcherSettings:
 @dataclass(frozen=True)
 class AdmissionPolicySettings:
     enabled: bool = False
-    """Publish what archfit has resolved as the parameter of its MutatingAdmissionPolicy
-    (Kubernetes 1.36+), so kube-apiserver constrains known images and holds unknown ones
-    while archfit is down or unreachable (docs/webhook.md, "When archfit is down"). Needs
-    API access; on a cluster without admissionregistration.k8s.io/v1 policies, serve says
-    so once and runs without it."""
+    """Publish the platforms of every image the cluster's pods name as the parameter of
+    archfit's MutatingAdmissionPolicy (Kubernetes 1.36+), so kube-apiserver constrains known
+    images and holds unknown ones while archfit is down or unreachable; every replica reads
+    it back as a cache tier (docs/webhook.md, "When archfit is down"). Needs API access; on a
+    cluster without admissionregistration.k8s.io/v1 policies, serve says so once and runs
+    without it."""
     parameter_name: str = "archfit"
     """The cluster-scoped ImagePlatforms object (archfit.io/v1alpha1) the paramRef names."""
     lease_name: str = "archfit-policy-publisher"
     """The coordination.k8s.io Lease (in archfit's namespace) that elects the one publisher."""
     publish_seconds: float = 5.0
-    """How often the leader writes the parameter when what it says changed."""
+    """How often the leader writes the parameter when what it says changed: an image new to
+    the cluster's pods is listed within this plus one lookup."""
     refresh_seconds: float = 300.0
     """An image is resolved again this long after its last lookup, so a moved tag shows."""
     unused_seconds: float = 7 * 24 * 3600.0
-    """An image no pod has named for this long leaves the parameter."""
+    """An image leaves the parameter this long after the last pod that named it went (a
+    running pod keeps it, however old its CREATE)."""
     max_bytes: int = 1_000_000
-    """Bound on the parameter's spec as JSON, below etcd's 1.5 MiB request limit; past it the
-    least recently used images are left out (their pods are held as unknown ones are)."""
+    """Bound on the parameter's spec as JSON, below etcd's 1.5 MiB request limit; past it
+    images are left out round-robin across namespaces, each namespace's least recently used
+    first (their pods are held as unknown ones are)."""
     max_entries: int = 50_000
-    """Images remembered per replica (least recently used first out)."""
+    """Images the parameter lists at most, beside the byte bound (left out as above)."""
 
     def __post_init__(self) -> None:
         if not self.parameter_name or not self.lease_name:
@@ -436,8 +440,8 @@ class AdmissionPolicySettings:
             raise ValueError("publishSeconds: must be in 0.5..3600")
         if self.refresh_seconds < 10:
             raise ValueError("refreshSeconds: must be at least 10")
-        if self.unused_seconds < 60:
-            raise ValueError("unusedSeconds: must be at least 60")
+        if self.unused_seconds < 1:
+            raise ValueError("unusedSeconds: must be at least 1")
         if not 10_000 <= self.max_bytes <= 1_400_000:
             raise ValueError("maxBytes: must be in 10000..1400000 (etcd takes 1.5 MiB at most)")
         if self.max_entries < 1:

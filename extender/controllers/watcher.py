@@ -38,7 +38,7 @@ from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
 from extender.core.text import cut
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
+from extender.lookups.evidence import EvidenceBook
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.reference import parse as parse_reference
@@ -403,7 +403,6 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
 
     async def work() -> None:
         watch = PodWatch(api, watch_settings.page_size)
-        learned = services.resolution.resolver
         watcher = Watcher(
             watch_settings,
             metrics,
@@ -411,7 +410,7 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
             services.resolution,
             services.nodes,
             services.evidence,
-            learned if isinstance(learned, LearnedResolver) else None,
+            services.learned,
         )
         watch.start(watcher.on_pod)
         try:

@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from extender.core.json_patch import pointer, set_in_metadata
+from extender.core.pods import RELEASED_ANNOTATION
 from extender.errors import ConflictError
 
 GATE = "archfit.io/platforms-unknown"
@@ -26,8 +27,6 @@ GATED_LABEL = "archfit.io/gated"
 """Label on held pods (value `true`), so the releaser lists and watches only those."""
 GATED_REASON_ANNOTATION = "archfit.io/gated-reason"
 """Why the pod is held: the images whose platforms were unknown, and what the lookup said."""
-RELEASED_ANNOTATION = "archfit.io/released"
-"""How the pod was released: `resolved`, or `fallback ...` / `admit ...` at the cap."""
 
 GATED_SELECTOR = f"{GATED_LABEL}=true"
 

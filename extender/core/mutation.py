@@ -25,6 +25,7 @@ from extender.core.platforms import (
     any_accepts,
 )
 from extender.core.pods import (
+    PLATFORMS_ANNOTATION,
     PREFER_ARCH_ANNOTATION,
     annotation_preference,
     prefer_arch,
@@ -35,7 +36,6 @@ from extender.core.steering import CHOICE_LABEL, SIDES, Steering
 from extender.core.text import short_image
 from extender.errors import InputError
 
-PLATFORMS_ANNOTATION = "archfit.io/platforms"
 DEFAULT_SCHEDULER = "default-scheduler"
 
 # The API documents about 120 characters as what a warning should stay under.

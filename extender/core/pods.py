@@ -18,6 +18,11 @@ Pod = dict[str, Any]
 
 SKIP_ANNOTATION = "archfit.io/skip"
 PREFER_ARCH_ANNOTATION = "archfit.io/prefer-arch"
+PLATFORMS_ANNOTATION = "archfit.io/platforms"
+"""Written by the webhook as it decides a pod at CREATE: where its images run."""
+RELEASED_ANNOTATION = "archfit.io/released"
+"""Written by the releaser as it lets a held pod go: how (`resolved`, or `fallback ...` /
+`admit ...` at the cap)."""
 
 # Bounds on the lists archfit walks, far above any real pod: each image costs a registry
 # lookup, so a pod with a million containers must be refused, not resolved.
@@ -80,6 +85,11 @@ class PodFacts(NamedTuple):
     prefer_arch: tuple[str, ...]
     """From `archfit.io/prefer-arch`, most preferred first; empty when absent."""
     workload: WorkloadId
+    decided: bool
+    """archfit decided the pod already, at CREATE or on its release from the gate (its
+    PLATFORMS_ANNOTATION or RELEASED_ANNOTATION): its own constraint keeps it where its images
+    run, so the extender does not wait on a registry for it. The annotations are the pod
+    owner's to forge, which only changes how long archfit waits for that very pod."""
 
 
 class PodError(InputError):
@@ -112,6 +122,7 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
         == "true",
         prefer_arch=prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION)),
         workload=workload_of(namespace, name, controller_of(metadata.get("ownerReferences"))),
+        decided=PLATFORMS_ANNOTATION in annotations or RELEASED_ANNOTATION in annotations,
     )
 
 

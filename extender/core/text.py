@@ -3,6 +3,8 @@ made printable and cut short, in one way everywhere."""
 
 from __future__ import annotations
 
+import datetime
+
 MAX_IMAGE_IN_REASON = 120
 """kube-scheduler cuts the event message at 1024 bytes and groups identical reasons; an image
 name longer than this is cut so the clause stays short."""
@@ -43,3 +45,8 @@ def printable(text: str, replacement: str) -> str:
 def short_image(image: str, limit: int = MAX_IMAGE_IN_REASON) -> str:
     """The image name made printable and cut to `limit` characters, for reasons and warnings."""
     return cut(printable(image, "?"), limit)
+
+
+def utc_text(seconds: float) -> str:
+    """Unix seconds as an RFC 3339 UTC time to the second (`2026-07-01T12:00:00Z`)."""
+    return f"{datetime.datetime.fromtimestamp(seconds, datetime.UTC):%Y-%m-%dT%H:%M:%SZ}"

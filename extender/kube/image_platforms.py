@@ -1,16 +1,26 @@
 """The ImagePlatforms object (archfit.io/v1alpha1, cluster-scoped) that archfit's
-MutatingAdmissionPolicy reads as its parameter: whether the cluster serves the API, and
-writing the object (extender.controllers.publisher decides when)."""
+MutatingAdmissionPolicy reads as its parameter: whether the cluster serves the API, writing
+the object (extender.controllers.publisher decides when), and watching it (every replica reads
+it as a cache tier: extender.lookups.shared_tier)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+import msgspec
+import structlog
+
+from extender.core.parameter import EMPTY_TABLE, ParameterSpec, PublishedTable
 from extender.errors import ConflictError
 from extender.kube.client.api import KubeApi
 from extender.kube.client.calls import blocking
 from extender.kube.client.errors import ApiError, short_error
+from extender.kube.client.watching import REQUEST_TIMEOUT, Expired, ListMeta, ListWatch
+
+log = structlog.get_logger("archfit.policy")
 
 GROUP = "archfit.io"
 VERSION = "v1alpha1"
@@ -41,6 +51,16 @@ def policy_api_missing(api: KubeApi) -> str:
             return f"the cluster serves no {GROUP}/{VERSION} {PARAMETER_KIND} (apply the CRD)"
         return f"{GROUP}/{VERSION} unreadable: {short_error(error)}"
     return ""
+
+
+def read_object(api: KubeApi, name: str) -> dict[str, Any] | None:
+    """The whole object (spec and status), or None when there is none. Blocking."""
+    try:
+        return _mapping(api.get(f"{_OBJECTS}/{name}", timeout=_TIMEOUT))
+    except ApiError as error:
+        if error.status == HTTPStatus.NOT_FOUND:
+            return None
+        raise
 
 
 async def check_policy_api(api: KubeApi) -> str:
@@ -106,6 +126,99 @@ class ImagePlatformsStore:
                 self._version = ""  # deleted meanwhile: created on the next write
             raise
         self._version = str(written.get("metadata", {}).get("resourceVersion") or "")
+
+
+class _Meta(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    resource_version: str = ""
+
+
+class _Object(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+    spec: ParameterSpec = ParameterSpec()
+
+
+class _List(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[msgspec.Raw] | None = None
+
+
+_decode_list = msgspec.json.Decoder(_List).decode
+_decode_object = msgspec.json.Decoder(_Object).decode
+
+OnTable = Callable[[PublishedTable], None]
+"""Told, in the event loop, the object as published now (an empty table when it is gone)."""
+
+
+class ParameterWatch:
+    """List-watch of the one ImagePlatforms object (a field selector on its name), each
+    version read back as a PublishedTable."""
+
+    def __init__(self, api: KubeApi, name: str) -> None:
+        self._api = api
+        self._query = {"fieldSelector": f"metadata.name={name}"}
+        self._on_table: OnTable | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watch = ListWatch(
+            "archfit-policy-table",
+            self.list_all,
+            self.watch_from,
+            log,
+            ("policy_table_watch_expired", "policy_table_watch_error"),
+        )
+
+    def start(self, on_table: OnTable) -> None:
+        self._on_table = on_table
+        self._loop = asyncio.get_running_loop()
+        self._watch.start()
+
+    async def stop(self) -> None:
+        await self._watch.stop()
+
+    def list_all(self) -> str:
+        try:
+            data = self._api.request("GET", _OBJECTS, query=self._query, timeout=REQUEST_TIMEOUT)
+        except ApiError as error:
+            if error.status == 410:
+                raise Expired from error
+            raise
+        found = _decode_list(data)
+        items = found.items or []
+        self._tell(_table_of(items[0]) if items else EMPTY_TABLE)
+        return found.metadata.resource_version
+
+    def watch_from(self, version: str) -> str:
+        return self._watch.follow(self._api, _OBJECTS, version, self._apply, self._query)
+
+    def _apply(self, kind: str, raw: msgspec.Raw, version: str) -> str:
+        meta = _decode_meta(raw).metadata
+        if kind in ("ADDED", "MODIFIED"):
+            self._tell(_table_of(raw))
+        elif kind == "DELETED":
+            self._tell(EMPTY_TABLE)
+        return meta.resource_version or version
+
+    def _tell(self, table: PublishedTable) -> None:
+        loop, on_table = self._loop, self._on_table
+        if loop is not None and on_table is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(on_table, table)
+
+
+class _Metadata(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+
+
+_decode_meta = msgspec.json.Decoder(_Metadata).decode
+
+
+def _table_of(raw: msgspec.Raw) -> PublishedTable:
+    """The object read back; an empty table (this replica answers without it) when a field
+    has the wrong type (an edit by hand), said in one line."""
+    try:
+        return PublishedTable.of(_decode_object(raw).spec)
+    except msgspec.ValidationError as error:
+        log.warning("policy_table_unreadable", error=str(error))
+        return EMPTY_TABLE
 
 
 def _mapping(value: object) -> dict[str, Any]:

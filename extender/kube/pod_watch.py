@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import structlog
@@ -60,7 +60,9 @@ class PodMeta(msgspec.Struct, rename="camel", frozen=True):
     deletion_timestamp: str | None = None
 
 
-class _Name(msgspec.Struct, frozen=True):
+class NameRef(msgspec.Struct, frozen=True):
+    """Anything that is its name alone (a pull secret's reference, an env entry)."""
+
     name: str = ""
 
 
@@ -74,7 +76,7 @@ class _Container(msgspec.Struct, rename="camel", frozen=True):
     command: list[str] | None = None
     args: list[str] | None = None
     working_dir: str = ""
-    env: list[_Name] | None = None
+    env: list[NameRef] | None = None
     env_from: list[msgspec.Raw] | None = None
     volume_mounts: list[_Mount] | None = None
 
@@ -92,7 +94,7 @@ class PodSpec(msgspec.Struct, rename="camel", frozen=True):
 
     node_name: str = ""
     service_account_name: str = "default"
-    image_pull_secrets: list[_Name] | None = None
+    image_pull_secrets: list[NameRef] | None = None
     containers: list[_Container] | None = None
     init_containers: list[_Container] | None = None
 
@@ -199,15 +201,23 @@ class WatchedPod(msgspec.Struct, frozen=True):
             )
 
 
-P = TypeVar("P", bound=WatchedPod)
+class Listed(Protocol):
+    """What a list-watch reads of every pod it decodes: its metadata."""
+
+    @property
+    def metadata(self) -> PodMeta: ...
+
+
+P = TypeVar("P", bound=Listed)
 
 
 decode_pod_page = msgspec.json.Decoder(ListPage[WatchedPod]).decode
 decode_pod = msgspec.json.Decoder(WatchedPod).decode
 
 OnPod = Callable[[str, P], None]
-"""Told ("ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a relist tells
-every pod again, then "SYNCED" with an empty pod, so the watcher can drop the ones not told."""
+"""Told ("LISTING" | "ADDED" | "MODIFIED" | "DELETED" | "SYNCED", pod) in the event loop; a
+relist says "LISTING" (with the empty pod), tells every pod again, then "SYNCED" with the
+empty pod, so the reader can drop the ones not told."""
 
 
 class PodListWatch(Generic[P]):
@@ -240,8 +250,10 @@ class PodListWatch(Generic[P]):
         await self._watch.stop()
 
     def list_all(self) -> str:
-        """Tell every pod, page by page, then SYNCED; returns the list's resourceVersion."""
+        """Tell LISTING, every pod, page by page, then SYNCED; returns the list's
+        resourceVersion."""
         token = ""
+        self._tell("LISTING", self._empty)
         while True:
             query: Query = {
                 "fieldSelector": self._selector,

@@ -125,6 +125,8 @@ class EvidenceBook:
         """(namespace, workload) → digest → platform → its workload entry."""
         self._unsaved: set[str] = set()
         """Keys learned here that Redis has not taken yet: written again at the next sync."""
+        self.version = 0
+        """Moves whenever what the book believes changes (an expiry aside)."""
         self.on_change: Callable[[], None] | None = None
         """Told when what the book believes changes (Resolution forgets its recent answers,
         so what was learned counts from the next request on)."""
@@ -153,6 +155,10 @@ class EvidenceBook:
         if not found:
             return None
         return {digest: self._unexpired(platforms) for digest, platforms in found.items()}
+
+    def workloads(self) -> list[tuple[str, str]]:
+        """(namespace, workload) of every workload with evidence of its own."""
+        return list(self._workloads)
 
     def covering(self, evidence: Evidence) -> Evidence:
         """The widest entry held that says what `evidence` says: the cluster-wide one of its
@@ -299,6 +305,7 @@ class EvidenceBook:
         changed = entries != self._entries
         # swaps: readers see old or new
         self._entries, self._cluster, self._workloads = entries, cluster, workloads
+        self.version += changed
         if changed and self.on_change is not None:
             self.on_change()
         if self._metrics is not None:
@@ -432,20 +439,54 @@ class LearnedResolver:
         return (await self.resolve(image, pull)).platforms
 
     async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
+        found = await self.registry_answer(image, pull)
+        believed = self.believed(found.digest, found.platforms)
+        if believed is found.platforms:
+            return found
+        return dataclasses.replace(found, platforms=believed)
+
+    async def registry_answer(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> ImageResolution:
+        """What the registry (through the cache) answers, evidence not believed yet; the
+        digest is remembered for the workload evidence of the pods that name the image."""
         found = await self._inner.resolve(image, pull)
         self._digests.put((image, pull), found.digest, _DIGEST_SECONDS)
-        failing = self.book.failing(found.digest)
+        return found
+
+    def believed(self, digest: str, platforms: frozenset[Platform]) -> frozenset[Platform]:
+        """`platforms` less those `digest` is known, cluster-wide, not to run on (a dict read
+        when nothing is known: hot path); `platforms` itself when nothing is believed."""
+        failing = self.book.failing(digest)
         if not failing:
-            return found
-        narrowed = without_failing(found.platforms, failing)
-        if not self._believable(found.digest, (narrowed,), failing):
-            return found
-        return dataclasses.replace(found, platforms=narrowed)
+            return platforms
+        narrowed = without_failing(platforms, failing)
+        if not self._believable(digest, (narrowed,), failing):
+            return platforms
+        return narrowed
+
+    def digest_of(self, image: str, pull: PullSecretsRef) -> str | None:
+        """The digest `image` last resolved to with `pull` here, or None."""
+        return self._digests.get((image, pull))
 
     def narrow(
         self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
     ) -> Mapping[str, Resolved]:
         """`resolved` with the evidence of this workload alone believed too (no I/O)."""
+        digests = self._digests
+        digest_of = lambda image: digests.get((image, pull))  # noqa: E731
+        return self.narrow_by(resolved, digest_of, namespace, workload)
+
+    def narrow_by(
+        self,
+        resolved: Mapping[str, Resolved],
+        digest_of: Callable[[str], str | None],
+        namespace: str,
+        workload: str,
+    ) -> Mapping[str, Resolved]:
+        """`resolved` with the workload's evidence believed, each image's digest from
+        `digest_of`: what the webhook believes for that workload's pods, and the publisher
+        publishes for them."""
         failing_for = self.book.failing_for(namespace, workload)
         if not failing_for:
             return resolved
@@ -453,7 +494,7 @@ class LearnedResolver:
         failing_here: set[Platform] = set()
         digests: list[str] = []
         for image, found in resolved.items():
-            digest = self._digests.get((image, pull))
+            digest = digest_of(image)
             failing = failing_for.get(digest, _NONE) if digest is not None else _NONE
             if failing and digest is not None and isinstance(found, frozenset):
                 narrowed[image] = without_failing(found, failing)

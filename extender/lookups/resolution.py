@@ -56,6 +56,11 @@ class WorkloadEvidence(Protocol):
 
 T = TypeVar("T")
 
+_DECIDED = (
+    "not waited for: archfit wrote this pod's constraint when it decided it (still looking: "
+    "the next attempt finds the answer cached)"
+)
+
 RECENT_SECONDS = 5.0
 """How long a known answer is reused without asking the resolver (see Resolution)."""
 
@@ -86,7 +91,6 @@ class Resolution:
         clock: Callable[[], float] = time.monotonic,
         on_recent: Callable[[int], None] | None = None,
         evidence: WorkloadEvidence | None = None,
-        on_known: Callable[[str, PullSecretsRef, SharedPlatforms], None] | None = None,
     ) -> None:
         self.resolver = resolver
         self._evidence = evidence
@@ -102,9 +106,6 @@ class Resolution:
         verbs' judgements are found again by the ids of their answers."""
         self._on_recent = on_recent
         """Told how many images a request answered from the recent map (a metric)."""
-        self._on_known = on_known
-        """Told every image a request knows (the admission policy's table,
-        extender.core.image_table)."""
 
     async def resolve(
         self,
@@ -115,6 +116,7 @@ class Resolution:
         fresh_failures: bool = False,
         workload: WorkloadId | None = None,
         patient: bool = True,
+        registries: bool = True,
     ) -> dict[str, SharedResolved]:
         """Resolve every image concurrently; what is unfinished after `budget_seconds` is
         Unknown.
@@ -129,6 +131,8 @@ class Resolution:
         next pod), an image is answered Unknown at once, its lookup going on, when an earlier
         request ran out of time on that very lookup or on its registry host
         (extender.lookups.slow_registries): waiting again would only spend the budget again.
+        Without `registries`, no trip to a registry is waited for at all, only the cache
+        tiers: for a pod whose constraint archfit has written already (PodFacts.decided).
         """
         images = tuple(images)
         recent = self._recent
@@ -141,16 +145,14 @@ class Resolution:
         else:
             if answered and self._on_recent is not None:
                 self._on_recent(len(answered))
-            if self._on_known is not None:
-                for image, platforms in answered.items():
-                    if isinstance(platforms, frozenset):  # the recent map holds only these
-                        self._on_known(image, pull, platforms)
             return self._believed(answered, pull, workload)
         unique = dict.fromkeys(images)
         if not unique:
             return {}
         results: dict[str, SharedResolved] = {}
-        pending, slow = self._not_waited(unique, pull) if not patient else ({}, {})
+        pending, cache_only = self._not_waited(unique, pull) if not patient else ({}, {})
+        if not registries:
+            cache_only = {i: cache_only.get(i, _DECIDED) for i in unique if i not in pending}
         loop = asyncio.get_running_loop()
         lookups = _Lookups(len(unique) - len(pending), loop.create_future())
         budget = max(budget_seconds, 0.0)
@@ -161,9 +163,10 @@ class Resolution:
             for image in unique:
                 if image in pending:
                     continue  # an earlier request's lookup goes on: nothing to start
-                # A cache answers an image on a slow registry as any other; only its trip
-                # to the registry is not waited for.
-                trip = LookupTrip(partial(lookups.one_ended, image) if image in slow else None)
+                # A cache answers such an image as any other; only its trip to the registry
+                # is not waited for.
+                cut = partial(lookups.one_ended, image) if image in cache_only else None
+                trip = LookupTrip(cut)
                 lookup = _telling(self._lookup(image, pull, trip, budget), lookups, image)
                 tasks[image] = asyncio.ensure_future(lookup), trip
         finally:
@@ -184,8 +187,8 @@ class Resolution:
             task, trip = entry
             if not task.done():
                 self._keep_going(image, pull, task)
-                if image in slow:
-                    results[image] = Unknown(slow[image])
+                if image in cache_only:
+                    results[image] = Unknown(cache_only[image])
                     continue
                 asked += trip.asked_registry
                 self._slow.ran_out(registry_host(image))
@@ -196,14 +199,12 @@ class Resolution:
             elif task.cancelled():
                 results[image] = Unknown("lookup cancelled")
             elif (error := task.exception()) is not None:
-                asked += trip.asked_registry and image not in slow
+                asked += trip.asked_registry and image not in cache_only
                 results[image] = Unknown(describe_failure(error))
             else:
-                asked += trip.asked_registry and image not in slow
+                asked += trip.asked_registry and image not in cache_only
                 results[image] = platforms = self._shared(task.result())
                 recent.put((image, pull), platforms, RECENT_SECONDS)
-                if self._on_known is not None:
-                    self._on_known(image, pull, platforms)
         if asked:
             tally_request("registry_waits", asked)
         return self._believed(results, pull, workload)

@@ -31,6 +31,7 @@ from extender.metrics import Metrics
 from extender.registry import errors
 from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import (
+    cached_only,
     note_registry_asked,
     request_seconds_left,
     skip_remembered_failures,
@@ -292,6 +293,8 @@ class CachedSource:
                 note_registry_asked()
             self._count(kind, "miss" if fetched else "hit")
             return hit
+        if cached_only.get():
+            raise errors.NotCached(f"no {kind} cached")
         failure_ttl = self._settings.failure_ttl_seconds
         if not skip_remembered_failures.get():
             failure = await self._store.get("failure", key, _decode_failure, failure_ttl)

@@ -1,6 +1,7 @@
 """The deadline of the request a lookup serves, whether it may be answered by a remembered
-failure, and whether it asked a registry: set by `extender.lookups.resolution` around its
-lookups, read (and, for the last, marked) by the registry client and cache.
+failure, whether it may ask the registry at all, and whether it asked one: set by
+`extender.lookups` around its lookups, read (and, for the last, marked) by the registry client
+and cache.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ skip_remembered_failures: contextvars.ContextVar[bool] = contextvars.ContextVar(
 a held pod's retry, so it sees a registry's recovery at once. It still shares an in-flight
 fetch and still answers from remembered successes. Set by `Resolution.resolve(...,
 fresh_failures=True)`, or around a direct `PlatformResolver` call."""
+
+
+cached_only: contextvars.ContextVar[bool] = contextvars.ContextVar("cached_only", default=False)
+"""True for a lookup that may be answered only by the cache's tiers (memory, then Redis): where
+they miss, the cache raises `NotCached` instead of asking the registry. Set by the shared
+table's tier (extender.lookups.shared_tier), which answers such a miss itself."""
 
 
 def request_seconds_left() -> float | None:

@@ -1,6 +1,7 @@
 """Why a registry lookup failed: one small hierarchy, safe to log and show in events.
 
     RegistryError               (under extender.errors.ArchfitError)
+    ├── NotCached               the cache has no answer and the registry may not be asked
     ├── InvalidReference        the image name is not a valid reference (also a ValueError)
     ├── AddressForbidden        the SSRF guard refused a host, address or redirect hop
     ├── Unreachable             no HTTP answer: DNS, connect or TLS failure
@@ -103,6 +104,11 @@ class RegistryError(ArchfitError):
     def transient(self) -> bool:
         """True when asking again later may succeed: the registry did not really answer."""
         return False
+
+
+class NotCached(RegistryError):
+    """The cache's tiers have no answer and the lookup may not ask the registry
+    (`deadline.cached_only`)."""
 
 
 class InvalidReference(RegistryError, ValueError):

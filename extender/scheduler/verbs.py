@@ -355,13 +355,15 @@ class Verbs:
         lookups = tally_request_lookups()
         try:
             # Not patient: kube-scheduler waits for this answer before its next pod, so a
-            # registry that already ran a call out of time is not waited on again.
+            # registry that already ran a call out of time is not waited on again, and none
+            # is for a pod archfit decided already (its constraint is written).
             resolved = await services.resolution.resolve(
                 call.pod.images,
                 call.pod.pull,
                 call.remaining(),
                 workload=call.pod.workload,
                 patient=False,
+                registries=not call.pod.decided,
             )
             decision, answer = self._decided(verb, call, resolved)
         except Exception:

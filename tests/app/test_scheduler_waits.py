@@ -105,3 +105,21 @@ async def test_one_scheduling_cycle_waits_on_a_held_registry_then_none_until_it_
                 body = await post(client, "filter", args_full(pod(first, name="retry"), *NODES))
                 kept = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
     assert {0} == {e["registry_waits"] for e in logs if e["event"] == "filter_done"}
+
+
+async def test_a_pod_archfit_decided_at_create_never_waits_on_a_registry(
+    client, held_registry, public_registry
+):
+    """A pod with the webhook's `archfit.io/platforms` (or the releaser's
+    `archfit.io/released`) carries its constraint already: its filter does not wait on the
+    held registry; a pod of another image that archfit never decided does."""
+    catalog = public_registry.catalog
+    decided = pod(_image(held_registry, catalog.amd64_only), name="decided")
+    decided["metadata"]["annotations"] = {"archfit.io/platforms": "linux/amd64"}
+    released = pod(_image(held_registry, catalog.single), name="released")
+    released["metadata"]["annotations"] = {"archfit.io/released": "resolved"}
+    undecided = pod(_image(held_registry, catalog.manifest_list), name="undecided")
+    with capture_logs() as logs:
+        for each in (decided, released, undecided):
+            await post(client, "filter", args_full(each, *NODES))
+    assert [0, 0, 1] == [e["registry_waits"] for e in logs if e["event"] == "filter_done"]

@@ -134,8 +134,14 @@ class Archfit:
 
     def indexed_nodes(self) -> int | None:
         """The `archfit_node_index_nodes` gauge, read from /metrics (None before any list)."""
+        found = self.metric("archfit_node_index_nodes")
+        return None if found is None else int(found)
+
+    def metric(self, series: str) -> float | None:
+        """One series' value from /metrics, as written there (`name` or `name{labels}`), or
+        None when it is not there."""
         url = f"http://127.0.0.1:{self.port}/metrics"
         with urllib.request.urlopen(url, timeout=2) as response:
             text = response.read().decode()
-        found = re.search(r"^archfit_node_index_nodes (\S+)$", text, re.MULTILINE)
-        return int(float(found.group(1))) if found else None
+        found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+        return float(found.group(1)) if found else None

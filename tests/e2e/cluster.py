@@ -5,9 +5,11 @@ Thin helpers over the kubernetes Python client, with bounded waits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,17 @@ def create_namespace(core: client.CoreV1Api, name: str) -> None:
     core.create_namespaced_service_account(
         name, {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
     )
+
+
+@contextlib.contextmanager
+def scratch_namespace(core: client.CoreV1Api, prefix: str) -> Iterator[str]:
+    """A new namespace for one test; its pods are deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    create_namespace(core, name)
+    try:
+        yield name
+    finally:
+        delete_namespace_pods(core, name)
 
 
 def delete_namespace_pods(core: client.CoreV1Api, namespace: str) -> None:

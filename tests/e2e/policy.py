@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from extender.core.parameter import table_key
+from tests.e2e import cluster
+from tests.e2e.catalog import Images
+from tests.support.images import Pusher
 from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +30,9 @@ GROUP, VERSION, PLURAL = "archfit.io", "v1alpha1", "imageplatforms"
 PARAMETER = "archfit"
 GATE = "archfit.io/platforms-unknown"
 POLICY_REASON = "platforms unknown to the admission policy"
+NOWHERE = "nowhere"
+"""The node a pod is bound to when only the publisher's leader should look at it: no webhook,
+policy, releaser or scheduler reads a bound pod, yet it exists and names its images."""
 
 
 def shipped(name: str) -> dict[str, Any]:
@@ -83,11 +91,13 @@ class AdmissionPolicy:
         return spec
 
     def wait_published(self, *images: str) -> dict[str, Any]:
-        """Wait until the parameter lists every one of `images`; its spec."""
+        """Wait until the parameter lists every one of `images` (a digest-pinned one by its
+        digest); its spec."""
 
         def listed() -> dict[str, Any] | None:
             spec = self.parameter()
-            return spec if all(i in (spec.get("images") or {}) for i in images) else None
+            keys = spec.get("images") or {}
+            return spec if all(table_key(i) in keys for i in images) else None
 
         found: dict[str, Any] = wait_for(listed, f"archfit to publish {images}")  # type: ignore[assignment]
         return found
@@ -99,6 +109,22 @@ class AdmissionPolicy:
     def delete_parameter(self) -> None:
         with contextlib.suppress(ApiException):
             self.objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, PARAMETER)
+
+
+def bound_pod(name: str, images: list[str], **metadata: Any) -> dict[str, Any]:
+    """A pod of `images` bound to NOWHERE (with `metadata` merged into its metadata)."""
+    manifest = cluster.pod_manifest(name, images)
+    manifest["spec"]["nodeName"] = NOWHERE
+    manifest["metadata"].update(metadata)
+    return manifest
+
+
+def fresh_image(images: Images, platform: str = "linux/amd64", name: str = "policy") -> str:
+    """A new image of `platform` that archfit has never seen, in the public registry."""
+    tag = uuid.uuid4().hex[:10]
+    repo = f"e2e/{name}-{tag}"
+    Pusher(images.public.url).single(repo, tag, platform)
+    return f"{images.public.host}/{repo}:{tag}"
 
 
 def is_gated(pod: Any) -> bool:

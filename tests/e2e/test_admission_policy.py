@@ -9,6 +9,7 @@ off the wrong architecture.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,6 +28,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from extender.core.mismatch import Evidence
+from extender.core.parameter import table_key
+from extender.core.platforms import parse
+from extender.kube.evidence_store import ConfigMapEvidence
+from extender.lookups.evidence import EvidenceBook
+from extender.registry.settings import CacheSettings
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.autoscaler import AutoscaledCluster
@@ -35,6 +42,8 @@ from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import (
     POLICY_REASON,
     AdmissionPolicy,
+    bound_pod,
+    fresh_image,
     hanging,
     is_gated,
     refused,
@@ -45,7 +54,6 @@ from tests.e2e.stack import Stack
 from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
 from tests.e2e.webhook import PLATFORMS_ANNOTATION, WebhookArchfit
 from tests.support import affinity
-from tests.support.images import Pusher
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -111,6 +119,7 @@ def plane(
             {
                 "admissionPolicy": {"enabled": True, "publishSeconds": 0.5},
                 "webhook": {"gate": {"retrySeconds": 0.5, "maxWaitSeconds": 300}},
+                "watcher": {"evidenceSyncSeconds": 0.5},
             },
         )
         hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
@@ -133,12 +142,8 @@ def plane(
 
 @pytest.fixture
 def space(plane: Plane) -> Iterator[str]:
-    name = f"pol-{uuid.uuid4().hex[:10]}"
-    cluster.create_namespace(plane.core, name)
-    try:
+    with cluster.scratch_namespace(plane.core, "pol") as name:
         yield name
-    finally:
-        cluster.delete_namespace_pods(plane.core, name)
 
 
 @pytest.fixture
@@ -151,19 +156,12 @@ def archfit_back(plane: Plane) -> Iterator[Plane]:
             plane.start_archfit()
 
 
-def fresh_amd64_image(images: Images) -> str:
-    """A new amd64-only image archfit has never seen."""
-    tag = uuid.uuid4().hex[:10]
-    Pusher(images.public.url).single(f"e2e/policy-{tag}", tag, "linux/amd64")
-    return f"{images.amd64_only.reference.split('/', 1)[0]}/e2e/policy-{tag}:{tag}"
-
-
 def warm(plane: Plane, namespace: str, *references: str) -> None:
-    """Let archfit see each image (a dry-run create through its webhook) and publish it."""
+    """A pod that names each image (bound, so nothing else reads it), published by archfit:
+    what pods exist is what the policy lists."""
     for reference in references:
-        plane.core.create_namespaced_pod(
-            namespace, cluster.pod_manifest("warm", [reference]), dry_run="All"
-        )
+        name = f"warm-{uuid.uuid4().hex[:8]}"
+        plane.core.create_namespaced_pod(namespace, bound_pod(name, [reference]))
     plane.policy.wait_published(*references)
 
 
@@ -217,7 +215,7 @@ def test_with_archfit_killed_a_known_image_gets_amd64_and_an_unknown_one_is_held
     assert PLATFORMS_ANNOTATION not in (pod.metadata.annotations or {}), "archfit was down"
     assert "amd64" == node_arch(plane, space, "known")
 
-    held(plane, space, "unseen", fresh_amd64_image(images))
+    held(plane, space, "unseen", fresh_image(images))
     assert ([["amd64"]], "amd64") == released(plane, space, "unseen")
 
 
@@ -230,7 +228,7 @@ def test_with_archfit_unreachable_a_known_image_gets_amd64_and_an_unknown_one_is
     known = images.amd64_only.reference
     warm(plane, space, known)
     plane.kill_archfit()
-    unseen = fresh_amd64_image(images)
+    unseen = fresh_image(images)
     with hanging(plane.hook.webhook_port):
         cluster.create_pod(plane.core, space, cluster.pod_manifest("known", [known]))
         assert [["amd64"]] == required_arch(plane.core.read_namespaced_pod("known", space))
@@ -268,10 +266,10 @@ def test_an_infrastructure_pod_is_neither_held_nor_kept_waiting_while_archfit_is
         cluster.create_pod(
             plane.core,
             infrastructure,
-            cluster.pod_manifest("controller", [fresh_amd64_image(images)]),
+            cluster.pod_manifest("controller", [fresh_image(images)]),
         )
         infrastructure_calls = webhook.count
-        held(plane, space, "tenant", fresh_amd64_image(images))
+        held(plane, space, "tenant", fresh_image(images))
         tenant_calls = webhook.count - infrastructure_calls
     pod = plane.core.read_namespaced_pod("controller", infrastructure)
     assert (False, 0) == (is_gated(pod), infrastructure_calls)
@@ -306,7 +304,7 @@ def test_kube_scheduler_counts_the_pods_the_policy_holds_with_archfit_gone(
     plane = archfit_back
     plane.kill_archfit()
     before = _scheduler_gated_pods(plane)
-    held(plane, space, "stranded", fresh_amd64_image(images))
+    held(plane, space, "stranded", fresh_image(images))
     assert before + 1 == wait_for(
         lambda: (n := _scheduler_gated_pods(plane)) > before and n,
         "kube-scheduler to count the held pod as gated",
@@ -409,16 +407,14 @@ def test_with_archfit_away_karpenter_launches_amd64_only_and_the_held_pod_waits_
         hook.wait_called(namespace, images.multi.reference)
         autoscaled.start_scheduler(None)  # the managed layout: no extender
         known = images.amd64_only.reference
-        autoscaled.core.create_namespaced_pod(
-            namespace, cluster.pod_manifest("warm", [known]), dry_run="All"
-        )
+        autoscaled.core.create_namespaced_pod(namespace, bound_pod("warm", [known]))
         autoscaled_policy.wait_published(known)
         process = hook.archfit.process
         os.killpg(process.pid, signal.SIGKILL)
         process.stop()
         assert refused(hook.webhook_port)
 
-        unseen = fresh_amd64_image(images)
+        unseen = fresh_image(images)
         with contextlib.ExitStack() as stack:
             if away == "unreachable":
                 stack.enter_context(hanging(hook.webhook_port))
@@ -449,9 +445,17 @@ TIMED = ("none", *LAYOUTS)
 """`none` (neither) is timed only: the cost each layout adds to a CREATE."""
 
 
-def random_pod(rng: random.Random, pool: list[str], names: list[str]) -> dict[str, Any]:
+def random_pod(
+    rng: random.Random,
+    pool: list[str],
+    names: list[str],
+    owners: list[dict[str, Any]],
+    learned_image: str = "",
+) -> dict[str, Any]:
     """A realistic pod (tests/support/affinity: existing, empty and arch terms, preferred
-    terms) with images of the catalog, init containers and tolerations."""
+    terms) with images of the catalog, init containers and tolerations; some are a
+    workload's (`owners`: a controller ownerReference each), the learned one's naming
+    `learned_image` as its template does."""
     images = rng.sample(pool, rng.randint(1, 2))
     pod = affinity.random_pod(rng, images, names)
     spec = pod["spec"]
@@ -471,7 +475,65 @@ def random_pod(rng: random.Random, pool: list[str], names: list[str]) -> dict[st
                 ]
             )
         ]  # fmt: skip
-    return {"metadata": {"generateName": "eq-"}, "spec": spec}
+    metadata: dict[str, Any] = {"generateName": "eq-"}
+    if owners and rng.random() < 0.4:
+        owner = rng.choice(owners)
+        metadata["ownerReferences"] = [owner]
+        if owner["name"] == LEARNED:
+            # A ReplicaSet's pods are made from its template: they name its images.
+            spec["containers"] = [{"name": "c0", "image": learned_image}]
+            spec.pop("initContainers", None)
+    return {"metadata": metadata, "spec": spec}
+
+
+LEARNED = "eq-learned"
+"""The ReplicaSet whose pods failed on arm64 with the multi-arch image (learned evidence)."""
+
+
+def learned_workload(plane: Plane, namespace: str, images: Images) -> dict[str, Any]:
+    """Evidence, as the mismatch watcher learns it, that the multi-arch image fails on arm64
+    for one ReplicaSet's pods, shared through the ConfigMap archfit's replicas read; and a
+    pod of that ReplicaSet, so the leader publishes what the evidence narrows for it. The
+    controller ownerReference its pods carry."""
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": LEARNED,
+        "uid": str(uuid.uuid4()),
+        "controller": True,
+    }
+    now = time.time()
+    evidence = Evidence(
+        digest=images.multi.digest,
+        platform=parse("linux/arm64"),
+        image=images.multi.reference,
+        reason="start",
+        learned=now,
+        expires=now + 3600,
+        namespace=namespace,
+        workload=f"ReplicaSet/{LEARNED}",
+        said="exec /app: exec format error",
+    )
+
+    async def learn() -> None:
+        api = cluster.kube_api(plane.control_plane.admin_kubeconfig)
+        book = EvidenceBook(
+            CacheSettings(), store=ConfigMapEvidence(api, "default", "archfit-evidence")
+        )
+        assert await book.learn(evidence) is not None
+        await book.aclose()
+        api.close()
+
+    asyncio.run(learn())
+    pod = bound_pod(f"{LEARNED}-running", [images.multi.reference], ownerReferences=[owner])
+    plane.core.create_namespaced_pod(namespace, pod)
+    name, key = f"{namespace}/ReplicaSet/{LEARNED}", table_key(images.multi.reference)
+
+    def narrowed() -> bool:
+        return key in (plane.policy.parameter().get("workloads") or {}).get(name, {})
+
+    wait_for(narrowed, "the workload's evidence in the parameter")
+    return owner
 
 
 def outcome(plane: Plane, namespace: str, pod: dict[str, Any]) -> str:
@@ -519,18 +581,27 @@ def test_policy_alone_webhook_alone_and_both_write_byte_identical_affinity_and_t
     """Seeded random pods through the real apiserver, in each layout: the same affinity and
     tolerations (or the same refusal), so the policy decides as the webhook does and the
     two together add nothing twice."""
+    repo = images.amd64_only.reference.rsplit(":", 1)[0]
+    pinned = f"{repo}:spelled-in-pods@{images.amd64_only.digest}"
     pool = [
         images.amd64_only.reference,
         images.arm64_only.reference,
         images.multi.reference,
         images.s390x_only.reference,
         images.armv7_only.reference,
+        pinned,
     ]
-    warm(plane, space, *pool)
+    # The digest-pinned image is published from another spelling of its digest.
+    warm(plane, space, *pool[:-1], f"{repo}@{images.amd64_only.digest}")
+    owner = learned_workload(plane, space, images)
+    unrelated = {**owner, "name": "eq-other", "uid": str(uuid.uuid4())}
     unknown = images.unreachable_s390x_only.reference
     rng = random.Random(EQUALITY_SEED)
     names = [node.name for node in NODES]
-    pods = [random_pod(rng, pool, names) for _ in range(EQUALITY_PODS)]
+    owners = [owner, unrelated]
+    pods = [
+        random_pod(rng, pool, names, owners, images.multi.reference) for _ in range(EQUALITY_PODS)
+    ]
     results: dict[str, list[str]] = {}
     took: dict[str, float] = {}
     try:
@@ -554,4 +625,14 @@ def test_policy_alone_webhook_alone_and_both_write_byte_identical_affinity_and_t
         if len({results[layout][i] for layout in LAYOUTS}) > 1
     ]
     assert constrained > EQUALITY_PODS // 4, "the pods must exercise the constraint"
+    # The learned workload's pods of the multi-arch image alone: evidence keeps them off arm64.
+    learned = [
+        webhook[i]
+        for i, pod in enumerate(pods)
+        if pod["metadata"].get("ownerReferences") == [owner]
+        and "affinity" not in pod["spec"]
+        and "nodeSelector" not in pod["spec"]
+    ]
+    assert learned, "the pods must exercise learned evidence"
+    assert all('"values": ["amd64"]' in r for r in learned), learned[:3]
     assert [] == [(pods[i], found) for i, found in differ[:3]], f"{len(differ)} pods differ"

@@ -15,12 +15,12 @@ from extender.core.gates import (
     GATE,
     GATED_LABEL,
     GATED_REASON_ANNOTATION,
-    RELEASED_ANNOTATION,
     gate_operations,
     is_gated,
     never_held,
     release_operations,
 )
+from extender.core.pods import RELEASED_ANNOTATION
 from tests.objects import pod
 
 

@@ -15,7 +15,6 @@ import jsonpatch
 import pytest
 
 from extender.core.mutation import (
-    PLATFORMS_ANNOTATION,
     MutationRules,
     ShapeError,
     TaintRule,
@@ -23,6 +22,7 @@ from extender.core.mutation import (
     fits_of,
 )
 from extender.core.platforms import Platform, Resolved, Rule, Unknown, parse
+from extender.core.pods import PLATFORMS_ANNOTATION
 from tests.objects import pod
 from tests.support import affinity
 

@@ -248,3 +248,32 @@ async def test_a_cache_still_answers_an_image_of_a_slow_registry():
     release.set()
     assert AMD == found["r.test/b:cached"]
     assert isinstance(found["r.test/c:1"], Unknown)
+
+
+async def test_without_registries_only_a_cache_is_waited_for():
+    """A pod archfit decided already: what a cache tier has is answered, a trip to any
+    registry (slow or not) is not waited for, and goes on for the next attempt."""
+    from extender.registry.deadline import note_registry_asked
+
+    asked: list[str] = []
+    release = asyncio.Event()
+
+    async def resolve(image, pull):
+        if image.endswith(":cached"):
+            await asyncio.sleep(0)
+            return AMD
+        asked.append(image)
+        note_registry_asked()
+        await release.wait()
+        return AMD
+
+    resolution = Resolution(FunctionResolver(resolve))
+    async with asyncio.timeout(5):  # waiting out the budget would hang the test instead
+        found = await resolution.resolve(
+            ["r.test/a:cached", "r.test/b:1"], PULL, 3600, patient=False, registries=False
+        )
+    release.set()
+    assert AMD == found["r.test/a:cached"]
+    assert isinstance(unknown := found["r.test/b:1"], Unknown)
+    assert unknown.reason.startswith("not waited for: archfit wrote this pod's constraint")
+    assert ["r.test/b:1"] == asked
