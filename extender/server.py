@@ -1,12 +1,12 @@
 """archfit's server: both listeners, the services they share, signals, drain and GC.
 
-`attach` gives the extender's Application (app.create_app) the process's resources and
-their lifecycle, in the order they start: services, the server certificate's watcher, the
-webhook's listener (its Application is webhook.create_webhook_app's) with its certificate
-and releaser, and the periodic GC. Whatever runner starts the app starts them all, `serve`'s
-or a test's `aiohttp_client`. `serve` is the process: the event loop, the main listener,
-signals, and the drain on SIGTERM. What each listener answers is its Application's
-business: a handler can be swapped there without touching this module.
+`attach` gives the extender's Application (scheduler.app.create_app) the process's resources
+and their lifecycle, in the order they start: services, the server certificate's watcher,
+the webhook's listener (its Application is admission.pod_webhook.create_webhook_app's) with
+its certificate and releaser, and the periodic GC. Whatever runner starts the app starts
+them all, `serve`'s or a test's `aiohttp_client`. `serve` is the process: the event loop,
+the main listener, signals, and the drain on SIGTERM. What each listener answers is its
+Application's business: a handler can be swapped there without touching this module.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def serve(
     withheld: str = "",
     on_listening: Callable[[], None] | None = None,
 ) -> None:
-    """Run `build(settings)` (app.create_app) until SIGTERM or SIGINT, then drain.
+    """Run `build(settings)` (scheduler.app.create_app) until SIGTERM or SIGINT, then drain.
 
     `withheld`: the controllers the command line kept from running, and why (start-up line).
     `on_listening` is called once the extender's listener is open (`archfit serve --detach`).

@@ -1,4 +1,4 @@
-"""The resolver cache: wraps an ImageSource and keeps its Protocol (noe's NewCachedRegistry).
+"""The resolver cache: wraps an ImageSource and keeps its Protocol.
 
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
 seconds. A tag's last good digest outlives its tag→digest by `cache.staleIfErrorSeconds`,
