@@ -54,6 +54,11 @@ SETTLE_SECONDS = 150
 """Bound on the wait for every pod to be released and bound once archfit is back: a killed
 replica's Leases (15 s) run out first, then held pods are released and scheduled."""
 BOTH = frozenset({"amd64", "arm64"})
+KINDS = ("multi", "amd64-only", "new-arm64", "new-slow", "multi+seen-slow", "seen-arm64")
+"""The stream's pods in turn: the catalog's multi-arch and amd64-only images (in use from the
+first pods on), an arm64 image pushed for the pod, an amd64 one pushed for it behind the slow
+front, the multi-arch image with the last slow one, and the last arm64 one again."""
+CATALOG = ("multi", "amd64-only")
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class Made:
 
     namespace: str
     name: str
+    kind: str
+    """Which of KINDS its images are."""
     runs_on: frozenset[str]
     slow: bool
     """Whether one of its images is behind the slow front (a lookup of its own)."""
@@ -105,37 +112,37 @@ class Stream:
         mark = self.attempts() + count
         wait_for(lambda: self.attempts() >= mark, f"{count} CREATEs while {stage}")
 
-    def _images(self, n: int) -> tuple[list[str], frozenset[str], bool]:
-        """The n-th pod's images, what they run on, and whether one is behind the slow front."""
-        kind = n % 6
-        if kind == 0:
-            return [self.images.multi.reference], BOTH, False
-        if kind == 1:
-            return [self.images.amd64_only.reference], frozenset({"amd64"}), False
-        if kind == 2:
+    def _images(self, kind: str) -> tuple[list[str], frozenset[str], bool]:
+        """A pod's images of `kind`, what they run on, and whether one is behind the slow front."""
+        multi, amd64 = self.images.multi.reference, self.images.amd64_only.reference
+        if kind == "new-arm64":
             self._arm64.append(fresh_image(self.images, "linux/arm64", name="chaos-arm"))
-            return [self._arm64[-1]], frozenset({"arm64"}), False
-        if kind == 3:
+        if kind == "new-slow":
             public = fresh_image(self.images, "linux/amd64", name="chaos-slow")
             self._slow.append(public.replace(self.images.public.host, self.proxy.host, 1))
+        if kind == "multi":
+            return [multi], BOTH, False
+        if kind == "amd64-only":
+            return [amd64], frozenset({"amd64"}), False
+        if kind in ("new-arm64", "seen-arm64"):
+            return [self._arm64[-1]], frozenset({"arm64"}), False
+        if kind == "new-slow":
             return [self._slow[-1]], frozenset({"amd64"}), True
-        if kind == 4:
-            return [self.images.multi.reference, self._slow[-1]], frozenset({"amd64"}), True
-        return [self._arm64[-1]], frozenset({"arm64"}), False
+        return [multi, self._slow[-1]], frozenset({"amd64"}), True
 
     def _run(self) -> None:
         n = 0
         while not self._stop.is_set():
             namespace, name = NAMESPACES[n % len(NAMESPACES)], f"pod-{n:04d}"
-            stage = self.stage
+            stage, kind = self.stage, KINDS[n % len(KINDS)]
             try:
-                images, runs_on, slow = self._images(n)
+                images, runs_on, slow = self._images(kind)
                 pod = self.core.create_namespaced_pod(namespace, cluster.pod_manifest(name, images))
             except Exception as error:
                 self.failed.append(f"{namespace}/{name} ({stage}): {error!r:.300}")
             else:
                 constrained = any(required_arch(pod))
-                made = Made(namespace, name, runs_on, slow, stage, is_gated(pod), constrained)
+                made = Made(namespace, name, kind, runs_on, slow, stage, is_gated(pod), constrained)
                 self.made.append(made)
             n += 1
             self._stop.wait(PAUSE_SECONDS)
@@ -182,6 +189,11 @@ def every_pod(core: client.CoreV1Api) -> list[Any]:
     return [pod for ns in NAMESPACES for pod in core.list_namespaced_pod(ns).items]
 
 
+def by_policy(made: Made) -> bool:
+    """Admitted without a hold, constrained where its images need it."""
+    return not made.held and (made.constrained or len(made.runs_on) > 1)
+
+
 def constrained_to(pod: Any, architectures: frozenset[str]) -> bool:
     """Whether every required term of the pod admits only `architectures` (and there is one)."""
     terms = required_arch(pod)
@@ -224,15 +236,17 @@ def test_a_rolling_upgrade_with_the_leader_killed_and_both_down_strands_no_pod(
         b.archfit.start()
         stream.wait_more(STAGE_CREATES, "both replicas are back")
 
-    # What the stream did: every CREATE admitted, both replicas took webhook and extender
-    # calls, and the outage both held never-seen images and constrained known ones.
-    outage = [m for m in stream.made if m.stage == "both-down"]
+    # What the stream did: every CREATE admitted, and both replicas took webhook and extender
+    # calls. With both down, the policy alone constrained the catalog's images (in use since
+    # the first pods) and held the images pushed for their pods.
     assert [] == stream.failed
     assert {a.webhook_port, b.webhook_port} == set(chaos.webhook_front.connections)
     assert {a.archfit.port, b.archfit.port} == set(chaos.extender_front.connections)
-    assert (True, True) == (
-        any(m.held for m in outage),
-        any(m.constrained and not m.held for m in outage),
+    outage = [m for m in stream.made if m.stage == "both-down"]
+    assert (set(KINDS), [], []) == (
+        {m.kind for m in outage},
+        [f"{m.name} ({m.kind})" for m in outage if m.kind in CATALOG and not by_policy(m)],
+        [f"{m.name}" for m in outage if m.kind == "new-arm64" and not m.held],
     )
 
     # From the API server's view, once the scheduler has settled.

@@ -37,6 +37,8 @@ class Balancer:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        """Both sides of every relayed connection, closed when the balancer stops."""
         self._ready = threading.Event()
         self._thread = threading.Thread(
             target=self._serve, name=f"balancer-{self.port}", daemon=True
@@ -64,16 +66,16 @@ class Balancer:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        pipes: set[asyncio.Task[None]] = set()
+        relays: set[asyncio.Task[None]] = set()
 
         async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
             assert task is not None
-            pipes.add(task)
+            relays.add(task)
             try:
                 await self._relay(reader, writer)
             finally:
-                pipes.discard(task)
+                relays.discard(task)
 
         server = await asyncio.start_server(accepted, "127.0.0.1", self.port)
         self._ready.set()
@@ -81,9 +83,12 @@ class Balancer:
             await self._stop.wait()
         finally:
             server.close()
-            for task in list(pipes):
-                task.cancel()
-            await asyncio.gather(*pipes, return_exceptions=True)
+            # Closing every socket ends every relay on its own (a cancelled one would be
+            # reported by asyncio's stream callback as an error).
+            for side in list(self._open):
+                side.close()
+            if relays:
+                await asyncio.wait(relays, timeout=5)
             await server.wait_closed()
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
@@ -110,6 +115,7 @@ class Balancer:
             writer.close()
             return
         upstream_reader, upstream_writer = backend
+        self._open.update((writer, upstream_writer))
         # Either side closing (a replica killed, the client done) closes both: the client
         # then dials again and gets the next backend that accepts.
         directions = [
@@ -123,6 +129,7 @@ class Balancer:
                 task.cancel()
             for side in (writer, upstream_writer):
                 side.close()
+                self._open.discard(side)
             await asyncio.gather(*directions, return_exceptions=True)
 
 
