@@ -175,7 +175,10 @@ def chaos(
         webhook_front = stack.enter_context(
             Balancer([a.webhook_port, b.webhook_port], port=webhook_port)
         )
-        extender_front = stack.enter_context(Balancer([a.archfit.port, b.archfit.port]))
+        # B first for the extender, A first for the webhook: kube-scheduler's kept connection
+        # goes to the replica that did not admit the pods (A, which also releases them), so
+        # what B answers without a registry it learned from the shared table.
+        extender_front = stack.enter_context(Balancer([b.archfit.port, a.archfit.port]))
         for namespace in NAMESPACES:
             cluster.create_namespace(found.core, namespace)
         kubeconfig = found.control_plane.admin_kubeconfig
