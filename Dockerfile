@@ -28,7 +28,8 @@ WORKDIR /src
 # its hash; this layer is reused until the lock changes.
 COPY requirements.lock ./
 RUN pip --python /opt/archfit/bin/python install --require-hashes --no-deps -r requirements.lock
-# .dockerignore admits only pyproject.toml, README.md, LICENSE, requirements.lock and extender/.
+# .dockerignore admits only pyproject.toml, docs/package.md (the package description), LICENSE,
+# requirements.lock and extender/.
 COPY . .
 # archfit itself, with nothing unlocked pulled in; `pip check` fails the build if the
 # lock misses a dependency (the redis extra is in the lock, for cache.url: redis://).

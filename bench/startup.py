@@ -52,7 +52,9 @@ TIMEOUT_SECONDS = 30.0
 IMAGE_VENVS = harness.PYCACHE.parent / "image-venv"
 """Venvs of requirements.lock's packages, one per lock (named by its hash)."""
 #: What the Dockerfile's build stage copies before `pip install .`.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "extender")
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "docs/package.md", "LICENSE", "extender")
+"""What a wheel is built from; an older checkout's pyproject names README.md, a newer one
+docs/package.md, and each copies those it has."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,10 @@ def image_install(checkout: Path, workdir: Path, base: str = BASE_PYTHON) -> Ins
     sources = workdir / "wheel-source"
     sources.mkdir(parents=True)
     for name in WHEEL_SOURCES:
+        if not (checkout / name).exists():
+            continue
         copy = shutil.copytree if (checkout / name).is_dir() else shutil.copy2
+        (sources / name).parent.mkdir(parents=True, exist_ok=True)
         copy(checkout / name, sources / name)
     pip("wheel", "--no-deps", "-w", str(workdir), str(sources))
     (wheel,) = workdir.glob("archfit-*.whl")

@@ -10,7 +10,9 @@
     │   │   ├── PodError        the pod is not a pod archfit can read
     │   │   ├── ShapeError      the pod's affinity is not a shape a patch can extend
     │   │   └── ShareError      an arm64-share annotation that is no percentage (steering)
-    │   └── BodyTimeout         the body did not arrive within server.bodyTimeoutSeconds: 408
+    │   ├── BodyTimeout         the body did not arrive within server.bodyTimeoutSeconds: 408
+    │   └── UnknownPath         a POST to a path archfit does not serve: 404 naming the ones
+    │                           it does (a urlPrefix without server.prefix)
     ├── SetupError              archfit cannot run as configured; the message names the
     │   │                       setting (`archfit serve` exits 2 with `summary: message`)
     │   ├── ConfigError         a setting is invalid
@@ -40,7 +42,7 @@
 
 The classes live where they are raised and are declared on the family here, but for those
 raised in one layer and answered in another (WireError, NoNodeIndex), which live here; the
-ones that were ValueErrors stay ValueErrors too, so no caller changes. `cli._serve` catches
+ones that were ValueErrors stay ValueErrors too, so no caller changes. `cli.serve._serve` catches
 the two start-up roots (SetupError, ListenError); errors raised serving a request become
 HTTP answers in one place, extender.serving.error_answers, for both apps.
 """
@@ -62,6 +64,10 @@ class InputError(ClientError, ValueError):
 
 class WireError(InputError):
     """The body is not the wire type it should be; the message says what is wrong."""
+
+
+class UnknownPath(ClientError):
+    """A POST to a path the app does not serve; the message names the paths it does."""
 
 
 class SetupError(ArchfitError):

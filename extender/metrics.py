@@ -129,7 +129,8 @@ class Metrics:
         )
         self.client_problems = Counter(
             "archfit_client_problems",
-            "Client mistakes and configuration problems, by cause: bad_request, no_node_index, "
+            "Client mistakes and configuration problems, by cause: bad_request, unknown_path, "
+            "no_node_index, "
             "disconnected, malformed_http, body_timeout, header_timeout, handshake_timeout, "
             "connection_limit, idle_connection_closed, certificate_refused, "
             "admission_unreadable_pod.",

@@ -19,7 +19,6 @@ import logging
 import os
 import platform
 import signal
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,7 +40,7 @@ from extender.app_keys import (
     WEBHOOK_HOLDS,
 )
 from extender.config.settings import Settings
-from extender.errors import ListenError, SetupError, WebhookSetupError
+from extender.errors import SetupError, WebhookSetupError
 from extender.event_loop import in_background, loop_factory
 from extender.logs import configure
 from extender.lookups.resolution import PlatformResolver
@@ -49,6 +48,8 @@ from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
 from extender.services import NodeSource, Services, open_services
+from extender.serving import addresses
+from extender.serving.addresses import listen_error
 from extender.serving.client_problems import ClientNoise
 from extender.serving.listener import ConnectionGuard, GuardedSite, handler_options
 from extender.serving.tls import CertificateRefused, ReloadingCertificate
@@ -68,10 +69,12 @@ def serve(
     build: Callable[[Settings], web.Application],
     *,
     withheld: str = "",
+    on_listening: Callable[[], None] | None = None,
 ) -> None:
     """Run `build(settings)` (app.create_app) until SIGTERM or SIGINT, then drain.
 
     `withheld`: the controllers the command line kept from running, and why (start-up line).
+    `on_listening` is called once the extender's listener is open (`archfit serve --detach`).
     Raises SetupError (the settings cannot work) or ListenError (a port cannot be opened).
     """
     configure(settings.logging.level, settings.logging.format)
@@ -94,7 +97,7 @@ def serve(
     app = build(settings)
     tune_gc()
     with asyncio.Runner(loop_factory=new_loop) as runner:
-        runner.run(_run_until_signalled(app))
+        runner.run(_run_until_signalled(app, on_listening))
 
 
 def writing_controllers(settings: Settings) -> list[str]:
@@ -118,13 +121,16 @@ def writing_controllers(settings: Settings) -> list[str]:
     return found
 
 
-async def _run_until_signalled(app: web.Application) -> None:
+async def _run_until_signalled(
+    app: web.Application, on_listening: Callable[[], None] | None
+) -> None:
     """What web.run_app does, except that the listener is extender.serving.listener's, which caps
     connections and times out slow headers."""
-    server = app[SETTINGS].server
+    settings = app[SETTINGS]
+    server = settings.server
     # Before the runner starts the services: a taken port is then the only line, not one
     # after `services_ready` that says all is well.
-    _check_bindable(server.host, server.port)
+    addresses.check_listeners(settings)
     runner = web.AppRunner(
         app,
         access_log=None,  # the summary line per request says more
@@ -145,7 +151,9 @@ async def _run_until_signalled(app: web.Application) -> None:
         certificate = app.get(SERVER_CERTIFICATE)
         context = certificate.context if certificate else None
         site = GuardedSite(runner, server.host, server.port, app[GUARD], context)
-        await _listen(site, f"{server.host}:{server.port}")
+        await _listen(site, settings, addresses.EXTENDER)
+        if on_listening is not None:
+            on_listening()
         # Ready: now read the CA store that cli's import of aiohttp left (registry.system_cas).
         reading = asyncio.create_task(system_cas.loaded())
         await stop.wait()
@@ -161,25 +169,12 @@ def _on_signal(stop: asyncio.Event, received: list[str], name: str) -> None:
     stop.set()
 
 
-def _check_bindable(host: str, port: int) -> None:
-    """Raise ListenError (EADDRINUSE, EADDRNOTAVAIL) if `host:port` cannot be listened on."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the site binds
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise ListenError(f"cannot listen on {host}:{port}: {error.strerror}") from error
-
-
-async def _listen(site: GuardedSite, where: str) -> None:
-    """Start `site`; ListenError names `where` (the address) and why not."""
+async def _listen(site: GuardedSite, settings: Settings, section: str) -> None:
+    """Start `site`, the listener of settings `section`; ListenError says why not."""
     try:
         await site.start()
     except OSError as error:
-        # asyncio's message repeats the address; the errno's own text does not.
-        reason = os.strerror(error.errno) if error.errno else str(error)
-        raise ListenError(f"cannot listen on {where}: {reason}") from error
+        raise listen_error(settings, section, error) from error
 
 
 def attach(
@@ -279,7 +274,7 @@ async def _webhook_listener(app: web.Application) -> AsyncIterator[None]:
         site = GuardedSite(
             runner, hook.host, hook.port, webhook[WEBHOOK_GUARD], certificate.context
         )
-        await _listen(site, f"webhook.host/port {hook.host}:{hook.port}")
+        await _listen(site, settings, addresses.WEBHOOK)
         holds = webhook[WEBHOOK_HOLDS]
         # Every handshake fails until a certificate is in use: at warning, with the fix.
         (log.info if certificate.problem is None else log.warning)(

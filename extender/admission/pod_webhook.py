@@ -185,6 +185,6 @@ def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts
     ):
         # The DaemonSet controller already chose the node; a constraint would leave the
         # pod Pending there forever. The extender still explains a mismatch at
-        # scheduling time (docs/webhook.md, "DaemonSets").
+        # scheduling time (docs/webhook.md, "Pods it leaves alone").
         return "daemonset"
     return None

@@ -27,7 +27,10 @@ from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
 
 _STYLE = {READY: "green", BLOCKED: "red"}
-_CELL = 120
+_CELL = 2000
+"""The longest a cell's text may be: far above any valid image reference (distribution caps
+a name's path at 255 characters) or archfit's own reasons and hints, which are written in
+full; only hostile text from the cluster is that long."""
 
 CSV_COLUMNS = (
     "namespace", "kind", "name", "verdict", "runsOn", "arm64Blockers", "amd64Blockers",
@@ -71,11 +74,14 @@ def left_out_line(item: LeftOut) -> str:
     return f"Not read: {item.kind}s ({snippet(item.reason, 200)}); {item.effect}."
 
 
-# How each kind of cell gives up width on a narrow terminal (extender.tables.Column).
+# How each kind of cell gives up width on a narrow terminal (extender.tables.Column): an
+# image reference never does, text (WHY, REASON, ACTION, PROBLEM) wraps, names are cut last.
+# Columns are left out by `leave_out`, the least useful first (docs/audit.md, "Reading the
+# tables").
 NAMESPACE = Column("NAMESPACE", shortest=12)
 KIND = Column("KIND", leave_out=4)
 NAME = Column("NAME", shortest=16)
-IMAGE = Column("IMAGE", shortest=24)
+IMAGE = Column("IMAGE")
 WORKLOADS = Column("WORKLOADS")
 
 
@@ -159,8 +165,8 @@ def _sections(report: Report) -> Iterator[_Section]:
     if report.broken:
         yield _Section(
             "Broken now",
-            (Column("POD", shortest=16), Column("IMAGE", shortest=20),
-             Column("NODE", shortest=12, leave_out=1), why_column("PROBLEM")),
+            (Column("POD", shortest=16), IMAGE, Column("NODE", shortest=12, leave_out=1),
+             why_column("PROBLEM")),
             [cells(f"{b.namespace}/{b.pod}", b.image, f"{b.node or '-'} ({b.node_arch})",
                    b.problem) for b in report.broken],
         )  # fmt: skip

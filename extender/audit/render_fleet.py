@@ -122,7 +122,7 @@ def table_parts(fleet: FleetReport, width: int) -> list[RenderableType]:
     if broken_rows:
         section(
             "Broken now",
-            (_CLUSTER, Column("POD", shortest=16), Column("IMAGE", shortest=20),
+            (_CLUSTER, Column("POD", shortest=16), render.IMAGE,
              Column("NODE", shortest=12, leave_out=1), render.why_column("PROBLEM")),
             [render.cells(*row) for row in broken_rows],
         )  # fmt: skip

@@ -153,7 +153,7 @@ def _stale(resolution: ImageResolution) -> dict[str, Any] | None:
 
 # The digest is never cut nor broken, so it can be copied; the platforms wrap.
 _COLUMNS = (
-    Column("IMAGE", shortest=24),
+    Column("IMAGE"),
     Column("DIGEST"),
     Column("PLATFORMS", shortest=24, wrap=True),
 )

@@ -1,18 +1,21 @@
-"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `config`,
-`scheduler-config`."""
+"""Command line: `archfit serve`, `inspect IMAGE...`, `audit`, `lint PATH`, `scheduler-config`,
+`release`, `uninstall`, `evidence`, `config`. Each subcommand adds its parser with
+`set_defaults(run=...)` (the table is _SUBCOMMANDS): `_run` loads the settings once and calls
+the one that was named."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender import __version__
+from extender.cli import evidence, serve
+from extender.cli.flags import CONTEXT_HELP, KUBECONFIG_HELP, add_cluster_flags, common_parser
 from extender.cli.policy_status import OLDEST_SHOWN
 from extender.cli.scheduler_config import KUBEADM_KUBECONFIG, SERVICE_URL
 from extender.config import extras, loading
@@ -20,6 +23,12 @@ from extender.config import settings as config
 
 if TYPE_CHECKING:  # the client loads only for the commands that reach a cluster
     from extender.kube.client.api import KubeApi
+
+DESCRIPTION = (
+    "archfit keeps pods off nodes their images cannot run on (arm64, amd64, ...): a "
+    "kube-scheduler extender, a mutating admission webhook and a MutatingAdmissionPolicy that "
+    "write the constraint into pods, and `archfit audit`, which reports what can move to arm64"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,9 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the operator knows; no traceback
         print("archfit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `archfit config --docs | head`: the reader has what it wanted
+        # Python would complain again flushing stdout at exit; point it at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command that SIGPIPE ended
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Load the settings, check them for the command, apply kubectl's connection flags when
+    the command `connects`, and run it."""
     try:
         settings = loading.load(args.config, os.environ)
     except loading.ConfigError as error:
@@ -42,65 +57,25 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     for warning in loading.ignored_env(os.environ):
         print(f"archfit: warning: {warning}", file=sys.stderr)
-    if args.command == "scheduler-config":  # reads only server.prefix and the deadline
-        return _scheduler_config(args, settings)
-    problems = extras.missing(settings)
-    if problems:
+    if args.needs_extras:
+        problems = extras.missing(settings)
         for problem in problems:
             print(f"archfit: bad config: {problem}", file=sys.stderr)
-        return 2
-    command: str = args.command
-    if command == "serve":
-        # Before the flags are applied: they are one of the ways a laptop reaches a cluster.
-        borrowed = _borrowed_kubeconfig(settings, args)
-    if command in CLUSTER_COMMANDS:
+        if problems:
+            return 2
+    if args.connects:
         from extender.kube.access import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
         except KubeConfigError as error:
-            print(f"archfit {command}: {error}", file=sys.stderr)
+            print(f"archfit {args.command}: {error}", file=sys.stderr)
             return 2
-    if command == "serve":
-        settings, withheld = _local_controllers(settings, borrowed and not args.controllers)
-        return _serve(settings, loading.source(args.config), withheld)
-    if command in ("inspect", "audit", "lint"):
-        from extender.logs import configure
+    run: Callable[[config.Settings, argparse.Namespace], int] = args.run
+    return run(settings, args)
 
-        # stdout carries the report: warnings (a missing pull secret, say) go to stderr, and
-        # the service's info lines stay quiet unless debug is asked for.
-        level = "warning" if settings.logging.level == "info" else settings.logging.level
-        configure(level, settings.logging.format, sys.stderr)
-    if command == "inspect":
-        from extender.cli.inspect_images import run_inspect
 
-        as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
-        try:
-            return asyncio.run(
-                run_inspect(
-                    args.images,
-                    settings.registry,
-                    settings.cache,
-                    as_json,
-                    sys.stdout,
-                    verify=args.verify,
-                )
-            )
-        except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
-            print(f"archfit: bad config: {error}", file=sys.stderr)
-            return 2
-    if command == "audit":
-        return _audit(settings, args)
-    if command == "lint":
-        return _lint(settings, args)
-    if command == "release":
-        return _release(settings, args)
-    if command == "uninstall":
-        return _uninstall(settings, args)
-    if command == "evidence":
-        return _evidence(settings, args)
-    if command == "policy":
-        return _policy_status(settings, args)
+def _show_config(settings: config.Settings, args: argparse.Namespace) -> int:
     # Only `archfit config` needs these; `serve` should not pay for them at start.
     import yaml
 
@@ -112,11 +87,46 @@ def _run(args: argparse.Namespace) -> int:
         print(settings_doc.commented_defaults(), end="")
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
+    elif args.schema:
+        import json
+
+        schema = {"$schema": settings_doc.JSON_SCHEMA, **settings_doc.settings_schema()}
+        print(json.dumps(schema, indent=2))
     else:
         print(_config_origin(loading.source(args.config), os.environ))
         shown = _without_passwords(loading.to_mapping(settings))
         print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
+
+
+def _quiet_logs(settings: config.Settings) -> None:
+    """stdout carries the report: warnings (a missing pull secret, say) go to stderr, and the
+    service's info lines stay quiet unless debug is asked for (inspect, audit)."""
+    from extender.logs import configure
+
+    level = "warning" if settings.logging.level == "info" else settings.logging.level
+    configure(level, settings.logging.format, sys.stderr)
+
+
+def _inspect(settings: config.Settings, args: argparse.Namespace) -> int:
+    from extender.cli.inspect_images import run_inspect
+
+    _quiet_logs(settings)
+    as_json = args.output == "json" if args.output else args.json or not sys.stdout.isatty()
+    try:
+        return asyncio.run(
+            run_inspect(
+                args.images,
+                settings.registry,
+                settings.cache,
+                as_json,
+                sys.stdout,
+                verify=args.verify,
+            )
+        )
+    except ValueError as error:  # a CA bundle, plugin config or proxy that is unusable
+        print(f"archfit: bad config: {error}", file=sys.stderr)
+        return 2
 
 
 def _config_origin(source: Path | None, environ: Mapping[str, str]) -> str:
@@ -151,7 +161,7 @@ def _without_passwords(value: Any) -> Any:
     return value
 
 
-def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> int:
+def _scheduler_config(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.cli.scheduler_config import Registration, render
 
     try:
@@ -169,6 +179,7 @@ def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> in
         return 2
     for warning in (
         registration.prefix_warning(settings.server.prefix),
+        registration.port_warning(settings.server.port, settings.webhook.port),
         registration.timeout_warning(settings.policy.resolve_deadline_seconds),
     ):
         if warning:
@@ -177,80 +188,12 @@ def _scheduler_config(args: argparse.Namespace, settings: config.Settings) -> in
     return 0
 
 
-def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) -> bool:
-    """Whether `serve` reaches a cluster through a kubeconfig the settings did not name: one
-    found on the machine ($KUBECONFIG, ~/.kube/config, under kubernetes.mode auto) or given
-    with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
-    name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
-    outside the cluster, such as one beside a kubeadm control plane."""
-    from extender.kube.access import resolved_mode
-
-    if args.kubeconfig is not None or args.context is not None:
-        return True
-    kube = settings.kubernetes
-    return kube.mode == "auto" and not kube.kubeconfig and resolved_mode(kube) == "kubeconfig"
-
-
-def _local_controllers(settings: config.Settings, withhold: bool) -> tuple[config.Settings, str]:
-    """The settings without the controllers that write to the cluster when `withhold` (a
-    borrowed kubeconfig without --controllers), and what was withheld, for the start-up
-    line. Someone trying archfit against a real cluster must not become its watcher (a
-    Lease, Events, evictions with watcher.remediate) by accident. The webhook's writers run
-    only when webhook.enabled asks for them anyway."""
-    import dataclasses
-
-    if not withhold or not (settings.watcher.enabled or settings.capacity.enabled):
-        return settings, ""
-    watcher = dataclasses.replace(settings.watcher, enabled=False)
-    capacity = dataclasses.replace(settings.capacity, enabled=False)
-    return dataclasses.replace(settings, watcher=watcher, capacity=capacity), (
-        "watcher, capacity: from a kubeconfig the settings do not name, they would take "
-        "their Leases and write Events; `archfit serve --controllers` runs them"
-    )
-
-
-def _serve(settings: config.Settings, source: Path | None, withheld: str = "") -> int:
-    _import_structlog_without_rich()
-    from extender.registry.system_cas import import_aiohttp
-
-    import_aiohttp()  # before anything else imports it: the CA store is read once ready
-    from extender.errors import ListenError, SetupError
-    from extender.scheduler.app import create_app
-    from extender.server import serve
-
-    try:
-        serve(settings, source, create_app, withheld=withheld)
-    except SetupError as error:  # the settings cannot work: the message names the setting
-        print(f"archfit: {error.summary}: {error}", file=sys.stderr)
-        return 2
-    except ListenError as error:  # the port is taken, the address does not exist
-        print(f"archfit: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _import_structlog_without_rich() -> None:
-    """Import structlog with `rich` hidden, before anything else imports either.
-
-    structlog.dev imports rich (with pygments and attrs: ~60 modules, about a tenth of
-    start-up) as it loads, in case its ConsoleRenderer pretty-prints a traceback. `serve`
-    never draws a table, and in production it logs JSON; without rich, the console renderer
-    prints plain tracebacks. rich stays importable for whatever asks for it later.
-    """
-    if "structlog" in sys.modules or "rich" in sys.modules:
-        return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
-    try:
-        import structlog  # noqa: F401
-    finally:
-        del sys.modules["rich"]
-
-
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
     from extender.kube.access import KubeConfigError, current_namespace
 
+    _quiet_logs(settings)
     contexts: list[str] = args.context or []
     try:
         settings = _connect(settings, args.kubeconfig, contexts)
@@ -278,6 +221,7 @@ def _lint(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.lint.findings import Level
     from extender.lint.run import LintOptions, run_lint
 
+    _quiet_logs(settings)
     options = LintOptions(
         paths=args.paths,
         output=args.output,
@@ -406,64 +350,6 @@ def _uninstall(settings: config.Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _evidence(settings: config.Settings, args: argparse.Namespace) -> int:
-    """`archfit evidence`: on Redis when configured, else on the ConfigMap the watcher
-    shares it through (the operator's kubeconfig)."""
-    from extender.kube.access import KubeConfigError, build_api_client
-    from extender.lookups.evidence import evidence_command
-    from extender.services import evidence_config_map
-
-    api = None
-    if not settings.cache.is_redis:
-        try:
-            api = build_api_client(settings.kubernetes)
-        except KubeConfigError as error:
-            print(f"archfit: {error}", file=sys.stderr)
-            return 2
-    with api if api is not None else contextlib.nullcontext():
-        return asyncio.run(
-            evidence_command(
-                settings,
-                args.action,
-                args.digest,
-                args.platform,
-                args.output,
-                sys.stdout,
-                evidence_config_map(settings, api, args.namespace),
-            )
-        )
-
-
-def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
-    """`archfit policy status`: the published ImagePlatforms object, read with the operator's
-    kubeconfig."""
-    from extender.cli.policy_status import print_status, status_report
-    from extender.kube.client.errors import short_error
-    from extender.kube.image_platforms import read_object
-
-    api = _cluster_api(settings)
-    if api is None:
-        return 2
-    name = settings.admission_policy.parameter_name
-    with api:
-        try:
-            found = read_object(api, name)
-        except Exception as error:  # the API's refusal or no answer: said, not raised
-            print(
-                f"archfit: ImagePlatforms/{name} unreadable: {short_error(error)}", file=sys.stderr
-            )
-            return 1
-    if found is None:
-        print(
-            f"archfit: no ImagePlatforms/{name}: archfit has not published it "
-            "(admissionPolicy.enabled, and the cluster's policy API and archfit's CRD)",
-            file=sys.stderr,
-        )
-        return 1
-    print_status(status_report(found, args.oldest), args.output, sys.stdout)
-    return 0
-
-
 _VERIFY_HELP = (
     "check each index entry's platform against its image config (a manifest and a config "
     "blob per entry; Docker Hub counts the manifest GETs as pulls): report disagreements "
@@ -471,42 +357,30 @@ _VERIFY_HELP = (
 )
 
 
-CLUSTER_COMMANDS = ("serve", "release", "uninstall", "evidence", "policy")
-"""The commands besides `audit` that can talk to a cluster: they take --kubeconfig and
---context (evidence reads the watcher's ConfigMap when there is no Redis)."""
-_KUBECONFIG_HELP = (
-    "kubeconfig file (default: kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); "
-    "with it, the kubeconfig is read whatever kubernetes.mode says"
-)
-_CONTEXT_HELP = "kubeconfig context (default: kubernetes.context or current-context)"
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="archfit",
-        description="kube-scheduler extender that keeps pods off nodes their images can't run on",
-    )
+    parser = argparse.ArgumentParser(prog="archfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"archfit {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="YAML settings file (default: config/archfit.yaml if present); "
-        "ARCHFIT_* env vars override it",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", parents=[common], help="run the extender HTTP service")
-    serve.add_argument(
-        "--controllers",
-        action="store_true",
-        help="from a kubeconfig the settings do not name ($KUBECONFIG, ~/.kube/config, "
-        "--kubeconfig), also run the controllers that write to the cluster: the mismatch "
-        "watcher (its Lease, Events; evictions with watcher.remediate). In a pod, or with "
-        "kubernetes.kubeconfig set, they run as the settings say",
-    )
+    common = common_parser()
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(commands, common)
+    for command in commands.choices.values():
+        # What no subcommand says otherwise: settings checked in full, no cluster flags, and
+        # usage errors shown with the subcommand's usage, not archfit's.
+        defaults = {"needs_extras": True, "connects": False, "command_parser": command}
+        command.set_defaults(
+            **{k: v for k, v in defaults.items() if command.get_default(k) is None}
+        )
+    return parser
+
+
+def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     inspect = commands.add_parser(
-        "inspect", parents=[common], help="print the digest and platforms of images"
+        "inspect",
+        parents=[common],
+        help="print the digest and platforms of images",
+        description="Look images up as archfit does (registries, mirrors, credentials, the "
+        "SSRF guard of the settings) and print each digest and its platforms.",
     )
     inspect.add_argument("images", nargs="+", metavar="IMAGE")
     inspect.add_argument("--json", action="store_true", help="JSON output even on a terminal")
@@ -518,6 +392,10 @@ def _parser() -> argparse.ArgumentParser:
         help="table or json (default: a table on a terminal, else JSON)",
     )
     inspect.add_argument("--verify", action="store_true", help=_VERIFY_HELP)
+    inspect.set_defaults(run=_inspect)
+
+
+def _add_scheduler_config(commands: Any, common: argparse.ArgumentParser) -> None:
     register = commands.add_parser(
         "scheduler-config",
         parents=[common],
@@ -557,8 +435,65 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="nodeCacheCapable: false (whole Node objects per call; no node index needed)",
     )
-    _audit_parser(commands, common)
-    _lint_parser(commands, common)
+    # It reads only server.prefix, server.port, webhook.port and the deadline.
+    register.set_defaults(run=_scheduler_config, needs_extras=False)
+
+
+def _policy_status(settings: config.Settings, args: argparse.Namespace) -> int:
+    """`archfit policy status`: the published ImagePlatforms object, read with the operator's
+    kubeconfig."""
+    from extender.cli.policy_status import print_status, status_report
+    from extender.kube.client.errors import short_error
+    from extender.kube.image_platforms import read_object
+
+    api = _cluster_api(settings)
+    if api is None:
+        return 2
+    name = settings.admission_policy.parameter_name
+    with api:
+        try:
+            found = read_object(api, name)
+        except Exception as error:  # the API's refusal or no answer: said, not raised
+            print(
+                f"archfit: ImagePlatforms/{name} unreadable: {short_error(error)}", file=sys.stderr
+            )
+            return 1
+    if found is None:
+        print(
+            f"archfit: no ImagePlatforms/{name}: archfit has not published it "
+            "(admissionPolicy.enabled, and the cluster's policy API and archfit's CRD)",
+            file=sys.stderr,
+        )
+        return 1
+    print_status(status_report(found, args.oldest), args.output, sys.stdout)
+    return 0
+
+
+def _add_policy(commands: Any, common: argparse.ArgumentParser) -> None:
+    policy = commands.add_parser(
+        "policy",
+        parents=[common],
+        help="what the admission policy's parameter lists now, what it left out",
+        description="The ImagePlatforms object archfit's leader publishes (admissionPolicy): "
+        "how many images it lists of those in use, which namespaces had images left out "
+        "under admissionPolicy.maxBytes, and the entries resolved longest ago. See "
+        """docs/operations.md, "The admission policy's parameter".""",
+    )
+    policy.add_argument("action", choices=("status",))
+    policy.add_argument(
+        "--oldest",
+        type=int,
+        default=OLDEST_SHOWN,
+        help=f"how many of the entries resolved longest ago to show (default {OLDEST_SHOWN})",
+    )
+    policy.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="a table or JSON"
+    )
+    add_cluster_flags(policy)
+    policy.set_defaults(run=_policy_status)
+
+
+def _add_release(commands: Any, common: argparse.ArgumentParser) -> None:
     release = commands.add_parser(
         "release",
         parents=[common],
@@ -571,72 +506,11 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", required=True, help="every held pod (required)"
     )
     release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
-    _uninstall_parser(commands, common)
-    evidence = commands.add_parser(
-        "evidence",
-        parents=[common],
-        help="list, confirm or clear learned evidence (digest D does not run on platform P)",
-        description="The evidence the mismatch watcher learned, shared through Redis "
-        "(cache.url) or else the ConfigMap watcher.evidenceConfigMap in archfit's namespace, "
-        "with where each entry came from and whom it applies to: one workload, or every "
-        "namespace once corroborated. `confirm` makes a digest's workload entries count in "
-        'every namespace. See docs/operations.md, "Learned evidence".',
-    )
-    evidence.add_argument(
-        "-n",
-        "--namespace",
-        default="",
-        help="archfit's namespace, where the ConfigMap is (default: the context's)",
-    )
-    evidence.add_argument("action", choices=("list", "confirm", "clear"))
-    evidence.add_argument(
-        "--digest", default="", help="confirm (required), clear: only this digest's entries"
-    )
-    evidence.add_argument(
-        "--platform", default="", help="confirm: only this platform's entries (os/arch)"
-    )
-    evidence.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json"),
-        default="table",
-        help="list: a table (default) or JSON",
-    )
-    policy = commands.add_parser(
-        "policy",
-        parents=[common],
-        help="what the admission policy's parameter lists now, what it left out",
-        description="The ImagePlatforms object archfit's leader publishes (admissionPolicy): "
-        "how many images it lists of those in use, which namespaces had images left out "
-        "under admissionPolicy.maxBytes, and the entries resolved longest ago. See "
-        'docs/operations.md, "The admission policy\'s parameter".',
-    )
-    policy.add_argument("action", choices=("status",))
-    policy.add_argument(
-        "--oldest",
-        type=int,
-        default=OLDEST_SHOWN,
-        help=f"how many of the entries resolved longest ago to show (default {OLDEST_SHOWN})",
-    )
-    policy.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="a table or JSON"
-    )
-    show = commands.add_parser("config", parents=[common], help="print the effective settings")
-    what = show.add_mutually_exclusive_group()
-    what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
-    what.add_argument("--defaults", action="store_true", help="a commented default config file")
-    what.add_argument("--docs", action="store_true", help="docs/configuration.md")
-    for name, command in commands.choices.items():
-        command.set_defaults(command_parser=command)  # for errors in the command's usage
-        if name in CLUSTER_COMMANDS:
-            # What every command that talks to a cluster takes, as kubectl names it (audit's
-            # --context may be repeated: its own).
-            command.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
-            command.add_argument("--context", metavar="CONTEXT", help=_CONTEXT_HELP)
-    return parser
+    add_cluster_flags(release)
+    release.set_defaults(run=_release)
 
 
-def _uninstall_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def _add_uninstall(commands: Any, common: argparse.ArgumentParser) -> None:
     from extender.kube import removal
 
     uninstall = commands.add_parser(
@@ -668,9 +542,32 @@ def _uninstall_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="look for held pods once more this long after the deletions, for pods being "
         f"admitted meanwhile (default {removal.SETTLE_SECONDS:g})",
     )
+    add_cluster_flags(uninstall)
+    uninstall.set_defaults(run=_uninstall)
 
 
-def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
+    show = commands.add_parser(
+        "config",
+        parents=[common],
+        help="print the effective settings",
+        description="Print the settings archfit runs with: the file read, the ARCHFIT_* "
+        "variables over it, and every value (passwords in URLs hidden).",
+    )
+    what = show.add_mutually_exclusive_group()
+    what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
+    what.add_argument("--defaults", action="store_true", help="a commented default config file")
+    what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    what.add_argument(
+        "--schema",
+        action="store_true",
+        help="a JSON Schema of archfit.yaml (for an editor; the Helm chart's values.schema.json "
+        "holds it under config)",
+    )
+    show.set_defaults(run=_show_config)
+
+
+def _add_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     # From audit.options, not audit.output: that loads rich and the report, which only
     # `archfit audit` needs, and every command builds this parser.
     from extender.audit import newer_tags
@@ -680,6 +577,9 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "audit",
         parents=[common],
         help="report which workloads can move to arm64, what blocks the rest, and the saving",
+        description="Read the cluster's workloads through the kubeconfig, look up every image "
+        "with serve's settings, and report which workloads can move to arm64, what blocks "
+        "the rest, and what moving is worth (docs/audit.md).",
     )
     where = audit.add_mutually_exclusive_group()
     where.add_argument(
@@ -692,13 +592,13 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every namespace except policy.excludedNamespaces",
     )
     audit.add_argument("-l", "--selector", default="", help="label selector for workloads")
-    audit.add_argument("--kubeconfig", metavar="PATH", help=_KUBECONFIG_HELP)
+    audit.add_argument("--kubeconfig", metavar="PATH", help=KUBECONFIG_HELP)
     clusters = audit.add_mutually_exclusive_group()
     clusters.add_argument(
         "--context",
         action="append",
         metavar="CONTEXT",
-        help=f"{_CONTEXT_HELP}; repeat it to audit several clusters in one run, with one "
+        help=f"{CONTEXT_HELP}; repeat it to audit several clusters in one run, with one "
         "lookup per distinct image",
     )
     clusters.add_argument(
@@ -746,9 +646,11 @@ def _audit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help=f"how much cheaper arm64 is (default {ARM64_DISCOUNT:.2f}, the commonly quoted "
         "Graviton saving)",
     )
+    # Its own --kubeconfig and a --context that may be repeated: it connects by itself.
+    audit.set_defaults(run=_audit)
 
 
-def _lint_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def _add_lint(commands: Any, common: argparse.ArgumentParser) -> None:
     from extender.audit import newer_tags
     from extender.lint.options import LEVELS, OUTPUTS
 
@@ -800,6 +702,7 @@ def _lint_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="online: for each image without arm64, look up the N highest newer tags and "
         f"name the lowest that runs on arm64 (default {newer_tags.LIMIT}; 0: off)",
     )
+    lint.set_defaults(run=_lint)
 
 
 def _non_negative(text: str) -> float:
@@ -823,3 +726,19 @@ def _fraction(text: str) -> float:
     if value >= 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be below 1 (0.20 is 20%)")
     return value
+
+
+_SUBCOMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
+    serve.add_serve,
+    _add_inspect,
+    _add_audit,
+    _add_lint,
+    _add_scheduler_config,
+    _add_release,
+    _add_uninstall,
+    evidence.add_evidence,
+    _add_policy,
+    _add_config,
+)
+"""Every subcommand, in the order `archfit --help` lists them: each adds its parser and
+names the function that runs it (flags.Run)."""

@@ -79,6 +79,20 @@ class Registration:
             "makes kube-scheduler give up on archfit instead of archfit answering unknown"
         )
 
+    def port_warning(self, server_port: int, webhook_port: int) -> str:
+        """What is wrong with the URL's port, or "": the webhook's port answers
+        AdmissionReviews only (and over TLS the extender's calls fail the handshake or 404),
+        so an ignorable extender would be skipped without a word."""
+        parts = urlsplit(self.url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if port != webhook_port or port == server_port:
+            return ""
+        return (
+            f"--url's port {port} is archfit's webhook.port, which answers only the API "
+            f"server's AdmissionReviews; the extender listens on server.port ({server_port}): "
+            f"use :{server_port} (with https only when server.certFile is set)"
+        )
+
     def prefix_warning(self, prefix: str) -> str:
         """What is wrong with the URL's path against archfit's server.prefix, or "" when
         kube-scheduler's `<urlPrefix>/filter` is a path archfit serves."""

@@ -1,7 +1,7 @@
 """Documentation of the settings, read from the dataclasses themselves.
 
-`archfit config --table` prints the README's table and `archfit config --defaults`
-prints config/archfit.yaml, so neither drifts from the code.
+`archfit config --table` prints docs/configuration.md's table (`--docs`, the whole page) and
+`archfit config --defaults` prints config/archfit.yaml, so none drifts from the code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from extender.config.loading import env_variable, to_mapping
-from extender.config.settings import Settings, camel
+from extender.config.settings import PolicySettings, Settings, camel
 
 _FIELD_DOC = re.compile(r"^\s+(\w+):[^\n]*\n\s+\"\"\"(.*?)\"\"\"", re.M | re.S)
 
@@ -121,3 +121,46 @@ def _flow(value: Any) -> str:
         value = list(value)
     text: str = yaml.safe_dump(value, default_flow_style=True, width=1000)
     return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+JSON_SCHEMA = "http://json-schema.org/draft-07/schema#"
+"""The JSON Schema dialect of `settings_schema` (Helm reads draft 7)."""
+_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def settings_schema(cls: type[Any] = Settings) -> dict[str, Any]:
+    """A JSON Schema (draft 7) of archfit.yaml: every section and key with its type, choices
+    and meaning, and no key besides (`archfit config --schema`; the Helm chart's
+    values.schema.json holds it under `config`, so `helm install` refuses a misspelt setting)."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    properties = {
+        camel(f.name): {**_type_schema(hints[f.name]), "description": docs.get(f.name, "")}
+        for f in dataclasses.fields(cls)
+    }
+    if cls is _LEGACY_OWNER:
+        properties.update(_LEGACY)
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+def _type_schema(tp: Any) -> dict[str, Any]:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return settings_schema(typing.cast(type[Any], tp))
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin is tuple:
+        return {"type": "array", "items": _type_schema(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _type_schema(args[1])}
+    return {"type": _JSON_TYPES[tp]}
+
+
+_LEGACY_OWNER = PolicySettings
+_LEGACY = {
+    "looseMatching": {
+        "type": "boolean",
+        "description": "Read as matching: loose (true) or strict (false); set matching instead.",
+    }
+}
+"""The one key older files may still hold, which the loader upgrades (loading._upgrade_legacy)."""

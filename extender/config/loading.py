@@ -174,10 +174,7 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
     fields = {camel(f.name): f for f in dataclasses.fields(cls)}
     for key in data:
         if key not in fields:
-            known = ", ".join(sorted(fields))
-            variables = _variables(data[key])
-            origin = f" (from {', '.join(variables)})" if variables else ""
-            raise ConfigError(f"{_join(where, str(key))}{origin}: unknown setting (known: {known})")
+            raise ConfigError(_unknown(where, str(key), sorted(fields), _variables(data[key])))
     hints = typing.get_type_hints(cls)
     kwargs = {
         fields[key].name: _convert(hints[fields[key].name], value, _join(where, key))
@@ -187,6 +184,21 @@ def _build(cls: type[Any], data: object, where: str) -> Any:
         return cls(**kwargs)
     except ValueError as error:
         raise ConfigError(f"{_join(where, str(error))}") from error
+
+
+def _unknown(where: str, key: str, known: list[str], variables: list[str]) -> str:
+    """An unknown setting, named with the valid ones in the spelling it was written in (an env
+    variable's, when one set it), and the one it most likely meant: a variable spells the
+    key's capitals as `_` (failurePolicy is FAILURE_POLICY), FAILUREPOLICY reads failurepolicy."""
+    path = _join(where, key)
+    if not variables:
+        return f"{path}: unknown setting (known: {', '.join(known)})"
+    meant = [k for k in known if k.lower() == key.replace("_", "").lower()]
+    guess = (
+        f"; {env_variable(_join(where, meant[0]))} sets {_join(where, meant[0])}" if meant else ""
+    )
+    spelled = ", ".join(env_variable(_join(where, k)) for k in known)
+    return f"{path} (from {', '.join(variables)}): unknown setting{guess} (known: {spelled})"
 
 
 def _variables(value: object) -> list[str]:
@@ -223,7 +235,9 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return tuple(_convert(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: must be a mapping")
+            raise ConfigError(
+                f"{where}: must be a mapping, not {value!r}: {_mapping_example(value)}"
+            )
         return {str(k): _convert(args[1], v, _join(where, str(k))) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
@@ -242,6 +256,15 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: must be a string, not {value!r}")
         return value
     raise TypeError(f"config type {tp!r} at {where} is not supported")  # a programming error
+
+
+def _mapping_example(value: object) -> str:
+    """How to write a mapping, from what was written if it reads as `key=value` pairs."""
+    pairs = [item.partition("=") for item in str(value).split(",")] if value else []
+    if pairs and all(sep and k.strip() and v.strip() for k, sep, v in pairs):
+        written = ", ".join(f"{k.strip()}: {v.strip()}" for k, _, v in pairs)
+        return f"YAML's flow syntax, also in an env variable: '{{{written}}}'"
+    return "YAML's flow syntax, also in an env variable: '{key: value, key: value}'"
 
 
 _TRUE = {"true", "yes", "on", "1"}

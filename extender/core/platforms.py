@@ -87,7 +87,7 @@ def describe_failure(error: BaseException) -> str:
 
 
 class Rule(enum.StrEnum):
-    """How a node's runtime picks an image's manifest entry (README "How it decides")."""
+    """How a node's runtime picks an image's entry (docs/how-it-decides.md, "The rules")."""
 
     STRICT = "strict"
     """containerd ≥ 2.1 (transfer service): compare.go OnlyStrict ≡ Ordered(Normalize(node))."""

@@ -102,12 +102,18 @@ def rest_config(
         try:
             return in_cluster(environ, account)
         except KubeConfigError as error:
-            raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
+            raise KubeConfigError(f"{_mode_and(settings, why)}: {error}") from error
     client = _client_config(settings, environ)  # a missing file is named as it is
     try:
         return client.rest_config()
     except KubeConfigError as error:
-        raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
+        raise KubeConfigError(f"{_mode_and(settings, why)}: {error}") from error
+
+
+def _mode_and(settings: KubernetesSettings, why: str) -> str:
+    """How the mode was chosen, each fact once: `why` names a mode that was set ("kubernetes.mode
+    is kubeconfig"), and says what `auto` found otherwise."""
+    return why if settings.mode != "auto" else f"kubernetes.mode is auto, and {why}"
 
 
 def build_api_client(
@@ -124,14 +130,17 @@ def build_api_client(
     mode, why = access(settings, environ)
     if mode == "off":
         if required:
-            raise KubeConfigError(f"{why}, and this command reads the cluster")
+            raise KubeConfigError(
+                f"{why}, and this command reads the cluster: name a kubeconfig with "
+                "--kubeconfig PATH (and --context NAME), or set kubernetes.kubeconfig"
+            )
         return None
     config = rest_config(settings, environ, account)
     assert config is not None
     try:
         transport = ServerTransport(config, environ)
     except KubeConfigError as error:
-        raise KubeConfigError(f"kubernetes.mode={settings.mode} ({why}): {error}") from error
+        raise KubeConfigError(f"{_mode_and(settings, why)}: {error}") from error
     # urllib3 would retry a timed-out read 3 times; archfit's callers have their
     # own deadlines and retry loops, so one attempt is enough. A command that only reads
     # the cluster makes none: a refused connection is one line, not a retry warning first.

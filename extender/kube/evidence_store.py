@@ -34,6 +34,9 @@ class ConfigMapEvidence:
         self._name = name
         self._collection = f"/api/v1/namespaces/{namespace}/configmaps"
         self._calls = DaemonCalls(REQUEST_TIMEOUT[1])
+        self.missing = False
+        """The last read found no ConfigMap (404): nothing learned yet, or the wrong
+        namespace, which `archfit evidence` says."""
 
     async def read(self) -> dict[str, str] | None:
         try:
@@ -42,12 +45,14 @@ class ConfigMapEvidence:
             )
         except ApiError as error:
             if error.status == HTTPStatus.NOT_FOUND:
+                self.missing = True
                 return {}
             self._failed("read", error)
             return None
         except Exception as error:  # a transport failure: the next sync tries again
             self._failed("read", error)
             return None
+        self.missing = False
         return dict(found.get("data") or {})
 
     async def write(self, entries: dict[str, str]) -> bool:

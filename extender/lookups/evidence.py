@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import structlog
@@ -29,13 +28,11 @@ from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Resolved, any_accepts
 from extender.core.platforms import parse as parse_platform
 from extender.core.pods import PullSecretsRef
-from extender.core.text import utc_text
 from extender.once import OncePerCause
 from extender.registry.settings import CacheSettings
 from extender.ttlmap import TTLMap
 
 if TYPE_CHECKING:
-    from extender.config.settings import Settings
     from extender.metrics import Metrics
     from extender.registry.resolver import ImageResolution
     from extender.registry.verify import Verification
@@ -561,91 +558,3 @@ def runs_on_some_node(known: Callable[[], Iterable[NodeFacts]]) -> Runnable:
         )
 
     return runnable
-
-
-async def evidence_command(
-    settings: Settings,
-    action: str,
-    digest: str,
-    platform: str,
-    output: str,
-    out: TextIO,
-    store: SharedEvidence | None = None,
-) -> int:
-    """`archfit evidence list|confirm|clear`, on Redis (`cache.url`), else on `store` (the
-    ConfigMap): 0, 1 when the store fails, 2 when there is none or the arguments are wrong."""
-    try:
-        only = parse_platform(platform) if platform else None
-    except ValueError as error:
-        print(f"archfit: --platform: {error}", file=sys.stderr)
-        return 2
-    if action == "confirm" and not digest:
-        print("archfit: evidence confirm needs --digest", file=sys.stderr)
-        return 2
-    book = EvidenceBook(settings.cache, store=store)
-    try:
-        if not book.shared:
-            print(
-                "archfit: no shared evidence to read: set cache.url (Redis), or give this "
-                "command the cluster (kubernetes.mode, --kubeconfig) to read the ConfigMap "
-                f"{settings.watcher.evidence_config_map!r} in archfit's namespace",
-                file=sys.stderr,
-            )
-            return 2
-        if not await book.sync():
-            print("archfit: the evidence store did not answer (see the log line)", file=sys.stderr)
-            return 1
-        if action == "clear":
-            print(f"cleared {await book.clear(digest)} entries", file=out)
-            return 0
-        if action == "confirm":
-            confirmed = await book.confirm(digest, only)
-            print(f"confirmed {confirmed} entries: they now count in every namespace", file=out)
-            return 0 if confirmed else 1
-        _print_entries(book.entries(), output, out)
-        return 0
-    finally:
-        await book.aclose()
-
-
-def _print_entries(entries: list[Evidence], output: str, out: TextIO) -> None:
-    if output == "json":
-        rows = [
-            {
-                "digest": e.digest,
-                "platform": str(e.platform),
-                "scope": e.scope,
-                "image": e.image,
-                "reason": e.reason,
-                "namespace": e.namespace,
-                "workload": e.workload,
-                "pod": e.pod,
-                "finding": e.said,
-                "provenance": e.provenance,
-                "corroboration": e.corroboration,
-                "learned": utc_text(e.learned),
-                "expires": utc_text(e.expires),
-            }
-            for e in entries
-        ]
-        out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    from rich.table import Table
-
-    from extender.tables import print_table
-
-    table = Table(box=None, title=f"{len(entries)} learned evidence entries")
-    for column in ("DIGEST", "PLATFORM", "SCOPE", "FROM", "REASON", "WHY", "EXPIRES"):
-        table.add_column(column, overflow="fold" if column != "DIGEST" else "ignore")
-    for e in entries:
-        why = e.corroboration or f"uncorroborated{': ' + e.provenance if e.provenance else ''}"
-        table.add_row(
-            e.digest,
-            str(e.platform),
-            e.scope,
-            f"{e.namespace}/{e.workload} (pod {e.pod})",
-            e.reason,
-            why,
-            utc_text(e.expires),
-        )
-    print_table(table, out)

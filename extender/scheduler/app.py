@@ -13,6 +13,7 @@ from aiohttp import web
 
 from extender.app_keys import METRICS, SERVICES, SETTINGS, VERBS, WARNINGS, WEBHOOK_CERTIFICATE
 from extender.config.settings import Settings
+from extender.errors import UnknownPath
 from extender.lookups.resolution import PlatformResolver
 from extender.scheduler.verbs import FILTER, PRIORITIZE, Verbs
 from extender.server import attach
@@ -39,6 +40,8 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
+    # Last: a POST anywhere else is a urlPrefix without the prefix, most likely; say so.
+    app.router.add_post("/{path:.*}", unknown_path_handler)
     return app
 
 
@@ -48,6 +51,15 @@ async def filter_handler(request: web.Request) -> web.Response:
 
 async def prioritize_handler(request: web.Request) -> web.Response:
     return await request.app[VERBS].serve(request, PRIORITIZE, request.app[SERVICES])
+
+
+async def unknown_path_handler(request: web.Request) -> web.Response:
+    prefix = request.app[SETTINGS].server.prefix.rstrip("/")
+    raise UnknownPath(
+        f"archfit serves no POST {request.path}: its verbs are POST {prefix}/filter and "
+        f"{prefix}/prioritize (server.prefix {prefix or '/'!r}); end kube-scheduler's urlPrefix "
+        f"in {prefix or '/'}"
+    )
 
 
 async def healthz(request: web.Request) -> web.Response:

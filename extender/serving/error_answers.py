@@ -18,7 +18,7 @@ from typing import Literal
 import structlog
 from aiohttp import web
 
-from extender.errors import InputError, NoNodeIndex
+from extender.errors import InputError, NoNodeIndex, UnknownPath
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.serving.client_problems import client_problem
@@ -57,6 +57,10 @@ def answer_for(error: Exception) -> ErrorAnswer | None:
         # The client's mistake: answered 400, warned once per cause.
         problem = str(error)
         return ErrorAnswer(_error(400, problem), "bad_request", fields={"problem": problem})
+    if isinstance(error, UnknownPath):
+        # A caller configured with the wrong path: warned once per cause, with the right one.
+        problem = str(error)
+        return ErrorAnswer(_error(404, problem), "unknown_path", fields={"problem": problem})
     if isinstance(error, NoNodeIndex):
         # Misconfiguration, not a rejection: Error makes it an extender error that shows in
         # the scheduler's log and the pod's event.

@@ -104,3 +104,18 @@ async def test_bytes_that_are_not_utf8_anywhere_in_the_body_get_400_and_a_warnin
     assert (400, "body is not UTF-8") == (response.status, orjson.loads(text)["error"][:17])
     assert [] == [e for e in logs if e["log_level"] in ("error", "critical")]
     assert ["bad_request"] == [e["event"] for e in logs if e["log_level"] == "warning"]
+
+
+@pytest.mark.parametrize("path", ["/filter", "/prioritize", "/extender/filter"])
+async def test_a_verb_without_the_prefix_gets_404_naming_the_prefix(make_client, path):
+    """A urlPrefix without /scheduler: not aiohttp's bare `404: Not Found`, but the paths
+    archfit serves, counted as a client problem."""
+    client = await make_client(nodes=StaticNodes(node("n")))
+    response = await client.post(path, data=orjson.dumps(args_names(pod("a:1"), "n")))
+    error = orjson.loads(await response.read())["error"]
+    metrics = await (await client.get("/metrics")).text()
+    assert (404, True, True) == (
+        response.status,
+        "POST /scheduler/filter and /scheduler/prioritize (server.prefix '/scheduler')" in error,
+        'archfit_client_problems_total{cause="unknown_path"} 1.0' in metrics,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -178,7 +179,8 @@ def test_an_unreadable_server_certificate_is_exit_2_naming_the_setting(tmp_path)
 
 
 def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
-    """No `services_ready` before the bind error: the port is checked before anything starts."""
+    """Nothing logged before the bind error, which names the setting that moves the port: the
+    port is checked before anything starts."""
     port, done = _serve_on_a_taken_port(
         tmp_path,
         lambda port: (
@@ -187,13 +189,16 @@ def test_a_taken_port_is_one_line_and_no_services_start_first(tmp_path):
         ),
     )
     events = [orjson.loads(line)["event"] for line in done.stdout.splitlines()]
-    expected = f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use\n"
-    assert (1, ["archfit_starting"], expected) == (done.returncode, events, done.stderr)
+    expected = (
+        f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use; another process "
+        "listens there: stop it, or set server.port (ARCHFIT_SERVER__PORT)\n"
+    )
+    assert (1, [], expected) == (done.returncode, events, done.stderr)
 
 
 @pytest.mark.parametrize("listener", ["server", "webhook"])
 def test_a_taken_port_on_either_listener_is_one_line_on_stderr_and_exit_1(tmp_path, listener):
-    """The webhook's listener fails as the extender's does: one line naming it, exit 1."""
+    """The webhook's listener fails as the extender's does: one line naming its setting, exit 1."""
     from tests.support.tls import make_serving_cert
 
     cert = make_serving_cert(tmp_path / "tls")
@@ -209,8 +214,10 @@ def test_a_taken_port_on_either_listener_is_one_line_on_stderr_and_exit_1(tmp_pa
         )
 
     port, done = _serve_on_a_taken_port(tmp_path, config)
-    where = {"server": "", "webhook": "webhook.host/port "}[listener]
-    expected = [f"archfit: cannot listen on {where}127.0.0.1:{port}: Address already in use"]
+    expected = [
+        f"archfit: cannot listen on 127.0.0.1:{port}: Address already in use; another process "
+        f"listens there: stop it, or set {listener}.port (ARCHFIT_{listener.upper()}__PORT)"
+    ]
     assert (1, expected) == (done.returncode, done.stderr.splitlines())
 
 
@@ -297,3 +304,70 @@ def test_a_client_ca_without_https_is_refused_naming_the_setting(tmp_path):
     path.write_text("server: {clientCaFile: /etc/ca.pem}\nkubernetes: {mode: 'off'}\n")
     done = _run("serve", "--config", str(path))
     assert (2, True) == (done.returncode, "server.clientCaFile: needs certFile" in done.stderr)
+
+
+def _detached(tmp_path, config: str, pid_file: str, log_file: str):
+    """`archfit serve --detach` in `tmp_path` on `config` (YAML)."""
+    path = tmp_path / "archfit.yaml"
+    path.write_text(config)
+    return _run(
+        "serve", "--config", str(path), "--detach",
+        "--pid-file", str(tmp_path / pid_file), "--log-file", str(tmp_path / log_file),
+    )  # fmt: skip
+
+
+def _stop(pid_file) -> None:
+    """SIGTERM the process `pid_file` names, and wait until it is gone."""
+    pid = int(pid_file.read_text())
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def test_a_second_serve_leaves_the_first_ones_process_pid_and_log_alone(tmp_path):
+    """Run twice: the second refuses the pid file of a running serve, or (another pid file)
+    the taken port, naming server.port; the first keeps its files and answers; its pid file
+    goes when it stops."""
+    port = free_port()
+    config = f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n"
+    first = _detached(tmp_path, config, "archfit.pid", "archfit.log")
+    pid_file, log_file = tmp_path / "archfit.pid", tmp_path / "archfit.log"
+    try:
+        before = (pid_file.read_text(), log_file.read_text())
+        again = _detached(tmp_path, config, "archfit.pid", "archfit.log")
+        elsewhere = _detached(tmp_path, config, "other.pid", "other.log")
+        after = (pid_file.read_text(), log_file.read_text())
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # still answers
+    finally:
+        if pid_file.exists():
+            _stop(pid_file)
+    pid = before[0].strip()
+    assert (0, "archfit serve: listening") == (first.returncode, first.stderr[:24])
+    assert (1, f"archfit serve: {pid_file} names process {pid}, which is running") == (
+        again.returncode,
+        again.stderr.split(" (")[0],
+    )
+    assert (1, True) == (
+        elsewhere.returncode,
+        "set server.port (ARCHFIT_SERVER__PORT)" in elsewhere.stderr,
+    )
+    assert (before, [], False) == (after, sorted(tmp_path.glob("other.*")), pid_file.exists())
+
+
+def test_a_detached_serve_that_cannot_start_says_why_and_leaves_no_pid_file(tmp_path):
+    """A certificate that cannot load: the reason from its log, its exit status, no pid file."""
+    config = (
+        f"server: {{host: 127.0.0.1, port: {free_port()}, certFile: /nonexistent/tls.crt,"
+        " keyFile: /nonexistent/tls.key}\nkubernetes: {mode: 'off'}\n"
+    )
+    done = _detached(tmp_path, config, "archfit.pid", "archfit.log")
+    assert (2, True, True, False) == (
+        done.returncode,
+        "archfit serve: stopped before it listened (exit status 2)" in done.stderr,
+        "server.certFile/keyFile: cannot load /nonexistent/tls.crt" in done.stderr,
+        (tmp_path / "archfit.pid").exists(),
+    )

@@ -70,7 +70,7 @@ def test_the_build_context_holds_the_package_and_nothing_else() -> None:
     """.dockerignore admits pyproject.toml, the licence, the lock and extender/, never tests,
     venvs or git."""
     files = image.build_context()
-    metadata = ("pyproject.toml", "README.md", "LICENSE", "requirements.lock")
+    metadata = ("pyproject.toml", "docs/package.md", "LICENSE", "requirements.lock")
     unexpected = [f for f in files if not (f in metadata or f.startswith("extender/"))]
     assert {"requirements.lock", "extender/cli/main.py", "extender/__main__.py"} <= set(files)
     assert [] == unexpected

@@ -47,7 +47,46 @@ def test_no_install_command_applies_the_shipped_image() -> None:
     )
 
 
-@pytest.mark.parametrize("layout", ["base", "webhook", "second-scheduler"])
+def test_every_kustomize_instruction_points_at_the_one_overlay() -> None:
+    """In the guides and the manifests' own comments: every `apply -k`/`delete -k` names
+    deploy/overlays/mine, every component is added there, and no step edits a shipped file
+    (a copy of a layout, an overlay elsewhere, base/archfit.yaml)."""
+    texts = [render.REPO / "README.md", render.REPO / "deploy" / "README.md"]
+    texts += sorted((render.REPO / "docs").glob("*.md"))
+    texts += sorted((render.REPO / "deploy" / "kustomize").rglob("kustomization.yaml"))
+    elsewhere = re.compile(
+        r"(apply|delete) -k (?!deploy/overlays/mine)|components: \[\.\./components|"
+        r"a copy of `?kustomize/|kustomize/my-cluster|in `deploy/kustomize/base/archfit\.yaml`"
+    )
+    found = [
+        f"{path.relative_to(render.REPO)}: {line.strip()}"
+        for path in texts
+        for line in path.read_text().splitlines()
+        if elsewhere.search(line)
+    ]
+    assert [] == found
+
+
+def test_settings_edited_in_the_overlay_reach_the_configmap_and_no_shipped_file(
+    kustomize: Path, tmp_path: Path
+) -> None:
+    """The install block copies archfit.yaml into the overlay; a setting changed there is what
+    the generated ConfigMap holds, and the shipped base stays as it is."""
+    (block,) = _blocks(_section("## Install with kustomize"))
+    writes = block[: block.index("kubectl apply")]
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "kustomize").symlink_to(render.REPO / "deploy" / "kustomize")
+    subprocess.run(["bash", "-ec", writes], cwd=tmp_path, check=True, timeout=60)
+    mine = tmp_path / "deploy" / "overlays" / "mine" / "archfit.yaml"
+    mine.write_text(mine.read_text().replace("mode: enforce", "mode: dry-run", 1))
+    objects = render.kustomize_build(kustomize, mine.parent)
+    config_map = render.one(objects, "ConfigMap", "archfit-config")
+    settings = render.config_file(config_map, "archfit.yaml")
+    shipped = (render.REPO / "deploy" / "kustomize" / "base" / "archfit.yaml").read_text()
+    assert ("dry-run", True) == (settings["policy"]["mode"], "\n  mode: enforce\n" in shipped)
+
+
+@pytest.mark.parametrize("layout", ["base", "webhook", "admission-policy", "second-scheduler"])
 def test_the_install_overlay_runs_your_image_in_every_layout(
     kustomize: Path, tmp_path: Path, layout: str
 ) -> None:

@@ -61,7 +61,12 @@ class Process:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self._env,
+                # A Python child that crashes (a segfault in a C extension) prints every
+                # thread's stack into its log, where the failure message points.
+                env={
+                    **(self._env if self._env is not None else os.environ),
+                    "PYTHONFAULTHANDLER": "1",
+                },
                 # Its own process group, so stop() reaches any children too.
                 start_new_session=True,
                 # Teardown kills it; this covers a test run that is itself killed.

@@ -250,9 +250,11 @@ def _gone(plane: Plane, namespace: str, name: str) -> bool:
     return pod.metadata.deletion_timestamp is not None
 
 
-def _evidence_json(config_path: Path) -> list[dict[str, str]]:
-    """What `archfit evidence list -o json` prints with that archfit's config (Redis)."""
-    command = [*archfit_command(), "evidence", "list", "-o", "json", "--config", str(config_path)]
+def _evidence_json(config_path: Path, *flags: str) -> list[dict[str, str]]:
+    """What `archfit evidence list -o json FLAGS` prints with that archfit's config."""
+    command = [
+        *archfit_command(), "evidence", "list", "-o", "json", "--config", str(config_path), *flags
+    ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
     return list(json.loads(done.stdout))
 
@@ -586,7 +588,9 @@ def test_without_redis_every_replica_and_the_cli_share_evidence_through_a_config
         learned = wait_for(
             lambda: _metric(replica, "archfit_evidence_entries"), "the replica to read it"
         )
-        listed = _evidence_json(replica.config_path)
+        # These archfits run from a kubeconfig whose context names no namespace: their own
+        # is `default`, not the archfit-system the command reads by default.
+        listed = _evidence_json(replica.config_path, "-n", "default")
         assert learned >= 1
         assert (plane.lying_digest, "cluster") in {(e["digest"], e["scope"]) for e in listed}
     finally:

@@ -29,9 +29,11 @@ def test_no_tracked_symlink_points_outside_the_clone() -> None:
 
 
 def test_what_venvs_and_the_quick_start_leave_is_ignored() -> None:
-    """git status stays clean after `python3 -m venv .venv-main` and the README's quick start."""
+    """git status stays clean after `python3 -m venv .venv-main`, the README's quick start and
+    deploy/README.md's kustomize install (the operator's overlay)."""
     paths = [".venv-main", ".venv-min/bin/python", "archfit.log", "archfit.pid", "demo.log",
-             "demo.pid", "demo/archfit.yaml"]  # fmt: skip
+             "demo.pid", "demo/archfit.yaml", "deploy/overlays/mine/kustomization.yaml",
+             "deploy/overlays/mine/archfit.yaml"]  # fmt: skip
     done = subprocess.run(
         ["git", "check-ignore", "--no-index", *paths],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,

@@ -31,8 +31,9 @@ def build_wheel(tmp_path: Path) -> tuple[Path, str]:
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE", "extender"):
+    for name in ("pyproject.toml", "docs/package.md", "LICENSE", "extender"):
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        (source / name).parent.mkdir(exist_ok=True)
         copy(ROOT / name, source / name)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp_path), str(source)],
@@ -91,8 +92,8 @@ def test_the_wheel_says_who_it_is_for_and_how_to_find_it(built: Built) -> None:
 
 
 def test_the_long_description_links_only_to_absolute_addresses(built: Built) -> None:
-    """A package index shows the README without the repository: a relative link or image
-    (`docs/webhook.md`, `#quick-start`) leads nowhere there."""
+    """A package index shows the description without the repository: a relative link or image
+    (`docs/webhook.md`, `#quick-start`), which the README has, leads nowhere there."""
     description = "\n".join(built.metadata[built.metadata.index("") + 1 :])
     targets = re.findall(r"\]\(([^)\s]+)\)", description)
     assert [] == [target for target in targets if not target.startswith("https://")]

@@ -139,7 +139,8 @@ def test_audit_help_explains_the_output_formats_and_the_fail_on_default(capsys):
 
 
 def test_the_audit_under_auto_with_no_kubeconfig_says_what_it_looked_for(tmp_path, monkeypatch):
-    """The same `auto` as serve: no service account, no $KUBECONFIG, no ~/.kube/config."""
+    """The same `auto` as serve: no service account, no $KUBECONFIG, no ~/.kube/config; and
+    the flag that names one."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -148,6 +149,7 @@ def test_the_audit_under_auto_with_no_kubeconfig_says_what_it_looked_for(tmp_pat
     expected = (
         "archfit: cannot reach Kubernetes: kubernetes.mode is auto and there is no service "
         f"account (KUBERNETES_SERVICE_HOST is unset), no $KUBECONFIG and no {tmp_path}/.kube/"
-        "config, and this command reads the cluster\n"
+        "config, and this command reads the cluster: name a kubeconfig with --kubeconfig PATH "
+        "(and --context NAME), or set kubernetes.kubeconfig\n"
     )
     assert (2, "", expected) == (status, out.getvalue(), err.getvalue())

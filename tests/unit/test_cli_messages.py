@@ -16,7 +16,7 @@ import yaml
 
 from extender.cli.main import main
 from extender.cli.scheduler_config import Registration
-from tests.support.json_server import json_server
+from tests.support.json_server import Status, json_server
 from tests.support.process import free_port
 
 
@@ -173,3 +173,153 @@ def test_ctrl_c_during_inspect_prints_one_line_and_no_traceback(tmp_path):
         out, err = process.communicate(timeout=30)
         waiting.close()
     assert (130, "archfit: interrupted\n") == (process.returncode, err), out
+
+
+# A ConfigMap as kube-apiserver answers a GET of it, with one entry the watcher wrote, and the
+# Status it answers for one that does not exist (recorded from v1.36.3).
+EVIDENCE_CONFIGMAP = {
+    "kind": "ConfigMap",
+    "apiVersion": "v1",
+    "metadata": {
+        "name": "archfit-evidence",
+        "namespace": "archfit-system",
+        "uid": "0b6f3d0e-1c52-4f0e-9d53-3b8d2f1b9a41",
+        "resourceVersion": "4711",
+        "creationTimestamp": "2026-11-20T09:12:44Z",
+        "labels": {"app.kubernetes.io/component": "evidence", "app.kubernetes.io/name": "archfit"},
+    },
+    "data": {
+        "e-ba2aa1cf3e006115f23bfcf1837388265f930453": (
+            '{"d":"sha256:abababababababababababababababababababababababababababababababab",'
+            '"i":"registry.example.com/shop/api:1.4","l":1795000000.0,"e":4102444800.0,'
+            '"n":"shop","w":"ReplicaSet/api-5d9c","o":"api-5d9c-x1","s":"exec format error",'
+            '"v":"","c":"the image config says linux/amd64","p":"linux/arm64","r":"start",'
+            '"version":2}'
+        )
+    },
+}
+VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.3"}
+
+
+def _not_found(namespace: str, name: str) -> Status:
+    return Status(404, {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'configmaps "{name}" not found', "reason": "NotFound",
+        "details": {"name": name, "kind": "configmaps"}, "code": 404,
+    })  # fmt: skip
+
+
+@pytest.fixture
+def api_server() -> Iterator[tuple[str, list[str]]]:
+    """An API server that has archfit's evidence ConfigMap in archfit-system only; and the
+    paths it was asked for."""
+    asked: list[str] = []
+
+    def answer(path: str, _headers: object) -> object:
+        asked.append(path)
+        if path == "/version":
+            return VERSION
+        if path == "/api/v1/namespaces/archfit-system/configmaps/archfit-evidence":
+            return EVIDENCE_CONFIGMAP
+        namespace = path.split("/")[4] if path.startswith("/api/v1/namespaces/") else ""
+        return _not_found(namespace, path.rsplit("/", 1)[-1])
+
+    with json_server(answer) as url:
+        yield url, asked
+
+
+def _kubeconfig_in(path: Path, server: str, namespace: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "shop",
+        "contexts": [{"name": "shop",
+                      "context": {"cluster": "c", "user": "u", "namespace": namespace}}],
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {}}],
+    }))  # fmt: skip
+    return path
+
+
+def test_evidence_list_reads_archfits_namespace_not_the_contexts(api_server, tmp_path):
+    """The context's namespace is an application's (`shop`); the ConfigMap is where deploy/
+    installs archfit, and the answer says which one it read."""
+    url, asked = api_server
+    config = _kubeconfig_in(tmp_path / "config", url, "shop")
+    status, out, err = archfit("evidence", "list", "-o", "json", "--kubeconfig", str(config))
+    import json
+
+    listed = [(e["digest"][:13], e["platform"], e["namespace"]) for e in json.loads(out or "[]")]
+    assert (0, [("sha256:ababab", "linux/arm64", "shop")], "") == (status, listed, err)
+    assert "/api/v1/namespaces/archfit-system/configmaps/archfit-evidence" in asked
+
+
+def test_evidence_list_where_there_is_none_says_which_namespace_it_read(api_server, tmp_path):
+    """`-n shop` (the wrong one): no silent "0 entries"; the ConfigMap read is named."""
+    url, _ = api_server
+    config = _kubeconfig_in(tmp_path / "config", url, "shop")
+    status, out, err = archfit("evidence", "list", "-n", "shop", "--kubeconfig", str(config))
+    assert (0, True, True) == (
+        status,
+        "0 learned evidence entries in ConfigMap shop/archfit-evidence" in out,
+        "there is no ConfigMap shop/archfit-evidence" in err and "-n NAMESPACE" in err,
+    )
+
+
+@pytest.mark.parametrize("action", ["list", "confirm", "clear"])
+def test_each_evidence_action_has_its_own_help(action, capsys):
+    """`archfit evidence confirm --help` is confirm's usage, with confirm's flags."""
+    with pytest.raises(SystemExit):
+        main(["evidence", action, "--help"])
+    out = capsys.readouterr().out
+    own = {"list": "--output", "confirm": "--platform", "clear": "--digest"}[action]
+    assert (f"usage: archfit evidence {action}", True) == (out.split(" [")[0], own in out)
+
+
+def test_archfit_help_says_what_archfit_is_beyond_an_extender(capsys):
+    """The webhook, the policy and the audit are half of what it does."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    words = ["kube-scheduler extender", "admission webhook", "MutatingAdmissionPolicy", "audit"]
+    assert [] == [word for word in words if word not in text]
+
+
+def test_a_broken_kubeconfig_names_the_mode_once(tmp_path):
+    """Not "kubernetes.mode=kubeconfig (kubernetes.mode is kubeconfig)"."""
+    config = tmp_path / "archfit.yaml"
+    kubeconfig = _kubeconfig_in(tmp_path / "kubeconfig", "https://127.0.0.1:1", "shop")
+    text = kubeconfig.read_text().replace(
+        "server: https", "certificate-authority: /none\n    server: https"
+    )
+    kubeconfig.write_text(text)
+    config.write_text(
+        yaml.safe_dump({"kubernetes": {"mode": "kubeconfig", "kubeconfig": str(kubeconfig)}})
+    )
+    status, _, err = archfit("audit", "-n", "shop", "--config", str(config))
+    assert (2, 1) == (status, err.count("kubernetes.mode")), err
+
+
+def test_scheduler_config_warns_when_the_url_names_the_webhooks_port(capsys):
+    """8443 answers AdmissionReviews only: kube-scheduler's calls would fail, ignorably."""
+    status = main([
+        "scheduler-config", "--url", "https://10.96.0.20:8443/scheduler",
+        "--ca-file", "/etc/ssl/certs/ca-certificates.crt",
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert (0, True) == (status, "--url's port 8443 is archfit's webhook.port" in err)
+
+
+def test_output_cut_short_by_its_reader_is_no_traceback():
+    """`archfit config --docs | head -1` where head is gone before archfit writes: archfit ends
+    quietly, with the status a shell gives a command SIGPIPE ended."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "config", "--docs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # the reader is gone: every write fails with EPIPE
+    err = process.stderr.read()
+    process.stderr.close()
+    assert ("", 141) == (err, process.wait(timeout=60))

@@ -126,9 +126,15 @@ def test_serve_with_bad_config_exits_non_zero_naming_the_key(tmp_path):
     assert "policy.failurePolicy" in result.stderr
 
 
-def test_the_readme_carries_the_generated_settings_table():
-    """Operators read the settings table; `archfit config --table` must match it."""
-    assert settings_doc.markdown_table() in (ROOT / "README.md").read_text()
+def test_the_settings_table_lives_in_docs_configuration_md_alone():
+    """Operators read the generated table in docs/configuration.md; the README links it and
+    keeps no copy to drift."""
+    readme = (ROOT / "README.md").read_text()
+    assert (True, False, True) == (
+        settings_doc.markdown_table() in (ROOT / "docs" / "configuration.md").read_text(),
+        "| `server.host` |" in readme,
+        "](docs/configuration.md)" in readme,
+    )
 
 
 def test_the_shipped_config_file_is_the_generated_commented_defaults():
@@ -205,11 +211,11 @@ def test_docs_configuration_md_is_the_generated_page():
     assert settings_doc.configuration_page() == (ROOT / "docs" / "configuration.md").read_text()
 
 
-def test_plain_http_registries_are_discoverable_in_the_defaults_and_the_readme():
+def test_plain_http_registries_are_discoverable_in_the_defaults_and_the_registries_guide():
     """registry.hosts.<host>.plainHttp was documented nowhere an operator would look."""
     assert "plainHttp: true" in settings_doc.commented_defaults()
-    readme = (ROOT / "README.md").read_text()
-    example = readme[readme.index("```yaml\n  registry:") :]
+    guide = (ROOT / "docs" / "registries.md").read_text()
+    example = guide[guide.index("```yaml\n  registry:") :]
     settings = from_mapping(yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0]))
     assert settings.registry.host("registry.kube-system.svc:5000").plain_http
 
@@ -333,3 +339,29 @@ def test_archfit_keeps_an_idle_connection_open_longer_than_its_go_clients_do():
         Settings().server.keepalive_timeout_seconds > GO_CLIENT_IDLE_SECONDS,
         Settings().server.keepalive_timeout_seconds,
     )
+
+
+def test_an_unknown_variable_is_answered_in_the_spelling_of_variables():
+    """ARCHFIT_POLICY__FAILUREPOLICY: the variable that sets policy.failurePolicy, and the known
+    ones as variables, not as YAML keys a variable cannot use."""
+    with pytest.raises(ConfigError) as raised:
+        load(None, {"ARCHFIT_POLICY__FAILUREPOLICY": "fail-closed"})
+    message = str(raised.value)
+    assert (True, True, False) == (
+        "ARCHFIT_POLICY__FAILURE_POLICY sets policy.failurePolicy" in message,
+        "known: ARCHFIT_POLICY__ARCH_PREFERENCE, " in message,
+        "known: archPreference" in message,
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "example"),
+    [("amd64=10", "'{amd64: 10}'"), ("amd64=10,arm64=0", "'{amd64: 10, arm64: 0}'"),
+     ("amd64", "'{key: value, key: value}'")],
+)  # fmt: skip
+def test_a_mapping_written_otherwise_is_answered_with_an_example(written, example):
+    """ARCHFIT_POLICY__ARCH_PREFERENCE=amd64=10 gets the flow syntax that says it."""
+    with pytest.raises(ConfigError) as raised:
+        load(None, {"ARCHFIT_POLICY__ARCH_PREFERENCE": written})
+    assert f"must be a mapping, not {written!r}: YAML's flow syntax" in str(raised.value)
+    assert example in str(raised.value)

@@ -1,8 +1,11 @@
-"""`archfit audit` and `archfit inspect` on a terminal 80, 100 and 160 columns wide: the
-verdict and the name always show, no word is broken, a digest is never broken."""
+"""`archfit audit` and `archfit inspect` on a terminal 80, 100, 120 and 160 columns wide, and
+piped: the verdict and the name always show, an image reference, a digest or a setting to paste
+is never cut or broken, a word is broken only when it is wider than its column, and the
+columns left out go in the documented order."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -10,12 +13,14 @@ import pytest
 
 from extender.audit import output
 from extender.audit.fleet_report import ClusterReport, combine
+from extender.audit.newer_tags import TagHint
 from extender.audit.options import Pricing
-from extender.audit.report import build
+from extender.audit.report import build, same_image
 from extender.cli import inspect_images as inspect
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from extender.registry import reference
+from extender.registry.netguard import ALLOW_HINT
 from extender.registry.resolver import ImageResolution
 from extender.tables import Column, fit
 from tests.unit.audit_objects import workload
@@ -105,7 +110,7 @@ def test_every_audit_row_shows_its_name_and_verdict_whole_at_common_terminal_wid
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_word_of_the_audit_is_broken_across_lines_at_common_terminal_widths(monkeypatch, width):
-    """Text wraps at spaces or is cut with an ellipsis; "Deployme/nt" never happens."""
+    """Text wraps at spaces; a word that fits its column is never broken ("Deployme/nt")."""
     lines = _on_terminal(monkeypatch, width, lambda out: output.write(_report(), "table", out))
     assert set() == _broken_words(lines)
 
@@ -187,7 +192,7 @@ def test_inspect_shows_the_image_and_every_platform(monkeypatch, width):
     [
         (60, 8, ((0, 1, 2), (20, 6, 30))),  # everything fits
         (50, 8, ((0, 1, 2), (20, 6, 20))),  # the text wraps down to its shortest
-        (50, 25, ((0, 2), (20, 28))),  # but not below its longest word: a column goes first
+        (50, 25, ((0, 1, 2), (20, 6, 20))),  # then breaks its longest word: nothing is lost
         (40, 8, ((0, 2), (20, 18))),  # the column that matters least goes
         (30, 8, ((0, 2), (10, 18))),  # then the name is cut
         (20, 8, None),  # and then no table fits
@@ -196,7 +201,94 @@ def test_inspect_shows_the_image_and_every_platform(monkeypatch, width):
 def test_a_table_gives_up_width_in_order_text_then_columns_then_names(
     width, longest_word, expected
 ):
-    """Wrap, leave out, cut: the order in which a narrow terminal takes width."""
+    """Wrap, break long words, leave out, cut: the order in which a narrow terminal takes
+    width."""
     columns = [Column("NAME", shortest=10), Column("NUMBER", leave_out=1), Column("WHY", 18, True)]
     layout = fit(columns, [20, 6, 30], width, firm=[20, 6, longest_word])
     assert expected == (None if layout is None else (layout.shown, layout.widths))
+
+
+def test_a_setting_to_paste_is_never_broken_so_a_column_goes_first():
+    """A 25-cell `NAME=value` word in the text: the NUMBER column is left out for it."""
+    columns = [Column("NAME", shortest=10), Column("NUMBER", leave_out=1), Column("WHY", 18, True)]
+    layout = fit(columns, [20, 6, 30], 50, firm=[20, 6, 25], whole=[0, 0, 25])
+    assert ((0, 2), (20, 28)) == (None if layout is None else (layout.shown, layout.widths))
+
+
+ECR = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop/api:1.42"  # 62 characters
+DEMO = "127.0.0.1:51775/demo/amd64-only:1.0"
+LOOPBACK = "127.0.0.1:51775/demo/reports:7"
+SETTING = "(ARCHFIT_REGISTRY__ALLOWED_NETWORKS=host,10.0.0.0/8)"
+REFUSED = f"refusing to contact 127.0.0.1: not a public address; {ALLOW_HINT}"
+
+
+def _issue_report():
+    """A blocking 62-character ECR name, a blocking loopback image with a newer-tag action, and
+    an image archfit refused to read, whose reason ends in the setting that lifts it."""
+    fleet = [
+        workload("api", ECR, kind="Deployment"),
+        workload("web", DEMO, kind="Deployment"),
+        workload("reports", LOOPBACK, kind="CronJob"),
+    ]
+    answers = {(ECR, PULL): AMD64, (DEMO, PULL): AMD64, (LOOPBACK, PULL): Unknown(REFUSED)}
+    report = build(fleet, answers, {}, [], Pricing())
+    hints = {same_image(DEMO): TagHint(DEMO, None, ("1.1", "1.2"))}
+    return dataclasses.replace(report, hints=hints)
+
+
+def _lines(monkeypatch, width: int) -> list[str]:
+    return _on_terminal(monkeypatch, width, lambda out: output.write(_issue_report(), "table", out))
+
+
+def _section(lines: list[str], title: str) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_no_image_reference_or_setting_is_ever_cut_on_a_terminal(monkeypatch, width):
+    """The blocking images stand whole in their table, the refused image's reason keeps the
+    setting to paste on one line, and nothing is cut with an ellipsis."""
+    lines = _lines(monkeypatch, width)
+    blockers = " ".join(_section(lines, "Images that block arm64"))
+    assert ([True, True], True, False, 0) == (
+        [ECR in blockers, DEMO in blockers],
+        any(SETTING in line for line in lines),
+        "…" in "\n".join(lines),
+        sum(len(line) > width for line in lines),
+    )
+
+
+def test_at_80_columns_the_least_useful_columns_go_first(monkeypatch):
+    """MEMORY, VCPU, PODS NOW in that order (docs/audit.md); KIND and RUNS ON stay, and the
+    long image wraps in WHY instead."""
+    lines = _lines(monkeypatch, 80)
+    notes = [line.split(" (")[0] for line in lines if line.startswith("Left out at 80")]
+    assert ["Left out at 80 columns: PODS NOW, VCPU, MEMORY"] == notes
+
+
+def test_at_120_columns_one_long_image_name_leaves_out_no_column(monkeypatch):
+    """The 62-character ECR name wraps inside WHY: KIND, RUNS ON, PODS NOW, VCPU and MEMORY
+    all stay."""
+    lines = _lines(monkeypatch, 120)
+    header = _section(lines, "Workloads")[1].split()
+    every = ["NAMESPACE", "KIND", "NAME", "ARM64", "RUNS", "ON", "WHY", "PODS", "NOW", "VCPU"]
+    left_out = [line for line in lines if line.startswith("Left out")]
+    assert ([*every, "MEMORY"], []) == (header, left_out)
+
+
+def test_piped_the_tables_write_every_cell_in_full(monkeypatch):
+    """To a file or a pipe: the whole reason with its setting, every image, every column."""
+    out = io.StringIO()
+    output.write(_issue_report(), "table", out)
+    text = out.getvalue()
+    assert ([True, True, True], False, "MEMORY") == (
+        [
+            REFUSED in text,
+            ECR in text,
+            any(DEMO in ln and "amd64" in ln for ln in text.split("\n")),
+        ],
+        "…" in text or "..." in text,
+        _section(text.splitlines(), "Workloads")[1].split()[-1],
+    )
