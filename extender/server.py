@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import faulthandler
 import gc
 import logging
 import os
@@ -97,6 +98,9 @@ def serve(
     Raises SetupError (the settings cannot work) or ListenError (a port cannot be opened).
     """
     configure(settings.logging.level, settings.logging.format)
+    # A crash inside a C extension (the TLS library, the event loop) then leaves every
+    # thread's stack on stderr, the container's log, instead of only an exit status.
+    faulthandler.enable()
     server, hook = settings.server, settings.webhook
     loop_name, new_loop = loop_factory(server.event_loop)
     log.info(

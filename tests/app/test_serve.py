@@ -18,7 +18,9 @@ from tests.support.archfit_process import wait_listening
 from tests.support.process import free_port, silent_listener
 
 
-def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:
+def start_serve(
+    tmp_path, config: str, port: int, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """`archfit serve` on `config` (YAML) in a child process, once it listens on `port`."""
     path = tmp_path / "archfit.yaml"
     path.write_text(config)
@@ -26,6 +28,7 @@ def start_serve(tmp_path, config: str, port: int) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "extender", "serve", "--config", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=env,
     )
     try:
         wait_listening(port, process)
@@ -233,6 +236,27 @@ def _serve_on_a_taken_port(
         return port, _run("serve", "--config", str(path))
     finally:
         taken.close()
+
+
+def test_a_crash_in_a_c_extension_leaves_every_threads_stack_on_stderr(tmp_path):
+    """A segfault (in the TLS library or the event loop, say) is not only exit status -11 in
+    the pod's history: the container's log shows where each thread was."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    process = start_serve(
+        tmp_path,
+        f"server: {{host: 127.0.0.1, port: {port}}}\nkubernetes: {{mode: 'off'}}\n",
+        port,
+        env,
+    )
+    process.send_signal(signal.SIGSEGV)
+    _, err = process.communicate(timeout=30)
+    text = err.decode()
+    assert (-signal.SIGSEGV, True, True) == (
+        process.returncode,
+        "Fatal Python error: Segmentation fault" in text,
+        "extender/server.py" in text,
+    ), text[-2000:]
 
 
 def test_sigterm_is_logged_when_it_arrives_and_when_the_process_is_done(tmp_path):

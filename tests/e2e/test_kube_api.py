@@ -4,6 +4,7 @@ every refusal an ApiError carrying the server's status, reason and Status body."
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 from collections.abc import Iterator
 
@@ -38,6 +39,23 @@ def _refusal(call) -> ApiError:
 def test_the_version_is_read_with_the_client_certificate(api):
     """GET /version answers the server's gitVersion."""
     assert api.get("/version", timeout=TIMEOUT)["gitVersion"].startswith("v1.")
+
+
+def test_connections_opened_in_many_threads_at_once_never_load_into_the_shared_context(api):
+    """Watches and calls run in threads, each opening connections; loading the client pair
+    into the context they share while another handshakes crashes the process (OpenSSL), so
+    no connection changes it: a renewed pair makes a new context instead."""
+    tls = api.transport.tls
+    assert tls is not None
+    context = tls.context()
+    loaded: list[str] = []
+    for name in ("load_cert_chain", "load_verify_locations"):
+        setattr(context, name, lambda *a, _name=name, **k: loaded.append(_name))
+    with concurrent.futures.ThreadPoolExecutor(8) as threads:
+        versions = list(
+            threads.map(lambda _: api.get("/version", timeout=TIMEOUT)["major"], range(32))
+        )
+    assert ([versions[0]] * 32, []) == (versions, loaded)
 
 
 def test_a_missing_object_is_a_404_with_the_servers_status_body(api, namespace):

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,17 +23,16 @@ from kubernetes import client, config
 
 from extender.core.parameter import PublishedTable, read_spec
 from tests.e2e import cluster
-from tests.e2e.archfit import archfit_command, archfit_settings, merge
+from tests.e2e.archfit import archfit_command
 from tests.e2e.catalog import Images
-from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.controlplane import Binaries
 from tests.e2e.policy import (
-    AdmissionPolicy,
     bound_pod,
     fresh_image,
     is_gated,
-    refused,
     required_arch,
 )
+from tests.e2e.replicas import Replicas, two_replicas
 from tests.e2e.topology import ARCH_OF, NODES
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.waiting import wait_for
@@ -51,24 +47,13 @@ MAX_BYTES = 100_000
 """admissionPolicy.maxBytes here: what 23 pods of 100 long spellings each would overflow."""
 
 
-@dataclass
-class Pair:
-    """Two replicas on one control plane, the shipped policy, and the admin's API."""
-
-    control_plane: ControlPlane
-    policy: AdmissionPolicy
-    a: WebhookArchfit
-    b: WebhookArchfit
-    core: client.CoreV1Api
-    images: Images
-
-    def leads(self, replica: WebhookArchfit) -> bool:
-        return replica.archfit.metric("archfit_policy_publisher_leader") == 1.0
+class Pair(Replicas):
+    """The two replicas, with kube-apiserver's webhook calls routed to one of them."""
 
     def start_a_then_b(self) -> None:
         """A first, leading the publisher, then B, and the webhook routed to B."""
         self.a.archfit.start()
-        wait_for(lambda: self.leads(self.a), "replica A to lead the publisher", seconds=90)
+        self.wait_leads(self.a, "replica A to lead the publisher")
         self.b.archfit.start()
         self.webhook_to(self.b)
 
@@ -94,15 +79,6 @@ class Pair:
         finally:
             self.webhook_to(self.b)
 
-    def kill(self, *replicas: WebhookArchfit) -> None:
-        """SIGKILL: a crash, its Leases held until they expire."""
-        for replica in replicas:
-            process = replica.archfit.process
-            if process.running():
-                os.killpg(process.pid, signal.SIGKILL)
-            process.stop()
-            assert refused(replica.webhook_port)
-
     def spec(self) -> dict[str, Any]:
         return self.policy.parameter()
 
@@ -122,41 +98,11 @@ def pair(
     e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Pair]:
     workdir = tmp_path_factory.mktemp("one-memory")
-    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
-    replicas: list[WebhookArchfit] = []
-    try:
-        core = cluster.core_api(control_plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
-        cluster.create_namespace(core, PROBES)
-        policy = AdmissionPolicy(control_plane.admin_kubeconfig).install(failure_policy="Fail")
-        settings = merge(
-            archfit_settings(control_plane.admin_kubeconfig, images),
-            {
-                "admissionPolicy": {
-                    "enabled": True,
-                    "publishSeconds": 0.5,
-                    "unusedSeconds": UNUSED_SECONDS,
-                    "refreshSeconds": 10,
-                    "maxBytes": MAX_BYTES,
-                },
-                "webhook": {"gate": {"retrySeconds": 0.5, "maxWaitSeconds": 300}},
-            },
-        )
-        a = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir, name="replica-a")
-        replicas.append(a)
-        b = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir, name="replica-b")
-        replicas.append(b)
-        a.start()
-        found = Pair(control_plane, policy, a, b, core, images)
-        wait_for(lambda: found.leads(a), "replica A to lead the publisher", seconds=90)
-        b.start()
-        found.webhook_to(b)
+    policy = {"unusedSeconds": UNUSED_SECONDS, "refreshSeconds": 10, "maxBytes": MAX_BYTES}
+    with two_replicas(Pair, e2e_binaries, images, workdir, policy) as found:
+        cluster.create_namespace(found.core, PROBES)
+        found.webhook_to(found.b)
         yield found
-    finally:
-        for replica in replicas:
-            replica.stop()
-        control_plane.stop()
 
 
 @pytest.fixture

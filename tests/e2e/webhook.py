@@ -47,10 +47,18 @@ class WebhookArchfit:
     """archfit serving the extender verbs and the webhook, registered with one control plane."""
 
     def __init__(
-        self, kubeconfig: Path, settings: Mapping[str, Any], workdir: Path, name: str = "archfit"
+        self,
+        kubeconfig: Path,
+        settings: Mapping[str, Any],
+        workdir: Path,
+        name: str = "archfit",
+        front: int | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.webhook_port = free_port()
+        self.front = front
+        """The port of a load balancer in front of every replica (as a Service): the
+        configurations name it instead of this replica's own port."""
         tls = workdir / f"{name}-tls"
         self.settings = merge(
             settings,
@@ -85,12 +93,16 @@ class WebhookArchfit:
     def log_path(self) -> Path:
         return self.archfit.process.log_path
 
+    def url(self, path: str) -> str:
+        """What kube-apiserver calls for `path`: this replica, or the front before them all."""
+        return f"https://127.0.0.1:{self.front or self.webhook_port}{path}"
+
     def start(self) -> WebhookArchfit:
         """Register the configuration (no caBundle), start archfit, wait until it is called."""
         with contextlib.suppress(ApiException):  # 409: it exists already
             self._core.create_namespace({"metadata": {"name": NAMESPACE}})
         self._unregister()
-        url = f"https://127.0.0.1:{self.webhook_port}/mutate"
+        url = self.url("/mutate")
         self._admission.create_mutating_webhook_configuration(shipped_configuration(url))
         self.register_warnings()
         self.archfit.start()  # ready only once its certificate is loaded
@@ -98,7 +110,7 @@ class WebhookArchfit:
 
     def register(self) -> None:
         """Register the pod webhook again after `unregister`, with the caBundle archfit made."""
-        url = f"https://127.0.0.1:{self.webhook_port}/mutate"
+        url = self.url("/mutate")
         configuration = shipped_configuration(url)
         bundle = base64.b64encode(self.ca_bundle()).decode()
         for hook in configuration["webhooks"]:
@@ -113,7 +125,7 @@ class WebhookArchfit:
 
     def register_warnings(self) -> None:
         """Register the workload warnings' configuration (archfit sets its caBundle)."""
-        url = f"https://127.0.0.1:{self.webhook_port}/warn"
+        url = self.url("/warn")
         configuration = shipped_configuration(url, SHIPPED_WARNINGS)
         self._admission.create_validating_webhook_configuration(configuration)
 

@@ -135,9 +135,6 @@ class KubeApi:
             if settings.insecure:
                 options["cert_reqs"] = "CERT_NONE"
                 options["assert_hostname"] = False
-            if settings.reloads_pair:
-                options["cert_file"] = settings.cert_file
-                options["key_file"] = settings.key_file
         proxy = self.transport.proxy
         if proxy is None:
             return urllib3.PoolManager(**options)

@@ -6,8 +6,13 @@
   is read again every CA_REREAD_SECONDS and a changed, usable one replaces the old.
 - A CA together with skipping verification is refused, as client-go refuses it.
 - The client certificate: given as data (or a file with its key as data) it is loaded at
-  once and a bad pair is an error now; given as two files they are read for each new
-  connection, so a renewed pair is used and a bad one fails the handshake.
+  once and a bad pair is an error now; given as two files they are read again for each
+  request, so a renewed pair is used (a new context, and a new pool of connections) and a bad
+  one fails the request, as client-go's handshake fails.
+
+A context is never changed once built: connections in several threads handshake with it at
+once, and OpenSSL does not allow loading into a context while it is in use (it crashes the
+process). Whatever changes makes a new context.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from extender.kube.client.errors import KubeConfigError
+from extender.kube.client.errors import CredentialUnavailable, KubeConfigError
 
 CA_REREAD_SECONDS = 300.0
 """How often a CA file is read again (client-go's atomicTransportHolder, 5 minutes)."""
@@ -119,7 +124,8 @@ class TLSSettings:
 
     @property
     def reloads_pair(self) -> bool:
-        """Both halves are files: read for each connection (client-go's ReloadTLSFiles)."""
+        """Both halves are files: read again for each request (client-go's ReloadTLSFiles
+        reads them at each handshake)."""
         return bool(self.cert_file and self.key_file and not self.cert_data and not self.key_data)
 
 
@@ -205,14 +211,28 @@ class TrustedContext:
             load_pair(*pair, context)
         return context
 
+    def _file_pair(self) -> tuple[bytes, bytes]:
+        """The two files' pair as they are now. Raises CredentialUnavailable when either
+        cannot be read."""
+        try:
+            return (
+                Path(self.settings.cert_file).read_bytes(),
+                Path(self.settings.key_file).read_bytes(),
+            )
+        except OSError as error:
+            raise CredentialUnavailable(f"open {error.filename}: {error.strerror}") from error
+
     def context(self) -> ssl.SSLContext:
-        """The context to connect with now: a changed CA file or plugin certificate makes a
-        new one. Raises CredentialUnavailable when the plugin fails."""
+        """The context to connect with now: a changed CA file, pair of files or plugin
+        certificate makes a new one. Raises CredentialUnavailable when the plugin fails or
+        the files cannot be read or do not make a pair."""
         with self._lock:
             pair = self._pair
             if self._plugin_pair is not None:
                 cert, key = self._plugin_pair()
                 pair = (cert, key) if cert else None
+            elif self.settings.reloads_pair:
+                pair = self._file_pair()
             changed = pair != self._pair or (
                 self._plugin_pair is not None and not self._plugin_asked
             )
@@ -230,8 +250,11 @@ class TrustedContext:
                 if fresh and fresh != self._ca and certificates(fresh):
                     self._ca, changed = fresh, True
             if changed:
-                self._pair = pair
-                self._context = self._build(pair)
+                try:
+                    context = self._build(pair)
+                except ValueError as error:  # a pair that does not match, or not PEM
+                    raise CredentialUnavailable(f"client certificate: {error}") from error
+                self._pair, self._context = pair, context
                 self.generation += 1
             return self._context
 
