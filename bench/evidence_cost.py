@@ -17,7 +17,7 @@ from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef, WorkloadId
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.resolution import Resolution
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification

@@ -29,14 +29,14 @@ from extender.core.interning import Interner
 from extender.core.platforms import normalize
 from extender.metrics import Metrics
 from extender.registry import errors
-from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import (
     cached_only,
     note_registry_asked,
     request_seconds_left,
     skip_remembered_failures,
 )
-from extender.registry.reference import Reference
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference
 from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
 from extender.ttlmap import Clock, TTLMap

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yarl
 
-from extender.registry.reference import Reference
+from extender.registry.pure.reference import Reference
 from extender.registry.settings import HostSettings, MirrorSettings, RegistrySettings
 
 TLSOption = ssl.SSLContext | bool

@@ -16,7 +16,7 @@ import orjson
 from extender.core.platforms import Platform, normalize
 from extender.core.text import MAX_ERROR_IN_REASON, cut, error_text
 from extender.registry.errors import DigestMismatch, ManifestInvalid, Schema1Unsupported
-from extender.registry.reference import parse_digest
+from extender.registry.pure.reference import parse_digest
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

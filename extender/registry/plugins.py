@@ -21,7 +21,6 @@ import structlog
 
 from extender.errors import CredentialSourceError
 from extender.metrics import Metrics
-from extender.registry.credentials import Credential
 from extender.registry.plugin_protocol import (
     PluginAnswer,
     PluginAnswerError,
@@ -33,6 +32,7 @@ from extender.registry.plugin_protocol import (
     parse_answer,
     request_body,
 )
+from extender.registry.pure.credentials import Credential
 from extender.registry.settings import CredentialProviderSettings
 from extender.ttlmap import Clock, TTLMap
 

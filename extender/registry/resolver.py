@@ -19,7 +19,6 @@ from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
 from extender.registry.cache import CachedSource, KnownDigest, Store
 from extender.registry.client import RegistryClient, TagList
-from extender.registry.credentials import CredentialChain
 from extender.registry.errors import (
     DigestMismatch,
     NoCredentials,
@@ -30,7 +29,8 @@ from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
 from extender.registry.manifests import INDEX_TYPES
 from extender.registry.plugins import CredentialPlugins
-from extender.registry.reference import Reference, parse
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference, parse
 from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport

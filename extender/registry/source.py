@@ -11,10 +11,10 @@ from typing import Protocol
 
 from extender.core.platforms import Platform
 from extender.registry.client import RegistryClient
-from extender.registry.credentials import CredentialChain
 from extender.registry.errors import TooLarge
 from extender.registry.manifests import Index, Single, parse_manifest, platform_from_config
-from extender.registry.reference import Reference
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference
 from extender.registry.settings import RegistrySettings
 
 

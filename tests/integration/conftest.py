@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.registry.credentials import PullSecret
+from extender.registry.pure.credentials import PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
 from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.faults import FaultRegistry

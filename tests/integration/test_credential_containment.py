@@ -6,7 +6,7 @@ import pytest
 from aiohttp import web
 
 from extender.registry.errors import RegistryError
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.settings import HostSettings, MirrorSettings
 from tests.integration.conftest import ResolverFactory, RunningFaults, Secrets, local_settings, pod
 from tests.support.faults import Handler

@@ -10,7 +10,7 @@ from extender.core.mismatch import Evidence
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock

@@ -14,7 +14,7 @@ import pytest
 
 from extender.registry.client import RegistryClient
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.settings import CacheSettings
 from extender.registry.transport import Transport
 from tests.integration.conftest import ResolverFactory, Secrets, local_settings, pod

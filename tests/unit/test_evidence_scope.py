@@ -16,7 +16,7 @@ from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification

@@ -26,7 +26,7 @@ from extender.kube.pod_watch import decode_pod
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
 from extender.lookups.resolution import RECENT_SECONDS, Resolution
 from extender.metrics import Metrics
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.settings import CacheSettings
 from extender.registry.verify import EntryCheck, Verification

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from extender.registry import hosts, reference
+from extender.registry import hosts
 from extender.registry.errors import InvalidReference
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse, parse_digest
+from extender.registry.pure import reference
+from extender.registry.pure.reference import parse, parse_digest
 from extender.registry.settings import RegistrySettings
 
 SHA = "sha256:" + "f" * 64
