@@ -1,5 +1,5 @@
 """The start-up check of the cloud registries the nodes pull from: a warning for each cloud
-whose registries no credential source of archfit's own serves (the globs: registry/cloud.py).
+whose registries no credential source of archfit's own serves (the globs: registry/pure/cloud.py).
 
 With the webhook on, those pods' images would stay unknown and the webhook would leave them
 unchanged (deploy/README.md, "When the webhook does nothing").
