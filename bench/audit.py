@@ -35,9 +35,9 @@ from extender.audit.pure.options import AuditOptions, Pricing
 from extender.audit.pure.report import Report
 from extender.audit.resolving import metric_remaining, resolve
 from extender.audit.run import judge_fleet, parse_workloads
+from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 from extender.metrics import Metrics
 from extender.registry.resolver import build_resolver
-from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.images import Pusher
 from tests.support.registry import RegistryProcess
 

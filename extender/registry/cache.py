@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.interning import Interner
 from extender.core.platforms import normalize
 from extender.metrics import Metrics
@@ -37,7 +38,6 @@ from extender.registry.deadline import (
 )
 from extender.registry.pure.credentials import CredentialChain
 from extender.registry.pure.reference import Reference
-from extender.registry.settings import CacheSettings
 from extender.registry.source import ImageFacts, ImageSource
 from extender.ttlmap import Clock, TTLMap
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import structlog
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.text import MAX_LOGGED_ERROR, cut
 from extender.registry.plugin_protocol import PluginConfigError, load_config
 from extender.registry.pure.cloud import unserved_cloud_registries
 from extender.registry.pure.credentials import CredentialError, config_file_entries
-from extender.registry.settings import RegistrySettings
 
 # The logger these lines were always logged under, before the check moved here.
 log = structlog.get_logger("archfit")

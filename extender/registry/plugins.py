@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from extender.config.registry_settings import CredentialProviderSettings
 from extender.errors import CredentialSourceError
 from extender.metrics import Metrics
 from extender.registry.plugin_protocol import (
@@ -33,7 +34,6 @@ from extender.registry.plugin_protocol import (
     request_body,
 )
 from extender.registry.pure.credentials import Credential
-from extender.registry.settings import CredentialProviderSettings
 from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)

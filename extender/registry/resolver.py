@@ -14,6 +14,7 @@ from typing import Protocol
 
 import structlog
 
+from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.platforms import Platform, describe_failure
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
@@ -31,7 +32,6 @@ from extender.registry.manifests import INDEX_TYPES
 from extender.registry.plugins import CredentialPlugins
 from extender.registry.pure.credentials import CredentialChain
 from extender.registry.pure.reference import Reference, parse
-from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
 from extender.registry.verify import IndexVerifier, Verification
