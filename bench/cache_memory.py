@@ -21,11 +21,11 @@ import tracemalloc
 
 import orjson
 
+from extender.config.registry_settings import CacheSettings
 from extender.registry.cache import CachedSource, Store
-from extender.registry.credentials import CredentialChain
 from extender.registry.manifests import parse_manifest
-from extender.registry.reference import Reference, parse
-from extender.registry.settings import CacheSettings
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference, parse
 from extender.registry.source import ImageFacts
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

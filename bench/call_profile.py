@@ -1,7 +1,7 @@
 """Where one extender call's CPU goes, stage by stage (issue 21: what the remaining time is
 spent on).
 
-Runs the real app (`extender.scheduler.app.create_app`) under aiohttp's AppRunner on a loopback
+Runs the real app (`extender.server.create_app`) under aiohttp's AppRunner on a loopback
 socket, with a node index of `--nodes` nodes (half amd64, half arm64) and the image's
 platforms already answered (as after the first call of a Deployment), and posts NodeNames
 bodies from a raw keep-alive client in the same process, one at a time, each call listing
@@ -188,7 +188,7 @@ def floor_app(answer: bytes) -> Any:
 def archfit_app(nodes: int, platforms: str) -> Any:
     from extender.config.loading import from_mapping
     from extender.core.platforms import parse
-    from extender.scheduler.app import create_app
+    from extender.server import create_app
     from tests.support.function_resolver import FunctionResolver
     from tests.support.static_nodes import StaticNodes
 

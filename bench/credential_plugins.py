@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from extender.config.registry_settings import CredentialProviderSettings
 from extender.registry.plugins import CredentialPlugins
-from extender.registry.settings import CredentialProviderSettings
 from tests.support.credential_plugin import ProviderPlugin
 
 HOST = "registry.example.com"

@@ -13,13 +13,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef, WorkloadId
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.resolution import Resolution
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
-from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification
 
 IMAGES = ("registry.example/app:1", "registry.example/sidecar:1")

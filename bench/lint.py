@@ -75,8 +75,9 @@ def stream(count: int, refs: list[str]) -> str:
 def in_process(manifests: Path, platforms: Path) -> dict[str, float]:
     """Reading, judging and writing the table, timed apart, in this process."""
     from extender.config.settings import Settings
-    from extender.lint import findings, platforms_file, render
-    from extender.lint import manifests as reading
+    from extender.lint import render
+    from extender.lint.pure import findings, platforms_file
+    from extender.lint.pure import manifests as reading
     from extender.lint.run import LintOptions, judging_of
 
     started = time.perf_counter()

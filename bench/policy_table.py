@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from extender.config.registry_settings import CacheSettings
 from extender.config.settings import AdmissionPolicySettings
 from extender.controllers.publisher import Publisher
 from extender.core.image_table import Switches
@@ -39,7 +40,6 @@ from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.registry.settings import CacheSettings
 from tests.support.function_resolver import AnsweringRegistry
 
 NOW = 1_780_000_000.0

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 from extender.core.pods import PullSecretsRef
 from extender.registry.resolver import RegistryResolver, build_resolver
-from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.images import Pusher
 from tests.support.registry import RegistryProcess
 

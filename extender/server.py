@@ -1,12 +1,14 @@
-"""archfit's server: both listeners, the services they share, signals, drain and GC.
+"""archfit's composition root: both apps, the services they share, signals, drain and GC.
 
-`attach` gives the extender's Application (app.create_app) the process's resources and
-their lifecycle, in the order they start: services, the server certificate's watcher, the
-webhook's listener (its Application is webhook.create_webhook_app's) with its certificate
-and releaser, and the periodic GC. Whatever runner starts the app starts them all, `serve`'s
-or a test's `aiohttp_client`. `serve` is the process: the event loop, the main listener,
-signals, and the drain on SIGTERM. What each listener answers is its Application's
-business: a handler can be swapped there without touching this module.
+Nothing of archfit imports this module but the command line; it sits above both apps.
+`create_app` builds the extender's Application (scheduler.app.create_extender_app) and
+`attach` gives it the process's resources and their lifecycle, in the order they start:
+services, the server certificate's watcher, the webhook's listener (its Application is
+admission.pod_webhook.create_webhook_app's) with its certificate and releaser, the
+controllers, and the periodic GC. Whatever runner starts the app starts them all, `serve`'s
+or a test's `aiohttp_client(create_app(settings))`. `serve` is the process: the event loop,
+the main listener, signals, and the drain on SIGTERM. What each listener answers is its
+Application's business: a handler can be swapped there without touching this module.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
+from extender.scheduler.app import create_extender_app
 from extender.services import NodeSource, Services, open_services
 from extender.serving import addresses
 from extender.serving.addresses import listen_error
@@ -64,15 +67,31 @@ class ServerCertificateError(SetupError):
     """The extender's HTTPS certificate cannot be loaded; the message names the setting."""
 
 
+def create_app(
+    settings: Settings,
+    *,
+    resolver: PlatformResolver | None = None,
+    nodes: NodeSource | None = None,
+) -> web.Application:
+    """The extender's app with the process's resources attached (the webhook's listener and
+    the controllers the settings turn on among them). `resolver` and `nodes` replace the
+    ones the settings would build.
+
+    Raises ServerCertificateError when server.tls is on and its certificate cannot load.
+    """
+    app = create_extender_app(settings, Metrics(), OncePerCause())
+    attach(app, resolver, nodes)
+    return app
+
+
 def serve(
     settings: Settings,
     source: Path | None,
-    build: Callable[[Settings], web.Application],
     *,
     withheld: str = "",
     on_listening: Callable[[], None] | None = None,
 ) -> None:
-    """Run `build(settings)` (app.create_app) until SIGTERM or SIGINT, then drain.
+    """Run `create_app(settings)` until SIGTERM or SIGINT, then drain.
 
     `withheld`: the controllers the command line kept from running, and why (start-up line).
     `on_listening` is called once the extender's listener is open (`archfit serve --detach`).
@@ -98,7 +117,7 @@ def serve(
         controllers_withheld=withheld or None,
         pid=os.getpid(),
     )
-    app = build(settings)
+    app = create_app(settings)
     tune_gc()
     with asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_run_until_signalled(app, on_listening))
@@ -183,18 +202,16 @@ async def _listen(site: GuardedSite, settings: Settings, section: str) -> None:
 
 def attach(
     app: web.Application,
-    settings: Settings,
     resolver: PlatformResolver | None = None,
     nodes: NodeSource | None = None,
 ) -> None:
     """Put the process's resources under `app`'s keys, and their lifecycle in its
-    cleanup_ctx. `resolver` and `nodes` replace the ones the settings would build.
+    cleanup_ctx, for the settings, metrics and warnings `app` holds. `resolver` and `nodes`
+    replace the ones the settings would build.
 
     Raises ServerCertificateError when server.tls is on and its certificate cannot load.
     """
-    app[SETTINGS] = settings
-    app[METRICS] = metrics = Metrics()
-    app[WARNINGS] = OncePerCause()
+    settings, metrics = app[SETTINGS], app[METRICS]
     app[GUARD] = ConnectionGuard(settings.server, metrics, app[WARNINGS])
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:

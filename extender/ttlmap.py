@@ -7,12 +7,12 @@ less time than an answer. The map holds at most `max_entries`, and with `max_byt
 most that many bytes by the sizes `put` is told; beyond either the least recently used
 entry goes, so what a flood of distinct keys can cost is bounded.
 
-`get_or_load` is noe's `Cache[T].LoadOrCall` made asynchronous: concurrent callers for a
-key share one load. The load runs as its own task, so a caller that stops waiting (its
+`get_or_load` is a load-or-call made asynchronous: concurrent callers for a key share
+one load. The load runs as its own task, so a caller that stops waiting (its
 request hit its deadline) cancels neither the load nor the other callers, and the answer
 is still kept for the next request. Each caller waits on a future of its own that the
 load settles in the step it ends in: `asyncio.shield` of the task would tell its caller a
-pass of the event loop later, and such passes are much of a cold lookup's CPU (issue 32).
+pass of the event loop later, and such passes are much of a cold lookup's CPU.
 A failed load is not kept; a caller that wants a failure remembered (negative caching) has
 its loader return it as a value, and `ttl_of` gives that value a shorter life.
 

@@ -24,10 +24,11 @@ from extender.config.settings import Settings
 from extender.core.gates import gate_operations, lift_operations, never_held
 from extender.core.mutation import decide_mutation
 from extender.core.platforms import Resolved
+from extender.core.pod_rules import steered_rules, with_cluster_platforms
 from extender.core.pods import PodFacts, facts, skip_reason
 from extender.metrics import Metrics, tally_request_lookups
 from extender.once import OncePerCause
-from extender.services import Services, steered_rules, with_cluster_platforms
+from extender.services import Services
 from extender.serving.listener import ConnectionGuard
 from extender.wire.admission_api import AdmissionRequest
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from extender.audit import output
-from extender.audit.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.lookups import Pair, distinct_pairs
-from extender.audit.options import AuditOptions
+from extender.audit.pure.fleet_report import ClusterReport, FleetReport, combine
+from extender.audit.pure.options import AuditOptions
+from extender.audit.pure.report import LeftOut, Report
+from extender.audit.pure.workloads import Workload
 from extender.audit.render import left_out_line
-from extender.audit.report import LeftOut, Report
 from extender.audit.resolving import RegistryAnswers, look_up_with
 from extender.audit.run import (
     SECRET_LOOKUPS,
@@ -29,14 +30,13 @@ from extender.audit.run import (
     parse_workloads,
     progress,
 )
-from extender.audit.workloads import Workload
 from extender.config.settings import Settings
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
-from extender.registry.credentials import PullSecret
 from extender.registry.keychain import QueuedSecretSource, SecretSource
+from extender.registry.pure.credentials import PullSecret
 from extender.registry.resolver import build_resolver
 
 _READERS = 8

@@ -13,10 +13,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from extender.audit import newer_tags
 from extender.audit.lookups import Pair
-from extender.audit.newer_tags import TagHint
-from extender.audit.report import same_image
+from extender.audit.pure import newer_tags
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.report import same_image
 from extender.core.platforms import (
     LINUX_ARM64,
     Resolved,
@@ -27,7 +27,7 @@ from extender.core.platforms import (
 from extender.core.pods import PullSecretsRef
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError, snippet
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 
 LookUp = Callable[[str, PullSecretsRef], Awaitable[Resolved]]
 """One image lookup, failures answered as Unknown (extender.audit.lookups)."""

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from extender.audit import render, render_fleet
-from extender.audit.fleet_report import FleetReport
-from extender.audit.report import BLOCKED, READY, UNKNOWN
+from extender.audit.pure.fleet_report import FleetReport
+from extender.audit.pure.report import BLOCKED, READY, UNKNOWN
 from extender.registry.errors import snippet
 
 MAX_NAMESPACES = 60

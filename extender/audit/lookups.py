@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from extender.audit.budget import PullBudget
-from extender.audit.report import Lookups
-from extender.audit.workloads import Workload
+from extender.audit.pure.report import Lookups
+from extender.audit.pure.workloads import Workload
 from extender.core.platforms import Resolved, Unknown, describe_failure
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import RegistryError
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 
 Pair = tuple[str, PullSecretsRef]
 

@@ -10,8 +10,8 @@ from typing import Any, Generic, TextIO, TypeVar
 import orjson
 
 from extender.audit import html_report, render, render_fleet
-from extender.audit.fleet_report import FleetReport, fleet_document, single
-from extender.audit.report import Report, document
+from extender.audit.pure.fleet_report import FleetReport, fleet_document, single
+from extender.audit.pure.report import Report, document
 
 R = TypeVar("R", Report, FleetReport)
 

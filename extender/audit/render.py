@@ -21,7 +21,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from extender.audit.report import BLOCKED, CANNOT_RUN, READY, LeftOut, Report, WorkloadReport
+from extender.audit.pure.report import BLOCKED, CANNOT_RUN, READY, LeftOut, Report, WorkloadReport
 from extender.core.text import printable
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table

@@ -14,8 +14,8 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from extender.audit import render
-from extender.audit.fleet_report import FleetBlocker, FleetReport
-from extender.audit.report import Report, Summary
+from extender.audit.pure.fleet_report import FleetBlocker, FleetReport
+from extender.audit.pure.report import Report, Summary
 from extender.registry.errors import snippet
 from extender.tables import Column, fitted, print_table
 

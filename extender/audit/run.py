@@ -15,12 +15,12 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from extender.audit import breakage, output, render
+from extender.audit import output, render
 from extender.audit.lookups import Pair, distinct_pairs
-from extender.audit.options import AuditOptions, Pricing
-from extender.audit.report import LeftOut, Lookups, Report, build
-from extender.audit.resolving import RegistryAnswers, look_up_with
-from extender.audit.workloads import (
+from extender.audit.pure import breakage
+from extender.audit.pure.options import AuditOptions, Pricing
+from extender.audit.pure.report import LeftOut, Lookups, Report, build
+from extender.audit.pure.workloads import (
     Owners,
     Workload,
     WorkloadError,
@@ -29,6 +29,7 @@ from extender.audit.workloads import (
     node_architectures,
     running,
 )
+from extender.audit.resolving import RegistryAnswers, look_up_with
 from extender.config.settings import Settings
 from extender.core.capacity import Capacity, cluster_capacity
 from extender.core.platforms import Platform

@@ -17,11 +17,11 @@ from typing import Any, TextIO
 import orjson
 from rich.text import Text
 
+from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.platforms import Platform
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
-from extender.registry.settings import CacheSettings, RegistrySettings
 from extender.registry.verify import Verification
 from extender.tables import Column, fitted, print_table
 

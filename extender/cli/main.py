@@ -189,7 +189,7 @@ def _scheduler_config(settings: config.Settings, args: argparse.Namespace) -> in
 
 
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.audit.options import AuditOptions, Pricing
+    from extender.audit.pure.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
     from extender.kube.access import KubeConfigError, current_namespace
 
@@ -218,7 +218,7 @@ def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
 
 
 def _lint(settings: config.Settings, args: argparse.Namespace) -> int:
-    from extender.lint.findings import Level
+    from extender.lint.pure.findings import Level
     from extender.lint.run import LintOptions, run_lint
 
     _quiet_logs(settings)
@@ -570,8 +570,8 @@ def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
 def _add_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     # From audit.options, not audit.output: that loads rich and the report, which only
     # `archfit audit` needs, and every command builds this parser.
-    from extender.audit import newer_tags
-    from extender.audit.options import ARM64_DISCOUNT, FORMATS
+    from extender.audit.pure import newer_tags
+    from extender.audit.pure.options import ARM64_DISCOUNT, FORMATS
 
     audit = commands.add_parser(
         "audit",
@@ -651,8 +651,8 @@ def _add_audit(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_lint(commands: Any, common: argparse.ArgumentParser) -> None:
-    from extender.audit import newer_tags
-    from extender.lint.options import LEVELS, OUTPUTS
+    from extender.audit.pure import newer_tags
+    from extender.lint.pure.options import LEVELS, OUTPUTS
 
     lint = commands.add_parser(
         "lint",

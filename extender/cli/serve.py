@@ -227,11 +227,10 @@ def _serve(
 
     import_aiohttp()  # before anything else imports it: the CA store is read once ready
     from extender.errors import SetupError
-    from extender.scheduler.app import create_app
     from extender.server import serve
 
     try:
-        serve(settings, source, create_app, withheld=withheld, on_listening=on_listening)
+        serve(settings, source, withheld=withheld, on_listening=on_listening)
     except SetupError as error:  # the settings cannot work: the message names the setting
         print(f"archfit: {error.summary}: {error}", file=sys.stderr)
         return 2

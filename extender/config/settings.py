@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.placement import DEFAULT_ARCH_PREFERENCE
 from extender.core.platforms import ARCH_LABEL, MAX_SCORE, Platform, normalize
 from extender.core.platforms import parse as parse_platform
-from extender.registry.settings import CacheSettings, RegistrySettings
 
 ARCHITECTURES = frozenset(
     {"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64"}

@@ -32,10 +32,11 @@ from extender.core.image_uses import ImageUses, LookupSource, PodUse
 from extender.core.mutation import MutationRules
 from extender.core.parameter import DIGEST_MARK, PublishedTable, read_spec, workload_key
 from extender.core.platforms import Platform, Resolved
+from extender.core.pod_rules import with_cluster_platforms
 from extender.core.pods import PullSecretsRef
 from extender.core.text import MAX_LOGGED_ERROR, cut, utc_text
 from extender.metrics import Metrics
-from extender.services import Services, with_cluster_platforms
+from extender.services import Services
 
 if TYPE_CHECKING:
     from extender.registry.resolver import ImageResolution

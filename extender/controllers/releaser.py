@@ -32,12 +32,13 @@ from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
 from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
 from extender.core.platforms import Resolved, Unknown
+from extender.core.pod_rules import steered_rules, with_cluster_platforms
 from extender.core.pods import Pod, PodError, PullSecretsRef, facts
 from extender.core.steering import SteeringSource
 from extender.core.text import MAX_API_MESSAGE, error_text
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.services import Services, steered_rules, with_cluster_platforms
+from extender.services import Services
 
 log = structlog.get_logger("archfit.releaser")
 

@@ -41,7 +41,7 @@ from extender.core.text import cut
 from extender.lookups.evidence import EvidenceBook
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.registry.reference import parse as parse_reference
+from extender.registry.pure.reference import parse as parse_reference
 from extender.services import NodeSource, Services
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on

@@ -68,7 +68,7 @@ class Fleet:
     """Events about pods."""
     left_out: dict[str, str] = field(default_factory=dict)
     """Kind ("Event", "Node", "NodePool") → the API server's answer, for what the identity may
-    not list: the audit goes on without them (extender.audit.report.LeftOut)."""
+    not list: the audit goes on without them (extender.audit.pure.report.LeftOut)."""
     node_pools: list[dict[str, Any]] = field(default_factory=list)
     """Karpenter's NodePools (none where the API does not serve them): what capacity may be
     added."""

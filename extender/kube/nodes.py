@@ -24,6 +24,7 @@ from functools import partial
 import msgspec
 import structlog
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, NodeParts, decode_node
 from extender.core.platforms import Platform
@@ -31,7 +32,6 @@ from extender.kube.client.api import KubeApi, Query
 from extender.kube.client.calls import blocking
 from extender.kube.client.errors import ApiError
 from extender.kube.client.watching import Expired, ListMeta, ListWatch, ReflectorBackoff
-from extender.registry.settings import RegistrySettings
 
 log = structlog.get_logger("archfit.nodes")
 

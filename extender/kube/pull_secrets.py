@@ -20,7 +20,7 @@ from extender.core.pods import PullSecretsRef
 from extender.kube.client.api import KubeApi
 from extender.kube.client.calls import DaemonCalls
 from extender.kube.client.errors import ApiError
-from extender.registry.credentials import PullSecret
+from extender.registry.pure.credentials import PullSecret
 from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)

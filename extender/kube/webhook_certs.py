@@ -35,7 +35,7 @@ from extender.kube.client.errors import ApiError, short_error
 from extender.kube.client.rest_config import SERVICE_ACCOUNT_DIR
 from extender.kube.client.watching import REQUEST_TIMEOUT, ListWatch
 from extender.kube.errors import CertificateSetupError
-from extender.serving import certs
+from extender.serving.pure import certs
 
 log = structlog.get_logger("archfit.webhook")
 

@@ -21,8 +21,8 @@ from rich.text import Text
 
 from extender import __version__
 from extender.core.text import cut, printable
-from extender.lint.findings import RULES, Level, LintFinding
-from extender.lint.manifests import Skipped, WrittenWorkload
+from extender.lint.pure.findings import RULES, Level, LintFinding
+from extender.lint.pure.manifests import Skipped, WrittenWorkload
 from extender.tables import Column, fitted, print_table
 
 TABLE_WIDTH = 80
@@ -51,7 +51,7 @@ class Source:
 
 
 def write_findings(sources: Sequence[Source], output: str, fail_on: Level, out: TextIO) -> None:
-    """Write every source's findings in one of extender.lint.options.OUTPUTS."""
+    """Write every source's findings in one of extender.lint.pure.options.OUTPUTS."""
     if output == "json":
         out.write(
             orjson.dumps(findings_document(sources), option=orjson.OPT_INDENT_2).decode() + "\n"

@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from extender.audit.newer_tags import TagHint
-from extender.audit.report import same_image
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.report import same_image
 from extender.config.rules import mutation_rules_of
 from extender.config.settings import Settings
 from extender.core.platforms import LINUX_ARM64, Resolved, any_accepts, parse
 from extender.core.pods import PullSecretsRef
 from extender.errors import InputError
-from extender.lint import findings, manifests, platforms_file, render
-from extender.lint.findings import Judging, Level
+from extender.lint import render
+from extender.lint.pure import findings, manifests, platforms_file
+from extender.lint.pure.findings import Judging, Level
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """What a directory given as PATH is read for."""

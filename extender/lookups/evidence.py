@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 import structlog
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import Evidence, without_failing
 from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Resolved, any_accepts
 from extender.core.platforms import parse as parse_platform
 from extender.core.pods import PullSecretsRef
 from extender.once import OncePerCause
-from extender.registry.settings import CacheSettings
 from extender.ttlmap import TTLMap
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from extender.registry.errors import InvalidReference
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.ttlmap import Clock, TTLMap
 
 SLOW_FOR_SECONDS = 30.0

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import yarl
 
-from extender.registry.credentials import ANONYMOUS, Credential
 from extender.registry.errors import (
     ManifestInvalid,
     RegistryError,
@@ -29,6 +28,7 @@ from extender.registry.errors import (
 )
 from extender.registry.hosts import Endpoint
 from extender.registry.manifests import json_object
+from extender.registry.pure.credentials import ANONYMOUS, Credential
 from extender.registry.transport import Response, Transport
 from extender.ttlmap import TTLMap
 

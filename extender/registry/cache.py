@@ -1,4 +1,4 @@
-"""The resolver cache: wraps an ImageSource and keeps its Protocol (noe's NewCachedRegistry).
+"""The resolver cache: wraps an ImageSource and keeps its Protocol.
 
 tag→digest lives minutes, digest→facts days (digest bodies never change), failures
 seconds. A tag's last good digest outlives its tag→digest by `cache.staleIfErrorSeconds`,
@@ -25,19 +25,19 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.interning import Interner
 from extender.core.platforms import normalize
 from extender.metrics import Metrics
 from extender.registry import errors
-from extender.registry.credentials import CredentialChain
 from extender.registry.deadline import (
     cached_only,
     note_registry_asked,
     request_seconds_left,
     skip_remembered_failures,
 )
-from extender.registry.reference import Reference
-from extender.registry.settings import CacheSettings
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference
 from extender.registry.source import ImageFacts, ImageSource
 from extender.ttlmap import Clock, TTLMap
 

@@ -17,7 +17,6 @@ import structlog
 import yarl
 
 from extender.registry.auth import Authenticator
-from extender.registry.credentials import Credential
 from extender.registry.errors import (
     InvalidReference,
     ManifestInvalid,
@@ -30,7 +29,8 @@ from extender.registry.errors import (
 )
 from extender.registry.hosts import Endpoint, HostTable
 from extender.registry.manifests import ACCEPT, digest_of, media_type_of, verify
-from extender.registry.reference import Reference, parse_digest
+from extender.registry.pure.credentials import Credential
+from extender.registry.pure.reference import Reference, parse_digest
 from extender.registry.transport import Response, Transport
 from extender.ttlmap import TTLMap
 

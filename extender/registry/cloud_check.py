@@ -1,5 +1,5 @@
 """The start-up check of the cloud registries the nodes pull from: a warning for each cloud
-whose registries no credential source of archfit's own serves (the globs: registry/cloud.py).
+whose registries no credential source of archfit's own serves (the globs: registry/pure/cloud.py).
 
 With the webhook on, those pods' images would stay unknown and the webhook would leave them
 unchanged (deploy/README.md, "When the webhook does nothing").
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import structlog
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.text import MAX_LOGGED_ERROR, cut
-from extender.registry.cloud import unserved_cloud_registries
-from extender.registry.credentials import CredentialError, config_file_entries
 from extender.registry.plugin_protocol import PluginConfigError, load_config
-from extender.registry.settings import RegistrySettings
+from extender.registry.pure.cloud import unserved_cloud_registries
+from extender.registry.pure.credentials import CredentialError, config_file_entries
 
 # The logger these lines were always logged under, before the check moved here.
 log = structlog.get_logger("archfit")

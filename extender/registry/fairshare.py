@@ -24,8 +24,8 @@ class FairShare:
         self._queued = 0
         """Takers and givers inside (or waiting for) the condition's lock. While there are
         none, taking a free share or giving one back happens at once, as it would under the
-        lock: nothing waits to be let in first, nor to be told (issue 32: every registry
-        request takes and gives one)."""
+        lock: nothing waits to be let in first, nor to be told, and every registry
+        request takes and gives one."""
 
     def share(self) -> int:
         """What one host may hold now."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import yarl
 
-from extender.registry.reference import Reference
-from extender.registry.settings import HostSettings, MirrorSettings, RegistrySettings
+from extender.config.registry_settings import HostSettings, MirrorSettings, RegistrySettings
+from extender.registry.pure.reference import Reference
 
 TLSOption = ssl.SSLContext | bool
 """What aiohttp's `ssl=` takes: True verifies with system CAs, False skips verification."""

@@ -17,7 +17,8 @@ import structlog
 
 from extender.core.pods import PullSecretsRef
 from extender.core.text import error_text
-from extender.registry.credentials import (
+from extender.registry.plugins import MAX_CONFIG_BYTES, CredentialPlugins
+from extender.registry.pure.credentials import (
     Credential,
     CredentialChain,
     CredentialError,
@@ -26,8 +27,7 @@ from extender.registry.credentials import (
     config_file_entries,
     keyring,
 )
-from extender.registry.plugins import MAX_CONFIG_BYTES, CredentialPlugins
-from extender.registry.reference import Reference
+from extender.registry.pure.reference import Reference
 
 log = structlog.get_logger(__name__)
 _RECHECK_SECONDS = 10.0

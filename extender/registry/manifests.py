@@ -16,7 +16,7 @@ import orjson
 from extender.core.platforms import Platform, normalize
 from extender.core.text import MAX_ERROR_IN_REASON, cut, error_text
 from extender.registry.errors import DigestMismatch, ManifestInvalid, Schema1Unsupported
-from extender.registry.reference import parse_digest
+from extender.registry.pure.reference import parse_digest
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -164,9 +164,9 @@ def config_check(claimed: Platform, config: bytes) -> tuple[Platform, str]:
     """What an index entry really is, believing its image config, and how the claim is wrong.
 
     Returns the believed platform and a plain sentence of the disagreement ("" when the
-    config agrees). A config that names no os or architecture (go-containerregistry#1918)
-    says nothing to believe: the claim stands, and the sentence says so. A variant counts
-    only when the config names one: many configs leave it out.
+    config agrees). A config that names no os or architecture (some build tools write such
+    configs) says nothing to believe: the claim stands, and the sentence says so. A variant
+    counts only when the config names one: many configs leave it out.
     """
     fields = json_object(config, "image config")
     found = _platform(fields)

@@ -14,8 +14,8 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
+from extender.config.registry_settings import split_port
 from extender.registry.errors import AddressForbidden
-from extender.registry.settings import split_port
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")

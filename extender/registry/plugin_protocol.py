@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from extender.errors import CredentialSourceError, SetupError
-from extender.registry.credentials import Credential, key_matches, strip_key
+from extender.registry.pure.credentials import Credential, key_matches, strip_key
 
 CONFIG_KIND = "CredentialProviderConfig"
 CONFIG_API_VERSIONS = frozenset({"kubelet.config.k8s.io/v1", "kubelet.config.k8s.io/v1beta1"})

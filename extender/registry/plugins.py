@@ -19,9 +19,9 @@ from pathlib import Path
 
 import structlog
 
+from extender.config.registry_settings import CredentialProviderSettings
 from extender.errors import CredentialSourceError
 from extender.metrics import Metrics
-from extender.registry.credentials import Credential
 from extender.registry.plugin_protocol import (
     PluginAnswer,
     PluginAnswerError,
@@ -33,7 +33,7 @@ from extender.registry.plugin_protocol import (
     parse_answer,
     request_body,
 )
-from extender.registry.settings import CredentialProviderSettings
+from extender.registry.pure.credentials import Credential
 from extender.ttlmap import Clock, TTLMap
 
 log = structlog.get_logger(__name__)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import yarl
 
+from extender.config.registry_settings import ProxySettings
 from extender.http_proxy import ProxyConfig, ProxyRules
-from extender.registry.settings import ProxySettings
 from extender.urls import URLError, parse
 
 

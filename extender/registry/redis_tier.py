@@ -21,9 +21,9 @@ from aiocache import RedisCache  # type: ignore[import-untyped]
 from aiocache.serializers import StringSerializer  # type: ignore[import-untyped]
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from extender.config.registry_settings import CacheSettings
 from extender.metrics import Metrics
 from extender.registry.breaker import CircuitBreaker
-from extender.registry.settings import CacheSettings
 from extender.ttlmap import Clock
 
 log = structlog.get_logger(__name__)

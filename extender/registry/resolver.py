@@ -14,12 +14,12 @@ from typing import Protocol
 
 import structlog
 
+from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.platforms import Platform, describe_failure
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
 from extender.registry.cache import CachedSource, KnownDigest, Store
 from extender.registry.client import RegistryClient, TagList
-from extender.registry.credentials import CredentialChain
 from extender.registry.errors import (
     DigestMismatch,
     NoCredentials,
@@ -30,8 +30,8 @@ from extender.registry.hosts import HostTable
 from extender.registry.keychain import Keychain, SecretSource
 from extender.registry.manifests import INDEX_TYPES
 from extender.registry.plugins import CredentialPlugins
-from extender.registry.reference import Reference, parse
-from extender.registry.settings import CacheSettings, RegistrySettings
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference, parse
 from extender.registry.source import ImageSource, RegistrySource
 from extender.registry.transport import Transport
 from extender.registry.verify import IndexVerifier, Verification

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.platforms import Platform
 from extender.registry.client import RegistryClient
-from extender.registry.credentials import CredentialChain
 from extender.registry.errors import TooLarge
 from extender.registry.manifests import Index, Single, parse_manifest, platform_from_config
-from extender.registry.reference import Reference
-from extender.registry.settings import RegistrySettings
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference
 
 
 @dataclass(frozen=True, slots=True)

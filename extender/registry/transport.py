@@ -21,6 +21,7 @@ import aiohttp
 import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.text import MAX_ERROR_IN_REASON, error_text
 from extender.metrics import Metrics
 from extender.registry import system_cas
@@ -37,7 +38,6 @@ from extender.registry.fairshare import FairShare
 from extender.registry.hosts import TLSOption
 from extender.registry.netguard import AddressGuard, GuardedResolver
 from extender.registry.proxy import routes
-from extender.registry.settings import RegistrySettings
 
 if TYPE_CHECKING:
     from prometheus_client import Counter

@@ -15,9 +15,9 @@ import orjson
 
 from extender.core.platforms import Platform, normalize
 from extender.registry.cache import Store
-from extender.registry.credentials import CredentialChain
 from extender.registry.manifests import Entry, Index, config_check, index_entries
-from extender.registry.reference import Reference
+from extender.registry.pure.credentials import CredentialChain
+from extender.registry.pure.reference import Reference
 from extender.registry.source import RegistrySource
 
 

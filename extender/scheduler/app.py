@@ -2,8 +2,9 @@
 
 Handlers only translate: the extender verbs are `verbs`, decisions `placement`, explanations
 `explain`; errors become HTTP answers at the one boundary both apps share
-(extender.serving.error_answers), counted here by verb. The resources the app shares with
-the webhook, and their lifecycle, are extender.server's.
+(extender.serving.error_answers), counted here by verb. The composition root
+(extender.server) builds this app and gives it the resources it shares with the webhook,
+and their lifecycle.
 """
 
 from __future__ import annotations
@@ -14,26 +15,25 @@ from aiohttp import web
 from extender.app_keys import METRICS, SERVICES, SETTINGS, VERBS, WARNINGS, WEBHOOK_CERTIFICATE
 from extender.config.settings import Settings
 from extender.errors import UnknownPath
-from extender.lookups.resolution import PlatformResolver
+from extender.metrics import Metrics
+from extender.once import OncePerCause
 from extender.scheduler.verbs import FILTER, PRIORITIZE, Verbs
-from extender.server import attach
-from extender.services import NodeSource
 from extender.serving.error_answers import ErrorAnswers
 
 _JSON = "application/json"
 
 
-def create_app(
-    settings: Settings,
-    *,
-    resolver: PlatformResolver | None = None,
-    nodes: NodeSource | None = None,
+def create_extender_app(
+    settings: Settings, metrics: Metrics, warnings: OncePerCause
 ) -> web.Application:
-    """Build the app. `resolver` and `nodes` replace the ones the settings would build."""
+    """The extender's own app: its verbs, probes and metrics, counted into `metrics`; a
+    client's problem is logged once per cause in `warnings`, which the webhook shares."""
     app = web.Application(client_max_size=settings.server.max_body_bytes)
-    attach(app, settings, resolver, nodes)
-    app.middlewares.append(ErrorAnswers(app[METRICS], app[WARNINGS], _count).middleware)
-    app[VERBS] = Verbs(settings, app[METRICS])
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app[WARNINGS] = warnings
+    app.middlewares.append(ErrorAnswers(metrics, warnings, _count).middleware)
+    app[VERBS] = Verbs(settings, metrics)
     prefix = settings.server.prefix.rstrip("/")
     app.router.add_post(f"{prefix}/filter", filter_handler)
     app.router.add_post(f"{prefix}/prioritize", prioritize_handler)

@@ -37,11 +37,12 @@ from extender.core.placement import (
     native_architectures,
 )
 from extender.core.platforms import Resolved, SharedPlatforms, SharedResolved
+from extender.core.pod_rules import steered_facts
 from extender.core.pods import PodFacts, facts, skip_reason
 from extender.errors import NoNodeIndex
 from extender.logs import bind_request
 from extender.metrics import Metrics, tally_request_lookups
-from extender.services import Services, steered_facts
+from extender.services import Services
 from extender.serving.request_body import read_body
 from extender.ttlmap import TTLMap
 from extender.wire.scheduler_api import (

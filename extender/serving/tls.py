@@ -88,7 +88,7 @@ class ReloadingCertificate:
         """Load the pair now; raises OSError or ssl.SSLError if it is missing or broken,
         CertificateRefused if it cannot serve."""
         # Here, not at the top: plain HTTP serving loads no cryptography (docs/architecture.md).
-        from extender.serving import certs
+        from extender.serving.pure import certs
 
         stamp = self._read_stamp()
         context = self._new_context()

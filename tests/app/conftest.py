@@ -13,7 +13,7 @@ from extender.config.loading import from_mapping
 from extender.config.settings import Settings
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.support.function_resolver import FunctionResolver
 from tests.support.static_nodes import StaticNodes
 

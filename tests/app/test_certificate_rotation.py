@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.serving import certs
+from extender.serving.pure import certs
 from tests.support.archfit_process import Archfit, read_responses, running
 from tests.support.waiting import wait_for
 

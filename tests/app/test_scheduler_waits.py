@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from structlog.testing import capture_logs
 
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.app.conftest import post, settings
 from tests.objects import args_full, node, pod
 from tests.support.delaying_proxy import DelayingProxy

@@ -21,7 +21,7 @@ from extender.app_keys import METRICS, WEBHOOK_CERTIFICATE
 from extender.config.settings import Settings, WebhookSettings
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.app.conftest import TABLE, settings, table_resolver
 from tests.objects import node, pod
 from tests.support.function_resolver import FunctionResolver

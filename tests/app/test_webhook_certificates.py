@@ -16,7 +16,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.app.conftest import settings, table_resolver
 from tests.app.test_webhook import review
 from tests.objects import pod

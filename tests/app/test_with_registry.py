@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.app.conftest import post, settings
 from tests.objects import args_full, node, pod
 

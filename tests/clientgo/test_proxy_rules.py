@@ -12,9 +12,9 @@ import orjson
 import pytest
 import yarl
 
+from extender.config.registry_settings import ProxySettings
 from extender.http_proxy import ProxyConfig
 from extender.registry.proxy import routes
-from extender.registry.settings import ProxySettings
 from extender.urls import parse
 from tests import clientgo
 from tests.support.prerequisites import built

@@ -29,12 +29,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import Evidence
 from extender.core.parameter import table_key
 from extender.core.platforms import parse
 from extender.kube.evidence_store import ConfigMapEvidence
 from extender.lookups.evidence import EvidenceBook
-from extender.registry.settings import CacheSettings
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.autoscaler import AutoscaledCluster

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
+from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.registry.credentials import PullSecret
+from extender.registry.pure.credentials import PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
-from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
 from tests.support.faults import FaultRegistry
 
 POD = PullSecretsRef(namespace="team-a", names=("regcred",), service_account="default")

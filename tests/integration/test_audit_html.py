@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from extender.audit.breakage import Breakage
-from extender.audit.fleet_report import ClusterReport, combine
 from extender.audit.html_report import page
-from extender.audit.newer_tags import TagHint
-from extender.audit.options import Pricing
-from extender.audit.report import build
-from extender.audit.workloads import WorkloadKey
+from extender.audit.pure.breakage import Breakage
+from extender.audit.pure.fleet_report import ClusterReport, combine
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.report import build
+from extender.audit.pure.workloads import WorkloadKey
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from tests.support.browser import load

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from extender.audit import newer_tags
+from extender.audit.pure import newer_tags
 from extender.audit.resolving import metric_remaining, resolve
 from extender.core.platforms import Unknown
 from extender.core.pods import PullSecretsRef

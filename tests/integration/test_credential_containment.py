@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
+from extender.config.registry_settings import HostSettings, MirrorSettings
 from extender.registry.errors import RegistryError
-from extender.registry.reference import parse
-from extender.registry.settings import HostSettings, MirrorSettings
+from extender.registry.pure.reference import parse
 from tests.integration.conftest import ResolverFactory, RunningFaults, Secrets, local_settings, pod
 from tests.support.faults import Handler
 from tests.support.fixtures import PublishedRegistry

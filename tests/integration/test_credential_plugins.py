@@ -15,11 +15,11 @@ import pytest
 import structlog
 
 from extender.config.loading import from_mapping
+from extender.config.registry_settings import CredentialProviderSettings
 from extender.metrics import Metrics
 from extender.registry.errors import NoCredentials
 from extender.registry.plugins import CredentialPlugins
-from extender.registry.settings import CredentialProviderSettings
-from extender.scheduler.app import create_app
+from extender.server import create_app
 from tests.app.conftest import post
 from tests.integration.conftest import ResolverFactory, local_settings, pod
 from tests.objects import args_full, node

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import Evidence
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
-from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock
 
 DIGEST = "sha256:" + "cd" * 32

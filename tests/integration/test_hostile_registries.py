@@ -30,7 +30,7 @@ from extender.registry.errors import (
     UnexpectedStatus,
 )
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.transport import Transport
 from tests.integration.conftest import (
     POD,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from extender.cli.inspect_images import run_inspect
+from extender.config.registry_settings import CacheSettings, CredentialProviderSettings
 from extender.registry.resolver import build_resolver
-from extender.registry.settings import CacheSettings, CredentialProviderSettings
 from tests.integration.conftest import local_settings
 from tests.support.credential_plugin import ProviderPlugin
 from tests.support.fixtures import PublishedRegistry

@@ -15,7 +15,7 @@ from extender.kube.client.api import KubeApi, connect
 from extender.kube.client.errors import ApiError
 from extender.kube.client.rest_config import RestConfig
 from extender.kube.pull_secrets import KubeSecretSource
-from extender.registry.credentials import DOCKER_CONFIG_JSON
+from extender.registry.pure.credentials import DOCKER_CONFIG_JSON
 from tests.support.clock import FakeClock
 from tests.support.pull_secrets import auth_field, secret_manifest
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from extender.config.registry_settings import CacheSettings
 from extender.metrics import Metrics
 from extender.registry.cache import Store
-from extender.registry.settings import CacheSettings
 from tests.integration.conftest import POD, ResolverFactory, RunningFaults, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry

@@ -8,10 +8,10 @@ from aiohttp import web
 
 from extender.metrics import Metrics
 from extender.registry.client import RegistryClient
-from extender.registry.credentials import DOCKERCFG, Credential
 from extender.registry.errors import Unauthorized
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse
+from extender.registry.pure.credentials import DOCKERCFG, Credential
+from extender.registry.pure.reference import parse
 from extender.registry.transport import Transport
 from tests.integration.conftest import (
     ResolverFactory,

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from extender.config.registry_settings import CacheSettings
 from extender.registry.cache import Store
 from extender.registry.errors import NotFound
-from extender.registry.settings import CacheSettings
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry

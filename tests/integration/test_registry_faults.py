@@ -7,6 +7,7 @@ import time
 import pytest
 from aiohttp import web
 
+from extender.config.registry_settings import HostSettings, MirrorSettings
 from extender.metrics import Metrics
 from extender.registry.errors import (
     AddressForbidden,
@@ -18,7 +19,6 @@ from extender.registry.errors import (
     UnexpectedStatus,
     Unreachable,
 )
-from extender.registry.settings import HostSettings, MirrorSettings
 from tests.integration.conftest import (
     POD,
     ResolverFactory,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from extender.config.registry_settings import HostSettings, MirrorSettings
 from extender.metrics import Metrics
 from extender.registry.errors import InvalidReference
-from extender.registry.settings import HostSettings, MirrorSettings
 from tests.integration.conftest import POD, ResolverFactory, RunningFaults, local_settings
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
+from extender.config.registry_settings import HostSettings, ProxySettings
 from extender.registry.errors import AddressForbidden, Unreachable
-from extender.registry.settings import HostSettings, ProxySettings
 from tests.integration.conftest import ResolverFactory, local_settings, pod
 from tests.support.faults import FaultRegistry
 from tests.support.fixtures import PublishedRegistry

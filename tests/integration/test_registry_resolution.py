@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
+from extender.config.registry_settings import RegistrySettings
 from extender.core.platforms import Unknown
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.errors import AddressForbidden, NotFound
-from extender.registry.settings import RegistrySettings
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.fixtures import PublishedRegistry
 from tests.support.images import Pusher

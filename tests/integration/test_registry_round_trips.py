@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from extender.config.registry_settings import CacheSettings
 from extender.registry.client import RegistryClient
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse
-from extender.registry.settings import CacheSettings
+from extender.registry.pure.reference import parse
 from extender.registry.transport import Transport
 from tests.integration.conftest import ResolverFactory, Secrets, local_settings, pod
 from tests.support.clock import FakeClock

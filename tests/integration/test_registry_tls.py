@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from extender.config.registry_settings import HostSettings
 from extender.registry.errors import RegistryError, Unreachable
-from extender.registry.settings import HostSettings
 from tests.integration.conftest import (
     ResolverFactory,
     RunningFaults,
@@ -155,7 +155,7 @@ from extender.registry import system_cas
 system_cas.import_aiohttp()
 from extender.core.pods import PullSecretsRef
 from extender.registry.resolver import build_resolver
-from extender.registry.settings import CacheSettings, HostSettings, RegistrySettings
+from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 
 async def first_lookup(host):
     settings = RegistrySettings(

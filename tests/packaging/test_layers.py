@@ -39,20 +39,35 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("folder", ["core", "wire"])
+@pytest.mark.parametrize(
+    "package", ["core", "wire", "audit.pure", "lint.pure", "registry.pure", "serving.pure"]
+)
 def test_a_new_module_in_a_pure_folder_that_imports_aiohttp_breaks_the_pure_contract(
-    tree: Path, folder: str
+    tree: Path, package: str
 ) -> None:
-    """A module dropped into core/ or wire/ is held by the pure contract without being named
-    in it: the copy passes, then fails once the new module imports aiohttp."""
+    """A module dropped into core/, wire/ or a folder's pure/ is held by the pure contract
+    without being named in it: the copy passes, then fails once the new module imports aiohttp."""
     before = lint_imports(tree)
-    (tree / "extender" / folder / "fresh.py").write_text(
+    (tree / "extender" / package.replace(".", "/") / "fresh.py").write_text(
         '"""A new module that does I/O where none is allowed."""\n\nimport aiohttp  # noqa: F401\n'
     )
     after = lint_imports(tree)
     assert (0, 1) == (before.returncode, after.returncode), before.stdout + after.stdout
     assert "The pure core does no I/O BROKEN" in after.stdout
-    assert f"extender.{folder}.fresh -> aiohttp" in after.stdout
+    assert f"extender.{package}.fresh -> aiohttp" in after.stdout
+
+
+@pytest.mark.parametrize("folder", ["scheduler", "admission", "audit", "lint"])
+def test_only_the_command_line_imports_the_composition_root(tree: Path, folder: str) -> None:
+    """server.py builds both apps and sits above them: an app (or any folder but cli) that
+    imports it, even inside a function, breaks the layers."""
+    (tree / "extender" / folder / "fresh.py").write_text(
+        '"""A new module that reaches for the root."""\n\n\ndef late() -> None:\n'
+        "    from extender import server  # noqa: F401\n"
+    )
+    result = lint_imports(tree)
+    assert 1 == result.returncode, result.stdout
+    assert f"extender.{folder}.fresh -> extender.server" in result.stdout
 
 
 def test_a_new_module_in_core_that_imports_a_layer_above_breaks_the_layers(tree: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
 from extender.registry.errors import NotFound
-from extender.registry.reference import parse as parse_reference
+from extender.registry.pure.reference import parse as parse_reference
 from extender.registry.resolver import ImageResolution
 
 

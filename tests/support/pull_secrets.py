@@ -9,7 +9,7 @@ import base64
 import json
 from typing import Any
 
-from extender.registry.credentials import DOCKER_CONFIG_JSON, DOCKERCFG, PullSecret
+from extender.registry.pure.credentials import DOCKER_CONFIG_JSON, DOCKERCFG, PullSecret
 
 
 def b64(raw: bytes) -> str:

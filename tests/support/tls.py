@@ -1,7 +1,7 @@
 """Throwaway certificates for tests: every CA, serving, client and signing cert is made here.
 
-`make_serving_cert` is archfit's own CA code (extender.serving.certs) writing files for an HTTPS
-test server; `issue` builds any other certificate a test part needs (the e2e control
+`make_serving_cert` is archfit's own CA code (extender.serving.pure.certs) writing files for an
+HTTPS test server; `issue` builds any other certificate a test part needs (the e2e control
 plane's PKI, the registry token signer's chain).
 """
 
@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from extender.serving import certs
+from extender.serving.pure import certs
 
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 # Clocks of the processes that check these certificates may disagree a little.

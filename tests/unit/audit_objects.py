@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.audit.workloads import Workload, WorkloadKey
+from extender.audit.pure.workloads import Workload, WorkloadKey
 from extender.core.pods import PullSecretsRef
 
 

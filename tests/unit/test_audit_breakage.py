@@ -2,8 +2,8 @@
 
 import pytest
 
-from extender.audit.breakage import EXEC_FORMAT_ERROR, NO_MATCHING_MANIFEST, find
-from extender.audit.workloads import Owners, WorkloadKey, from_object
+from extender.audit.pure.breakage import EXEC_FORMAT_ERROR, NO_MATCHING_MANIFEST, find
+from extender.audit.pure.workloads import Owners, WorkloadKey, from_object
 from tests.unit.audit_objects import pod_spec, running_pod, workload_object
 
 DOCKER_PULL = (

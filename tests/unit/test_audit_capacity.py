@@ -8,8 +8,8 @@ import io
 import json
 from typing import Any
 
-from extender.audit.options import Pricing
 from extender.audit.output import write
+from extender.audit.pure.options import Pricing
 from extender.audit.run import fleet_capacity, judge_fleet, parse_workloads
 from extender.core.platforms import Platform, Resolved, parse
 from extender.core.pods import PullSecretsRef

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from extender.audit.options import AuditOptions
+from extender.audit.pure.options import AuditOptions
 from extender.audit.run import run_audit
 from extender.cli.main import main
 from extender.config.settings import KubernetesSettings, Settings

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from extender.audit import newer_tags
 from extender.audit.budget import PullBudget, shortfalls
-from extender.audit.fleet_report import ClusterReport, combine, fleet_document, single
 from extender.audit.html_report import page
-from extender.audit.newer_tags import TagHint
-from extender.audit.options import Pricing
 from extender.audit.output import write
-from extender.audit.report import build
+from extender.audit.pure import newer_tags
+from extender.audit.pure.fleet_report import ClusterReport, combine, fleet_document, single
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.report import build
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.audit.quantities import QuantityError, millicores, whole
+from extender.audit.pure.quantities import QuantityError, millicores, whole
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ import io
 import json
 import re
 
-from extender.audit.options import Pricing
 from extender.audit.output import write
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.report import Disagreement, LeftOut, build, document
 from extender.audit.render import CSV_COLUMNS, headline
-from extender.audit.report import Disagreement, LeftOut, build, document
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from tests.unit.audit_objects import workload
@@ -157,7 +157,7 @@ def test_json_has_no_index_disagreements_key_unless_verify_was_asked():
 
 def _split_report():
     """web's 4 live pods placed by an arm64 share (one of them finished, one pending)."""
-    from extender.audit.workloads import Owners, arch_choices
+    from extender.audit.pure.workloads import Owners, arch_choices
     from tests.unit.audit_objects import running_pod
 
     fleet = [workload("web", "web:1"), workload("api", "api:1")]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from extender.audit.options import Pricing
-from extender.audit.report import (
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.report import (
     BLOCKED,
     READY,
     UNKNOWN,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.audit.workloads import (
+from extender.audit.pure.workloads import (
     Owners,
     WorkloadError,
     WorkloadKey,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.registry.cloud import unserved_cloud_registries
+from extender.registry.pure.cloud import unserved_cloud_registries
 
 IMAGES = [
     "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.10",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from extender.registry.credentials import (
+from extender.registry.pure.credentials import (
     DOCKER_CONFIG_JSON,
     DOCKERCFG,
     Credential,
@@ -19,7 +19,7 @@ from extender.registry.credentials import (
     keyring,
     secret_entries,
 )
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from tests.support.pull_secrets import auth_field, b64, docker_config, pull_secret_of
 
 # (config key, image domain/path, match?) from kubelet's TestUrlsMatch,

@@ -9,6 +9,7 @@ import dataclasses
 import orjson
 import pytest
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import SERVICE_ACCOUNT_MOUNT, Evidence, Launch, provenance
 from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Rule, normalize
@@ -16,9 +17,8 @@ from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
-from extender.registry.settings import CacheSettings
 from extender.registry.verify import Verification
 from tests.support.clock import FakeClock
 

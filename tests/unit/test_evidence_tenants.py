@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from extender.config.registry_settings import CacheSettings
 from extender.config.settings import WatcherSettings
 from extender.controllers.watcher import Watcher
 from extender.core.node_facts import NodeFacts
@@ -26,9 +27,8 @@ from extender.kube.pod_watch import decode_pod
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
 from extender.lookups.resolution import RECENT_SECONDS, Resolution
 from extender.metrics import Metrics
-from extender.registry.reference import parse
+from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
-from extender.registry.settings import CacheSettings
 from extender.registry.verify import EntryCheck, Verification
 from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock

@@ -9,7 +9,7 @@ import pytest
 
 from extender.kube.client.errors import CredentialUnavailable
 from extender.kube.client.tls import TLSSettings, TrustedContext
-from extender.serving.certs import new_ca
+from extender.serving.pure.certs import new_ca
 
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""What `archfit lint` finds per workload and container (extender.lint.findings): the trap
+"""What `archfit lint` finds per workload and container (extender.lint.pure.findings): the trap
 (error), migration readiness (warning), an unneeded pin (note), an image nobody could read
 (error), and findings silenced on purpose."""
 
@@ -11,8 +11,8 @@ import yaml
 
 from extender.core.mutation import TaintRule
 from extender.core.platforms import Platform, Resolved, Unknown, parse
-from extender.lint.findings import IGNORE_ANNOTATION, Judging, Level, judge_workload, worst
-from extender.lint.manifests import WrittenWorkload, read_stream
+from extender.lint.pure.findings import IGNORE_ANNOTATION, Judging, Level, judge_workload, worst
+from extender.lint.pure.manifests import WrittenWorkload, read_stream
 
 API = "acme/api:1.2"
 PROXY = "acme/proxy:3"

@@ -1,4 +1,4 @@
-"""Rendered manifests as `archfit lint` reads them (extender.lint.manifests): many documents,
+"""Rendered manifests as `archfit lint` reads them (extender.lint.pure.manifests): many documents,
 List kinds, every workload kind the audit knows, pod templates, and the line of each image."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from extender.lint.manifests import LINT_KINDS, ManifestError, read_stream
+from extender.lint.pure.manifests import LINT_KINDS, ManifestError, read_stream
 
 STREAM = """\
 # a comment before the first document

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yarl
 
+from extender.config.registry_settings import ProxySettings
 from extender.registry.proxy import ProxyRoutes, routes
-from extender.registry.settings import ProxySettings
 
 HTTPS = "http://proxy.corp:3128"
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from extender.config.registry_settings import CacheSettings
 from extender.config.settings import AdmissionPolicySettings
 from extender.controllers.publisher import Publisher
 from extender.core.image_table import Switches
@@ -21,7 +22,6 @@ from extender.core.pods import PullSecretsRef
 from extender.errors import ConflictError
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import AnsweringRegistry
 from tests.support.waiting import wait_for_async

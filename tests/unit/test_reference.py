@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from extender.registry import hosts, reference
+from extender.config.registry_settings import RegistrySettings
+from extender.registry import hosts
 from extender.registry.errors import InvalidReference
 from extender.registry.hosts import HostTable
-from extender.registry.reference import parse, parse_digest
-from extender.registry.settings import RegistrySettings
+from extender.registry.pure import reference
+from extender.registry.pure.reference import parse, parse_digest
 
 SHA = "sha256:" + "f" * 64
 SHA2 = "sha256:dbcc1c35ac38df41fd2f5e4130b32ffdb93ebae8b3dbe638c23575912276fc9c"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.serving.certs import covers
+from extender.serving.pure.certs import covers
 
 SERVICE = "archfit-webhook.archfit-system.svc"
 

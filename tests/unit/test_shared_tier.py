@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from extender.config.registry_settings import CacheSettings
 from extender.core.image_table import Rendered, Switches, parameter_spec
 from extender.core.mismatch import Evidence
 from extender.core.mutation import MutationRules
@@ -13,7 +14,6 @@ from extender.core.platforms import parse
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.shared_tier import SharedTier
-from extender.registry.settings import CacheSettings
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import AnsweringRegistry
 

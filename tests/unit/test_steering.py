@@ -12,6 +12,7 @@ import pytest
 
 from extender.core.mutation import MutationRules, decide_mutation
 from extender.core.platforms import Resolved, parse
+from extender.core.pod_rules import steered_facts
 from extender.core.pods import annotation_preference, facts
 from extender.core.steering import (
     CHOICE_LABEL,
@@ -26,7 +27,6 @@ from extender.core.steering import (
     preference_order,
     steer,
 )
-from extender.services import steered_facts
 from tests.objects import pod
 from tests.support.clock import FakeClock
 

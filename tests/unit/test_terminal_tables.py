@@ -12,15 +12,15 @@ import re
 import pytest
 
 from extender.audit import output
-from extender.audit.fleet_report import ClusterReport, combine
-from extender.audit.newer_tags import TagHint
-from extender.audit.options import Pricing
-from extender.audit.report import build, same_image
+from extender.audit.pure.fleet_report import ClusterReport, combine
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.report import build, same_image
 from extender.cli import inspect_images as inspect
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
-from extender.registry import reference
 from extender.registry.netguard import ALLOW_HINT
+from extender.registry.pure import reference
 from extender.registry.resolver import ImageResolution
 from extender.tables import Column, fit
 from tests.unit.audit_objects import workload

@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 
-from extender.audit.report import same_image
+from extender.audit.pure.report import same_image
 from extender.core.platforms import Resolved, Unknown, parse
 from extender.errors import InputError
 from extender.registry.errors import RegistryError
-from extender.registry.reference import parse as parse_reference
+from extender.registry.pure.reference import parse as parse_reference
 
 
 class PlatformsFileError(InputError):

@@ -1,6 +1,6 @@
 """What `archfit lint` finds in a workload, per container, and how a finding is silenced.
 
-Pure: workloads as written (extender.lint.manifests), what each image runs on, the platforms a
+Pure: workloads as written (extender.lint.pure.manifests), what each image runs on, the platforms a
 cluster may have, and the architecture taints it uses; findings out. Four rules, each with a
 level (docs/lint.md says what each means and how to fix or silence it):
 
@@ -31,7 +31,7 @@ from extender.core.platforms import (
     any_accepts,
     normalize,
 )
-from extender.lint.manifests import Container, WrittenWorkload
+from extender.lint.pure.manifests import Container, WrittenWorkload
 
 IGNORE_ANNOTATION = "archfit.io/lint-ignore"
 """On a workload or its pod template: the rules (comma-separated, `rule:container` for one

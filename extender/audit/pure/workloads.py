@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from extender.audit import quantities
+from extender.audit.pure import quantities
 from extender.core import pods
 from extender.core.platforms import node_platform
 from extender.core.pods import PodError, PullSecretsRef, read_mapping, read_mapping_at

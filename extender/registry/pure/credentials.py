@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.errors import CredentialSourceError
-from extender.registry.reference import LEGACY_DEFAULT_DOMAIN, Reference
+from extender.registry.pure.reference import LEGACY_DEFAULT_DOMAIN, Reference
 
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
 DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"

@@ -167,7 +167,7 @@ def _split_domain(text: str) -> tuple[str, str]:
 
 def _shown(text: str) -> str:
     """How an error shows the text it refuses; made only when one is raised, for a valid
-    name is the common case and making it costs more than parsing the name (issue 32)."""
+    name is the common case and making it costs more than parsing the name."""
     return snippet(text, 80)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.audit.workloads import Owners, WorkloadKey
+from extender.audit.pure.workloads import Owners, WorkloadKey
 from extender.core.mismatch import EXEC_FORMAT, PULL_TEXTS
 from extender.core.text import cut
 

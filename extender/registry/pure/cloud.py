@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from extender.registry.credentials import key_matches
-from extender.registry.reference import parse as parse_reference
+from extender.registry.pure.credentials import key_matches
+from extender.registry.pure.reference import parse as parse_reference
 
 CLOUD_REGISTRIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (

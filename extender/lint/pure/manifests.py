@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from extender.audit.workloads import AUDITED_KINDS
+from extender.audit.pure.workloads import AUDITED_KINDS
 from extender.core.pods import PodError, pod_template, read_mapping, template_spec
 from extender.errors import InputError
 

@@ -6,4 +6,4 @@ from __future__ import annotations
 OUTPUTS = ("table", "json", "sarif", "junit")
 """The formats `-o` writes (extender.lint.render)."""
 LEVELS = ("error", "warning", "note")
-"""The levels `--fail-on` takes, highest first (extender.lint.findings.Level)."""
+"""The levels `--fail-on` takes, highest first (extender.lint.pure.findings.Level)."""

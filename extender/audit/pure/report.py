@@ -11,17 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.audit.breakage import Breakage
-from extender.audit.newer_tags import TagHint
-from extender.audit.options import Pricing
-from extender.audit.workloads import AUDITED_KINDS, Workload, WorkloadKey
+from extender.audit.pure.breakage import Breakage
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.options import Pricing
+from extender.audit.pure.workloads import AUDITED_KINDS, Workload, WorkloadKey
 from extender.core.capacity import Capacity, shortfall
 from extender.core.platforms import Resolved, Unknown, any_accepts, normalize
 from extender.core.pods import PullSecretsRef
 from extender.core.steering import SIDES
 from extender.errors import InputError
 from extender.registry.errors import RegistryError
-from extender.registry.reference import parse as parse_reference
+from extender.registry.pure.reference import parse as parse_reference
 
 READY, BLOCKED, UNKNOWN = "ready", "blocked", "unknown"
 HOURS_PER_MONTH = 730  # 8,760 h / 12, as cloud price lists count a month

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from extender.audit.newer_tags import LIMIT as NEWER_TAGS
+from extender.audit.pure.newer_tags import LIMIT as NEWER_TAGS
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 """The report formats of `archfit audit -o` (audit.output writes each)."""

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.audit.newer_tags import TagHint
-from extender.audit.report import (
+from extender.audit.pure.newer_tags import TagHint
+from extender.audit.pure.report import (
     LeftOut,
     RankedUnknown,
     Report,
