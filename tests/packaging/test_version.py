@@ -49,3 +49,13 @@ def test_the_dockerfile_build_command_reads_the_version_instead_of_writing_it() 
     assert [] == re.findall(r"\b\d+\.\d+\.\d+\b", dockerfile)
     assert "extender/__init__.py" in dockerfile
     assert 'org.opencontainers.image.version="${VERSION}"' in dockerfile
+
+
+def test_the_image_description_label_is_the_packages_description() -> None:
+    """The label says what pyproject.toml says (the built image's test checks it too, but
+    only after a build of several minutes)."""
+    import tomllib
+
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f'org.opencontainers.image.description="{description}"' in dockerfile
