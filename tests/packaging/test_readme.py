@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 SETUP = "python3 -m venv .venv && .venv/bin/pip install -q -e ."
 SERVE = ".venv/bin/archfit serve --detach --pid-file archfit.pid --log-file archfit.log"
+WHOLE_SUITE = "bash tests/run.sh"
 UNIT_AND_APP = ".venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -q tests/unit tests/app"
 MOST_LINES = 150
 """What a newcomer reads in five minutes."""
@@ -46,16 +47,18 @@ def _first_paragraph(text: str) -> str:
 
 def test_the_readme_says_what_archfit_is_first_then_how_to_run_and_test_it() -> None:
     """One paragraph on all it does (not only "a kube-scheduler extender"), then the two
-    commands: install and serve, and the unit and app suites."""
+    commands: install and serve, and the whole suite as CI runs it; then the unit and app
+    suites alone."""
     opening = _first_paragraph(README)
     parts = ["kube-scheduler extender", "admission webhook", "MutatingAdmissionPolicy", "audit"]
     headings = re.findall(r"^## (.+)$", README, flags=re.MULTILINE)
     run_and_test = _blocks(_section("## Run it; test it"), "sh")
-    assert ([], "Run it; test it", [SETUP, SERVE], [UNIT_AND_APP]) == (
+    assert ([], "Run it; test it", [SETUP, SERVE], [WHOLE_SUITE], [UNIT_AND_APP]) == (
         [part for part in parts if part not in opening],
         headings[0],
         run_and_test[0].splitlines(),
         run_and_test[1].splitlines(),
+        run_and_test[2].splitlines(),
     )
 
 
