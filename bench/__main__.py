@@ -2,14 +2,18 @@
 
     .venv/bin/python -m bench [--source DIR] [--quick] [--only NAME ...]
                               [--doc docs/benchmarks.md] [--baseline results.json]
-                              [--before DIR]
+                              [--before DIR] [--peer NAME=BINARY ...]
 
 `--source DIR` measures the archfit of another checkout with these scripts (its
 `extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
 puts its figures beside this run's in the goals table. `--before DIR` runs another
 checkout's archfit beside this one in the same run, in the benchmarks that can (scheduler
-throughput's archfit-before rows, the webhook's `--before` rows). `--quick` shrinks every benchmark
-to prove the pipeline in a few minutes; its figures are not the ones to quote.
+throughput's archfit-before rows, the webhook's `--before` rows). `--peer NAME=BINARY` (with
+`--peer-arg`, `--peer-env`: bench/peers.py) measures another admission webhook beside archfit in
+bench/webhook_latency's run; bench/build-peers.sh builds noe and k8smultiarcher from their
+sources. `--quick` shrinks every benchmark to prove the pipeline in a few minutes; its figures
+are not the ones to quote. The scale benchmark (bench/scale.py) takes the longest: about half
+an hour for its three sizes on 2 shared cores, a few minutes with `--quick`.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import harness, memory, report, request_cost, startup
+from bench import harness, memory, report, request_cost, scale, startup
 
 DOC = harness.ROOT / "docs" / "benchmarks.md"
 THROUGHPUT_RUNS = 3
-NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "others")
+NAMES = ("scheduler_throughput", "request_cost", "memory", "startup", "scale", "others")
 #: The older scripts that still measure something the new ones do not, with their
 #: arguments (full, quick). bench/filter_latency.py, bench/node_index_memory.py and
 #: bench/start_to_ready.py were folded into request_cost, memory and startup.
@@ -81,8 +85,11 @@ def throughput(source: Path | None, quick: bool, before: Path | None) -> list[di
 TAKE_BEFORE = frozenset({"webhook_latency.py", "scheduler_waits.py", "kube_relist.py"})
 
 
-def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, str]:
-    """Run the older scripts from the measured checkout; their stdout by name."""
+def others(
+    source: Path | None, quick: bool, before: Path | None, peers: list[str] | None = None
+) -> dict[str, str]:
+    """Run the older scripts from the measured checkout; their stdout by name. `peers`: the
+    `--peer`, `--peer-arg` and `--peer-env` arguments, for bench/webhook_latency."""
     checkout = source or harness.ROOT
     found = {}
     for script, (full, small) in OTHERS.items():
@@ -92,6 +99,8 @@ def others(source: Path | None, quick: bool, before: Path | None) -> dict[str, s
             continue
         # As a module of the checkout's bench package: its `tests` imports resolve from there.
         beside = ["--before", str(before)] if before is not None and script in TAKE_BEFORE else []
+        if script == "webhook_latency.py":
+            beside += peers or []
         done = subprocess.run(
             [sys.executable, "-m", f"bench.{path.stem}", *(small if quick else full), *beside],
             env=harness.source_env(source),
@@ -115,7 +124,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help="where to write the Markdown")
     parser.add_argument("--baseline", type=Path, help="results.json of a run to compare with")
     parser.add_argument("--before", type=Path, help="a checkout whose archfit runs beside")
+    for flag, metavar in (
+        ("--peer", "NAME=BINARY"),
+        ("--peer-arg", "NAME=ARG"),
+        ("--peer-env", "NAME=KEY=VALUE"),
+    ):
+        parser.add_argument(
+            flag, action="append", default=[], metavar=metavar, help="bench/webhook_latency"
+        )
     args = parser.parse_args(argv)
+    peer_args = [
+        f"{flag}={value}"
+        for flag, values in (
+            ("--peer", args.peer),
+            ("--peer-arg", args.peer_arg),
+            ("--peer-env", args.peer_env),
+        )
+        for value in values
+    ]
     source = args.source.resolve() if args.source else None
     before = args.before.resolve() if args.before else None
     selected = args.only or list(NAMES)
@@ -133,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             "arguments": arguments,
             "quick": args.quick,
             "before": harness.git_commit(before) if before is not None else None,
+            "peers": [value.partition("=")[0] for value in args.peer],
             "problems": [],
         }
     }
@@ -154,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
             progress=say,
         ),
         "startup": lambda: startup.run(source=source, runs=5 if quick else 10, progress=say),
-        "others": lambda: others(source, quick, before),
+        "scale": lambda: scale.run(
+            sizes=scale.QUICK_SIZES if quick else scale.SIZES,
+            patches=scale.QUICK_PATCHES if quick else scale.PATCHES,
+            progress=say,
+        ),
+        "others": lambda: others(source, quick, before, peer_args),
     }
     failed = False
     for name in NAMES:

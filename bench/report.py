@@ -96,6 +96,45 @@ GOALS: tuple[tuple[str, str, str, bool, float | None], ...] = (
         True,
         0.0,
     ),
+    (
+        "43. webhook warm added p50, archfit less the lowest peer's, same run (ms)",
+        "≤ 0",
+        "peer_warm_over",
+        True,
+        0.0,
+    ),
+    (
+        "43. webhook cold added p50, archfit less the lowest peer's, same run (ms)",
+        "≤ 0",
+        "peer_cold_over",
+        True,
+        0.0,
+    ),
+    (
+        "43. webhook CPU per 1,000 warm pods, archfit less the lowest peer's (s)",
+        "≤ 0",
+        "peer_cpu_over",
+        True,
+        0.0,
+    ),
+    ("43. largest scale size: peak RSS (MiB)", "≤ 100", "scale_peak", True, 100.0),
+    ("43. largest scale size: exec to ready (s)", "≤ 2", "scale_ready", True, 2.0),
+    ("43. largest scale size: CPU per pod event (µs)", "≤ 50", "scale_event", True, 50.0),
+    (
+        "43. largest scale size: longest /healthz round trip, start, relist, events (ms)",
+        "≤ 10",
+        "scale_stall",
+        True,
+        10.0,
+    ),
+    (
+        "43. largest scale size: webhook p99 during a relist / quiet p99",
+        "≤ 2",
+        "scale_webhook",
+        True,
+        2.0,
+    ),
+    ("43. largest scale size: CPU of a pod list (µs a pod)", "≤ 25", "scale_list", True, 25.0),
 )
 
 NO_WATCHER = "archfit-no-watcher"
@@ -154,9 +193,48 @@ def goal_figures(results: Results) -> dict[str, float | None]:
         figures["webhook_rss"] = float(found.group(2))
     if found := _WEBHOOK_COLD.search(webhook):
         figures["webhook_cold_over"] = float(found.group(2)) - float(found.group(1))
+    figures.update(peer_figures(webhook))
+    figures.update(scale_figures(results))
     for key, ratios in throughput_ratios(results).items():
         figures[key] = statistics.median(ratios) if ratios else None
     return figures
+
+
+_PEER_TARGET = re.compile(
+    r"^  archfit: (.+?) <= every peer's \(lowest [-\d.]+\): [-\d.]+ \(([+-][\d.]+)\)", re.M
+)
+_PEER_KEYS = {
+    "warm added p50": "peer_warm_over",
+    "cold added p50": "peer_cold_over",
+    "CPU per 1,000 warm pods": "peer_cpu_over",
+}
+
+
+def peer_figures(webhook: str) -> dict[str, float]:
+    """bench/webhook_latency's issue 43 lines: archfit less the lowest peer, when peers ran."""
+    return {
+        _PEER_KEYS[found.group(1)]: float(found.group(2))
+        for found in _PEER_TARGET.finditer(webhook)
+        if found.group(1) in _PEER_KEYS
+    }
+
+
+def scale_figures(results: Results) -> dict[str, float | None]:
+    """bench/scale's largest size (most pods, then most nodes), as its goals read it."""
+    rows = (results.get("scale") or {}).get("rows") or []
+    if not rows:
+        return {}
+    top = max(rows, key=lambda r: (r["pods"], r["nodes"]))
+    stalls = [top.get(k) for k in ("stall_start_ms", "stall_relist_ms", "stall_events_ms")]
+    quiet, relist = top.get("webhook_quiet_p99_ms"), top.get("webhook_relist_p99_ms")
+    return {
+        "scale_peak": top.get("peak_mib"),
+        "scale_ready": top.get("ready_s"),
+        "scale_event": top.get("event_cpu_us"),
+        "scale_stall": max((s for s in stalls if s is not None), default=None),
+        "scale_webhook": round(relist / quiet, 2) if quiet and relist else None,
+        "scale_list": top.get("relist_cpu_us_per_pod"),
+    }
 
 
 def throughput_ratios(results: Results) -> dict[str, list[float]]:
@@ -325,7 +403,15 @@ def render(
         *reproduce(meta, baseline),
         "",
         "Each benchmark also runs alone: `.venv/bin/python -m bench.request_cost --help` "
-        "(and `memory`, `startup`, `scheduler_throughput`).",
+        "(and `memory`, `startup`, `scheduler_throughput`, `scale`).",
+        "",
+        "Other admission webhooks run beside archfit in bench/webhook_latency's rounds when "
+        "given: bring each one's public source (adevinta/noe, arturhoo/k8smultiarcher), build "
+        "it into the bench cache with `bash bench/build-peers.sh ../noe ../k8smultiarcher` "
+        "(its dependencies from the Go module proxy; it prints `NAME=BINARY` per peer) and "
+        "pass each line as `--peer NAME=BINARY`. bench/peers.py holds how each is started "
+        "(flags, environment, certificates, kubeconfig); `--peer-arg NAME=ARG` and "
+        "`--peer-env NAME=KEY=VALUE` describe a webhook it has no recipe for.",
         "",
         "## This run",
         "",
@@ -365,7 +451,7 @@ def render(
         row["met"] = _met(now[key], lower, bound)
         rows.append(row)
     out.append(table(rows, columns))
-    out += _sections(results, pictures, picture_dir)
+    out += _sections(results, pictures, picture_dir, baseline)
     for problem in meta.get("problems", []):
         out += ["", f"> {problem}"]
     return "\n".join(out) + "\n"
@@ -388,6 +474,14 @@ def reproduce(meta: Mapping[str, Any], baseline: Results | None) -> list[str]:
             f"git worktree add ../archfit-beside {meta['before']}",
         ]
         beside = " --before ../archfit-beside"
+    if meta.get("peers"):
+        lines += [
+            "# the peers: each one's source checked out by hand, built into the bench cache",
+            "peers=$(bash bench/build-peers.sh "
+            + " ".join(f"../{name}" for name in meta["peers"])
+            + " | sed 's/^/--peer=/')",
+        ]
+        beside += " $peers"
     if baseline is None:
         return [*lines, f".venv/bin/python -m bench{quick}{beside}", "```"]
     before = baseline["meta"]["archfit"]
@@ -404,7 +498,12 @@ def reproduce(meta: Mapping[str, Any], baseline: Results | None) -> list[str]:
     ]
 
 
-def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir: str) -> list[str]:
+def _sections(
+    results: Results,
+    pictures: Sequence[tuple[str, str]],
+    picture_dir: str,
+    baseline: Results | None = None,
+) -> list[str]:
     from bench import memory, request_cost, startup
 
     out: list[str] = []
@@ -434,6 +533,8 @@ def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir
             "ratio_none",
         ]
         out.append(table(throughput, columns))
+        before_rows = (baseline or {}).get("scheduler_throughput") or []
+        out += breakdown_section(throughput, before_rows)
     cost = results.get("request_cost")
     if cost:
         out += [
@@ -493,6 +594,8 @@ def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir
             "",
         ]
         out.append(table(start["startup"], startup.COLUMNS))
+    out += scale_section(results.get("scale"))
+    out += peer_section((results.get("others") or {}).get("webhook_latency.py") or "")
     others = results.get("others")
     if others:
         out += [
@@ -504,3 +607,83 @@ def _sections(results: Results, pictures: Sequence[tuple[str, str]], picture_dir
         for name, text in others.items():
             out += ["", f"### {name}", "", "```", text.rstrip(), "```"]
     return out
+
+
+def breakdown_section(
+    rows: Sequence[Mapping[str, Any]], baseline_rows: Sequence[Mapping[str, Any]] | None
+) -> list[str]:
+    """The profiled throughput row's CPU per pod by what archfit does (bench/in_situ.py),
+    beside a baseline's when it has one."""
+    mine = next((r for r in rows if r.get("cpu_breakdown")), None)
+    if mine is None:
+        return []
+    theirs = next((r for r in baseline_rows or () if r.get("cpu_breakdown")), None)
+    parts = mine["cpu_breakdown"]
+    before = theirs["cpu_breakdown"]["ms_per_unit"] if theirs else {}
+    names = list(dict.fromkeys([*parts["ms_per_unit"], *before]))
+    table_rows = []
+    for name in names:
+        row = {"what archfit does": name, "ms per pod": parts["ms_per_unit"].get(name, 0.0)}
+        if theirs:
+            row["before"] = before.get(name, 0.0)
+        table_rows.append(row)
+    columns = ["what archfit does", *(["before"] if theirs else []), "ms per pod"]
+    total = mine["cpu_ms_per_pod"].get("extender")
+    return [
+        "",
+        "### Where archfit's CPU per pod goes, in the throughput run",
+        "",
+        f"The `{mine['variant']}` row: py-spy sampled archfit's stacks from outside through "
+        f"the run ({parts['samples']} samples, covering {parts['covered']:.0%} of its "
+        f"{format_cell(total)} ms of CPU per pod); each stack's category is the first of "
+        "bench/in_situ.py's CATEGORIES its frames name, its share scaled to the CPU the "
+        "kernel counted.",
+        "",
+        table(table_rows, columns),
+    ]
+
+
+def scale_section(result: Mapping[str, Any] | None) -> list[str]:
+    """bench/scale's table and its slope per 10,000 pods."""
+    if not result or not result.get("rows"):
+        return []
+    from bench import scale
+
+    out = [
+        "",
+        "## Scale (issue 43)",
+        "",
+        "bench/scale.py: Nodes and bound Pods (realistic, with statuses) created in a real "
+        "kube-apiserver, 100 namespaces; a fresh archfit per size, leading every watch. "
+        "`relist`: kube-apiserver restarted, every watch lists again. Stalls are the longest "
+        "/healthz round trip, back to back on a kept connection.",
+        "",
+        table(result["rows"], scale.COLUMNS),
+    ]
+    if result.get("slopes"):
+        out += [
+            "",
+            "Slope per 10,000 pods, between the two largest sizes of one node count:",
+            "",
+            table(result["slopes"], ("figure", "from", "to", "per_10k_pods", "faster_than_linear")),
+        ]
+    return out
+
+
+def peer_section(webhook: str) -> list[str]:
+    """bench/webhook_latency's peer table, when peers ran beside archfit."""
+    start = webhook.find("peers, this run")
+    if start < 0:
+        return []
+    return [
+        "",
+        "## Beside the other admission webhooks (issue 43)",
+        "",
+        "bench/webhook_latency.py `--peer`: each peer built from its source by "
+        "bench/build-peers.sh, called by the same kube-apiserver in the same alternating "
+        "rounds as archfit, its cold pods naming new tags of the same TLS registry.",
+        "",
+        "```",
+        webhook[start:].rstrip(),
+        "```",
+    ]

@@ -27,6 +27,13 @@ Variants:
   same two cores as everything else. In a real cluster the control plane has its own
   machines; this row is the extender alone;
 - archfit-full-nodes: nodeCacheCapable false, full Node objects in every request;
+- archfit-profiled: archfit as in the archfit row, with py-spy sampling its stacks from
+  outside (bench/in_situ.py, non-blocking): its CPU per pod broken down by what it does
+  (the calls' own work, logging and metrics per call, aiohttp's connection handling, the
+  pod watches and the policy's pod index, the node index, Lease renewals, the event loop,
+  and what no Python frame shows), printed under the table. The sampler's own CPU is on
+  the same cores, so this row's pods/s is not the goal's; run once, skipped when py-spy is
+  not installed;
 - policy-no-extender: no extender; archfit's MutatingAdmissionPolicy (the shipped CRD, policy
   and binding) writes each pod's constraint at creation from the parameter an archfit
   publisher filled (it is stopped before the pods are made), so kube-scheduler's own
@@ -75,7 +82,7 @@ from typing import Any, Literal, Protocol
 import psutil
 import yaml
 
-from bench import harness
+from bench import harness, in_situ
 from tests.e2e import binaries, cluster
 from tests.e2e.archfit import Archfit
 from tests.e2e.controlplane import Binaries, ControlPlane
@@ -130,6 +137,10 @@ class Variant:
     """Whether archfit's admission policy constrains the pods as they are created."""
     before: bool = False
     """Whether archfit runs from the `--before` checkout."""
+    profiled: bool = False
+    """Whether py-spy samples archfit's stacks through the run (bench/in_situ.py): the row's
+    CPU broken down by what archfit does per pod. Not a row of the goal's ratio: the sampler
+    takes CPU on the same cores."""
 
 
 VARIANTS = (
@@ -139,6 +150,7 @@ VARIANTS = (
     Variant("archfit-no-watcher", "archfit", watcher=False),
     Variant("archfit-full-nodes", "archfit", node_cache_capable=False),
     Variant("policy-no-extender", "none", policy=True),
+    Variant("archfit-profiled", "archfit", profiled=True),
 )
 BEFORE = Variant("archfit-before", "archfit", before=True)
 REPEATED = frozenset({"noop-extender", "archfit", "archfit-no-watcher", BEFORE.name})
@@ -432,6 +444,10 @@ class Bench:
         if variant.policy:
             self.check_constrained(namespace, manifests)
         extender = self.start_extender(variant, run, namespace)
+        sampler, stacks = None, None
+        if variant.profiled and extender is not None:
+            output = self.workdir / run / "py-spy.txt"
+            sampler = in_situ.Sampler(extender.process.pid, output).start()
         try:
             scheduler = Scheduler(
                 self.binaries,
@@ -452,6 +468,7 @@ class Bench:
                     scheduler.process, namespace, len(manifests), lambda: cpu_times(processes)
                 )
                 after = answered(extender) if extender else {}
+                stacks = sampler.stop() if sampler is not None else None
             finally:
                 scheduler.stop()
         finally:
@@ -469,7 +486,7 @@ class Bench:
             label: round(1000 * seconds / max(1, window.binds), 3)
             for label, seconds in window.cpu_seconds.items()
         }
-        return {
+        row = {
             "variant": variant.name,
             "run": number,
             "qps": qps,
@@ -477,6 +494,11 @@ class Bench:
             "span_s": round(span, 3),
             "cpu_ms_per_pod": per_pod,
         }
+        if stacks is not None:
+            parts = in_situ.breakdown(stacks, window.cpu_seconds["extender"], window.binds)
+            row["cpu_breakdown"] = parts.as_row()
+            row["top_frames"] = in_situ.top_frames(stacks)
+        return row
 
     def publish_policy(self, run: str, namespace: str) -> None:
         """Install and bind archfit's admission policy, and have an archfit publish every
@@ -640,7 +662,11 @@ def run(
             # Unreported: the first scheduler on a fresh control plane meets a colder
             # kube-apiserver and etcd than the ones after it.
             bench.measure(Variant("warm-up", "none"), UNTHROTTLED_QPS, min(pods, WARM_UP_PODS))
-            variants = [v for v in VARIANTS if v.watcher or has_watcher(source)]
+            variants = [
+                v
+                for v in VARIANTS
+                if (v.watcher or has_watcher(source)) and (not v.profiled or in_situ.available())
+            ]
             if before is not None:
                 variants.append(BEFORE)
             rows = []
@@ -698,6 +724,20 @@ def render_spread(rows: Sequence[Mapping[str, Any]]) -> str:
         f"extender ms/pod {span(r['extender_cpu_ms'])} (low / median / high)"
         for r in spread(rows)
     )
+
+
+def render_breakdown(row: Mapping[str, Any]) -> str:
+    """A profiled row's CPU per pod by what archfit does, and the most sampled frames."""
+    parts = row["cpu_breakdown"]
+    total = row["cpu_ms_per_pod"].get("extender", 0.0)
+    lines = [
+        f"{row['variant']} (run {row.get('run', 1)}): archfit's CPU {total:.3f} ms per pod, "
+        f"{parts['samples']} samples covering {parts['covered']:.0%} of it",
+        *(f"  {ms:7.3f} ms  {name}" for name, ms in parts["ms_per_unit"].items()),
+        "  most sampled frames (self):",
+        *(f"  {count:7d}  {frame}" for frame, count in row.get("top_frames", [])),
+    ]
+    return "\n".join(lines)
 
 
 def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -769,6 +809,10 @@ def main() -> int:
     if spread(rows):
         print()
         print(render_spread(rows))
+    for row in rows:
+        if row.get("cpu_breakdown"):
+            print()
+            print(render_breakdown(row))
     return 0
 
 

@@ -67,7 +67,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ import aiohttp
 import orjson
 from kubernetes import client
 
-from bench import harness
+from bench import harness, peers
 from bench.token_registry import RoundTrips, TokenRegistry, token_registry
 from tests.e2e import binaries, cluster
 from tests.e2e.archfit import Archfit, archfit_settings, merge
@@ -137,6 +137,9 @@ class Server:
     pods: int = 0
     idle_ms_per_second: float = 0.0
     rss_mib: float = 0.0
+    image: str | None = None
+    """The image its CPU rounds' pods name, when not archfit's warm one (a peer reads only
+    the TLS registry)."""
 
     @property
     def cpu_per_thousand(self) -> float:
@@ -160,6 +163,8 @@ class Measured:
     servers: list[Server]
     round_trips: RoundTrips
     connections: dict[str, int]
+    peers: list[str] = field(default_factory=list)
+    """The peers' names, in the order given (`--peer`)."""
 
 
 def create_ms(core: Any, namespace: str, name: str, ref: str) -> float:
@@ -329,7 +334,24 @@ def main() -> None:
         "--cpu-pods", type=int, default=1000, help="CREATEs per server in the CPU rounds"
     )
     parser.add_argument("--before", type=Path, help="a checkout whose archfit to measure too")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="NAME=BINARY",
+        help="another webhook to measure beside archfit (bench/build-peers.sh builds them)",
+    )
+    parser.add_argument(
+        "--peer-arg", action="append", default=[], metavar="NAME=ARG", help="bench/peers.py"
+    )
+    parser.add_argument(
+        "--peer-env", action="append", default=[], metavar="NAME=KEY=VALUE", help="bench/peers.py"
+    )
     args = parser.parse_args()
+    try:
+        specs = peers.parse_peers(args.peer, args.peer_arg, args.peer_env)
+    except ValueError as error:
+        parser.error(str(error))
     bins = Binaries(binaries.build())
     noop_dir = binaries.run_build_script(harness.GO_BUILD, ("noop-webhook",), ("noop-webhook",))
     with tempfile.TemporaryDirectory(prefix="archfit-bench-") as tmp:
@@ -337,7 +359,7 @@ def main() -> None:
         plane = ControlPlane(bins, root / "plane").start()
         try:
             executable = noop_dir / "noop-webhook"
-            measured = run(plane, root, args.pods, args.cpu_pods, executable, args.before)
+            measured = run(plane, root, args.pods, args.cpu_pods, executable, args.before, specs)
         finally:
             plane.stop()
     report(measured, args.pods, args.before)
@@ -350,6 +372,7 @@ def run(
     cpu_pods: int,
     noop_executable: Path,
     before: Path | None,
+    peer_specs: Sequence[peers.PeerSpec] = (),
 ) -> Measured:
     """The rows' CREATE times, the handler's alone, and the servers' CPU and RSS."""
     core = cluster.core_api(plane.admin_kubeconfig)
@@ -363,6 +386,11 @@ def run(
             [f"before-{i}" for i in range(pods)] if before else []
         )
         never_read = cold_registry.push_fresh([f"round-trip-{i}" for i in range(pods + 1)])
+        # A peer reads only a TLS registry: its warm image and its new tags are there.
+        peer_warm = cold_registry.push_many("peer-warm", 1)[0] if peer_specs else ""
+        peer_fresh = {
+            spec.name: cold_registry.push_many(f"peer-{spec.name}", pods) for spec in peer_specs
+        }
         warm_ref = images.multi.reference
         settings = archfit_settings(plane.admin_kubeconfig, images)
         settings["registry"]["hosts"][cold_registry.host] = {
@@ -421,6 +449,22 @@ def run(
                     )
                 )
                 servers.append(Server("archfit --before", "bench-before", pid_of(old.process)))
+            for spec in peer_specs:
+                peer = peers.Peer(
+                    spec,
+                    root / f"peer-{spec.name}",
+                    plane.admin_kubeconfig,
+                    cold_registry.ca_bundle,
+                ).start()
+                stack.append(peer.stop)
+                peer_ca = peer.cert.ca_bundle.read_bytes()
+                hooks.append(bench_hook(spec.name, spec.name, peer.url, peer_ca))
+                hooks.append(
+                    bench_hook(f"{spec.name}-cold", f"{spec.name}-cold", peer.url, peer_ca)
+                )
+                servers.append(
+                    Server(spec.name, f"bench-{spec.name}", pid_of(peer.process), image=peer_warm)
+                )
             leave_bench_namespaces_out(admission)
             admission.create_mutating_webhook_configuration(
                 {"metadata": {"name": BENCH_CONFIGURATION}, "webhooks": hooks}
@@ -439,6 +483,8 @@ def run(
                     {"metadata": {"name": "default"}, "automountServiceAccountToken": False},
                 )
             wait_configured(core, noop, warm_ref, before is not None)
+            for spec in peer_specs:
+                wait_peer_called(core, api, spec.name, peer_warm)
 
             def warm(_: int) -> str:
                 return warm_ref
@@ -451,6 +497,10 @@ def run(
             ]
             if before is not None:
                 rows.append(Variant("archfit --before, warm cache", "bench-before", warm))
+            for spec in peer_specs:
+                rows.append(
+                    Variant(f"{spec.name}, warm cache", f"bench-{spec.name}", lambda _: peer_warm)
+                )
             # Round-robin, so a busy moment on the machine hits every variant alike.
             ports = {"archfit": hook.webhook_port, "noop": noop.port}
             if before is not None:
@@ -465,7 +515,7 @@ def run(
             idle(servers)
             cpu_rounds(core, servers, cpu_pods, warm_ref)
             cold, round_trips = cold_rounds(
-                core, cold_registry, pods, (fresh, fresh_before, never_read)
+                core, cold_registry, pods, (fresh, fresh_before, never_read), peer_fresh
             )
             for server in servers:
                 server.rss_mib = harness.proc_memory(server.pid)[0] / 2**20
@@ -475,7 +525,8 @@ def run(
             for stop in reversed(stack):
                 stop()
     connections = {name: len(peers) for name, peers in seen.items()}
-    return Measured(rows, cold, direct, servers, round_trips, connections)
+    names = [spec.name for spec in peer_specs]
+    return Measured(rows, cold, direct, servers, round_trips, connections, names)
 
 
 def rotated(rows: list[Variant], i: int) -> list[Variant]:
@@ -531,7 +582,7 @@ def cpu_rounds(core: Any, servers: list[Server], pods: int, image: str) -> None:
             # Quiet first: it watches the other servers' pods too, and that is not this block.
             before = quiet_cpu(server.pid)
             for i in range(CPU_BLOCK):
-                manifest = cluster.pod_manifest(f"u{block}-{i}", [image])
+                manifest = cluster.pod_manifest(f"u{block}-{i}", [server.image or image])
                 core.create_namespaced_pod(server.namespace, manifest)
             after = quiet_cpu(server.pid)
             server.cpu_ns += after.ns - before.ns
@@ -541,10 +592,15 @@ def cpu_rounds(core: Any, servers: list[Server], pods: int, image: str) -> None:
 
 
 def cold_rounds(
-    core: Any, registry: TokenRegistry, pods: int, images: tuple[list[Any], list[Any], list[Any]]
+    core: Any,
+    registry: TokenRegistry,
+    pods: int,
+    images: tuple[list[Any], list[Any], list[Any]],
+    peer_fresh: Mapping[str, list[str]],
 ) -> tuple[list[Variant], RoundTrips]:
     """Cold rows, each pod a new tag, beside their reference; and registry round trips,
-    timed in the same rounds. `images`: archfit's new tags, --before's, and the round trips'.
+    timed in the same rounds. `images`: archfit's new tags, --before's, and the round trips';
+    `peer_fresh`: each peer's new tags (references).
 
     Apart, after the warm rounds: a CREATE that follows a cold one meets the apiserver and
     archfit still busy with it (the registry, watch events), so it would blur the warm rows
@@ -561,6 +617,15 @@ def cold_rounds(
                 "archfit --before, cold cache (new tag each)",
                 "bench-before-cold",
                 lambda i: fresh_before[i].reference,
+            )
+        )
+
+    for name, references in peer_fresh.items():
+        cold.append(
+            Variant(
+                f"{name}, cold cache (new tag each)",
+                f"bench-{name}-cold",
+                lambda i, refs=references: refs[i],  # type: ignore[misc]
             )
         )
 
@@ -605,6 +670,24 @@ def wait_configured(core: Any, noop: NoopWebhook, image: str, before: bool) -> N
         return not before or PLATFORMS_ANNOTATION in annotations("bench-before")
 
     wait_for(ready, "kube-apiserver to call the bench webhooks")
+
+
+def wait_peer_called(core: Any, api: client.ApiClient, name: str, image: str) -> None:
+    """Wait until a peer's namespace gets pods the peer changed (one real CREATE each try,
+    which also fills its cache): its webhook fails open (failurePolicy Ignore), so a peer
+    that errors would otherwise be measured as a webhook that does nothing."""
+    tries = iter(range(1_000_000))
+
+    def mutated() -> bool:
+        pod = cluster.pod_manifest(f"probe-{next(tries)}", [image])
+        created = api.sanitize_for_serialization(core.create_namespaced_pod(f"bench-{name}", pod))
+        spec = created["spec"]
+        return bool(spec.get("affinity") or spec.get("nodeSelector")) or any(
+            t.get("key", "").startswith(("k8smultiarcher", "kubernetes.io/arch"))
+            for t in spec.get("tolerations") or []
+        )
+
+    wait_for(mutated, f"kube-apiserver to call peer {name}, and {name} to mutate a pod")
 
 
 def check_same_answer(core: Any, api: client.ApiClient, rows: list[Variant]) -> None:
@@ -681,6 +764,8 @@ def report(measured: Measured, pods: int, before: Path | None) -> None:
     print("targets (issue 32)")
     bound = go.cpu_per_thousand * CPU_TARGET_TIMES_GO
     for server in servers[2:]:
+        if not server.name.startswith("archfit"):
+            continue
         print(
             target(
                 f"{server.name}: CPU per 1,000 warm pods <= {CPU_TARGET_TIMES_GO:g}x Go "
@@ -714,6 +799,62 @@ def report(measured: Measured, pods: int, before: Path | None) -> None:
                 added[cold_row] <= bound,
             )
         )
+    if measured.peers:
+        print()
+        print(peer_comparison(measured, added))
+
+
+def peer_comparison(measured: Measured, added: Mapping[str, float]) -> str:
+    """Issue 43's targets: archfit's warm and cold added p50 and CPU per 1,000 warm pods at
+    most every peer's, measured in this run; with the p99s and RSS beside them."""
+    cost = {server.name: server for server in measured.servers}
+    p99 = {row.name: summary(row.samples)[1] for row in measured.rows + measured.cold}
+    reference_p99 = {
+        "warm": p99["no webhook (reference)"],
+        "cold": p99["no webhook (reference for cold)"],
+    }
+    names = ["archfit", *measured.peers]
+    head = (
+        "webhook",
+        "warm added p50",
+        "warm added p99",
+        "cold added p50",
+        "cold added p99",
+        "CPU s/1,000 pods",
+        "RSS MiB",
+    )
+    lines = [
+        "peers, this run (added: less the reference's p50 or p99; ms)",
+        f"{head[0]:<20} " + " ".join(f"{h:>16}" for h in head[1:]),
+    ]
+    figures: dict[str, tuple[float, float, float]] = {}
+    for name in names:
+        warm_row, cold_row = f"{name}, warm cache", f"{name}, cold cache (new tag each)"
+        warm, cold = added.get(warm_row, float("nan")), added.get(cold_row, float("nan"))
+        server = cost.get(name)
+        cpu = server.cpu_per_thousand if server else float("nan")
+        figures[name] = (warm, cold, cpu)
+        cells = (
+            warm,
+            p99.get(warm_row, float("nan")) - reference_p99["warm"],
+            cold,
+            p99.get(cold_row, float("nan")) - reference_p99["cold"],
+            cpu,
+            server.rss_mib if server else float("nan"),
+        )
+        lines.append(f"{name:<20} " + " ".join(f"{c:16.2f}" for c in cells))
+    lines.append("targets (issue 43): archfit at most every peer, in this run")
+    for index, what in enumerate(("warm added p50", "cold added p50", "CPU per 1,000 warm pods")):
+        mine = figures["archfit"][index]
+        worst = min(figures[name][index] for name in measured.peers)
+        lines.append(
+            target(
+                f"archfit: {what} <= every peer's (lowest {worst:.2f})",
+                f"{mine:.2f} ({mine - worst:+.2f})",
+                mine <= worst,
+            )
+        )
+    return "\n".join(lines)
 
 
 def target(what: str, figure: str, met: bool) -> str:

@@ -181,6 +181,16 @@ class ControlPlane:
         context.load_cert_chain(str(self.certs.admin.cert), str(self.certs.admin.key))
         return context
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port and etcd; wait until it
+        is ready. Its watch cache starts afresh, so a watch resumed from an older version is
+        told 410 and its client lists again (as after an apiserver upgrade)."""
+        apiserver = next(p for p in self._processes if p.name == "kube-apiserver")
+        apiserver.stop()
+        apiserver.start()
+        context = self.admin_ssl_context()
+        apiserver.wait_ready(lambda: http_ok(f"{self.server}/readyz", context))
+
     def stop(self) -> None:
         """Stop the apiserver, then etcd."""
         for process in reversed(self._processes):

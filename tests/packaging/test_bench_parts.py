@@ -1,0 +1,169 @@
+"""The pure parts of the issue-43 benchmarks: the in-situ breakdown, the peers' command line,
+the scale curve's slope, and what docs/benchmarks.md's generator makes of them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench import in_situ, peers, report, scale
+
+LOOP = "_run_once (asyncio/base_events.py:1900)"
+VERB = "filter (extender/scheduler/verbs.py:40)"
+LOG = "info (structlog/_native.py:10)"
+WATCH = "apply (extender/kube/indexed_pods.py:80)"
+
+
+def test_a_log_line_written_inside_a_verb_is_counted_as_logging_not_as_the_verb() -> None:
+    """The first category a stack's frames name wins, and logging comes before the verbs."""
+    assert in_situ.category(f"{LOOP};{VERB};{LOG}") == "logging per call (structlog, explain)"
+
+
+def test_the_breakdown_splits_the_measured_cpu_by_the_samples_and_keeps_what_none_saw() -> None:
+    """100 samples at 100 Hz are 1 s of a 1.5 s CPU: 0.5 s is its own line, the rest shared."""
+    stacks = {f"{LOOP};{VERB}": 60, f"thread;{WATCH}": 40}
+
+    parts = in_situ.breakdown(stacks, cpu_seconds=1.5, per=1000, rate=100)
+
+    assert parts.ms_per_unit == {
+        "the calls' own work (verbs, lookups, decisions, wire)": 0.6,
+        "pod watches (decode, the policy's pod index, watcher, capacity)": 0.4,
+        "not in any Python frame (C: uvloop, OpenSSL, GC; the kernel)": 0.5,
+    }
+    assert (100, 0.667) == (parts.samples, parts.covered)
+
+
+def test_py_spy_raw_output_is_read_as_stacks_and_counts() -> None:
+    """The raw format's `frames count` lines, a frame holding spaces included."""
+    text = f"{LOOP};{VERB} 7\n{LOOP};{VERB} 3\nnot a line\n"
+
+    assert {f"{LOOP};{VERB}": 10} == dict(in_situ.collapsed(text))
+
+
+def _executable(tmp_path: Path) -> Path:
+    binary = tmp_path / "webhook"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_a_known_peer_is_started_with_its_recipe_and_the_extra_arguments(tmp_path: Path) -> None:
+    """noe keeps its fixed port and cert-dir flag; --peer-arg adds to them."""
+    binary = _executable(tmp_path)
+
+    (spec,) = peers.parse_peers([f"noe={binary}"], ["noe=--v=2"])
+
+    assert ("noe", 8443, "--v=2") == (spec.name, spec.recipe.fixed_port, spec.recipe.args[-1])
+    assert "--cert-dir={cert_dir}" in spec.recipe.args
+
+
+def test_a_peer_with_no_recipe_and_no_arguments_is_refused(tmp_path: Path) -> None:
+    """A name the bench cannot start is said at once, not met as a timeout later."""
+    binary = _executable(tmp_path)
+
+    with pytest.raises(ValueError, match="no recipe"):
+        peers.parse_peers([f"other={binary}"])
+
+
+def test_an_unknown_peer_is_started_from_its_arguments_and_environment(tmp_path: Path) -> None:
+    """--peer-env NAME=KEY=VALUE keeps the value's own `=` signs."""
+    binary = _executable(tmp_path)
+
+    (spec,) = peers.parse_peers([f"other={binary}"], ["other=-listen=:{port}"], ["other=OPTS=a=b"])
+
+    assert (("-listen=:{port}",), {"OPTS": "a=b"}) == (spec.recipe.args, dict(spec.recipe.env))
+
+
+def test_a_peer_binary_that_is_not_executable_is_refused(tmp_path: Path) -> None:
+    """A path that is not there is refused before anything starts."""
+    with pytest.raises(ValueError, match="not an executable"):
+        peers.parse_peers([f"noe={tmp_path / 'missing'}"])
+    assert not os.access(tmp_path / "missing", os.X_OK)
+
+
+def test_the_scale_slope_is_taken_where_only_the_pods_grow_and_flags_faster_growth() -> None:
+    """5k x 50k to 5k x 100k: +10 MiB over 50k pods is 2 per 10k; a figure that triples
+    while the pods double grows faster than linear."""
+    rows = [
+        {"nodes": 1000, "pods": 10_000, "rss_mib": 40.0, "event_cpu_us": 10.0},
+        {"nodes": 5000, "pods": 50_000, "rss_mib": 60.0, "event_cpu_us": 20.0},
+        {"nodes": 5000, "pods": 100_000, "rss_mib": 70.0, "event_cpu_us": 60.0},
+    ]
+
+    found = {s["figure"]: s for s in scale.slopes(rows)}
+
+    assert (2.0, False) == (
+        found["rss_mib"]["per_10k_pods"],
+        found["rss_mib"]["faster_than_linear"],
+    )
+    assert found["event_cpu_us"]["faster_than_linear"]
+    assert "5000x50000" == found["rss_mib"]["from"]
+
+
+def test_the_goals_read_the_largest_scale_size_and_the_webhooks_peer_lines() -> None:
+    """The scale goals take the most pods; the peer goals archfit less the lowest peer."""
+    webhook = (
+        "targets (issue 43): archfit at most every peer, in this run\n"
+        "  archfit: warm added p50 <= every peer's (lowest 0.37): 1.10 (+0.73), not met\n"
+        "  archfit: CPU per 1,000 warm pods <= every peer's (lowest 0.71): 0.52 (-0.19), met\n"
+    )
+    results = {
+        "meta": {},
+        "others": {"webhook_latency.py": webhook},
+        "scale": {
+            "rows": [
+                {"nodes": 5000, "pods": 50_000, "peak_mib": 70.0},
+                {
+                    "nodes": 5000,
+                    "pods": 100_000,
+                    "peak_mib": 84.0,
+                    "stall_start_ms": 30.0,
+                    "stall_relist_ms": 12.0,
+                    "webhook_quiet_p99_ms": 2.0,
+                    "webhook_relist_p99_ms": 5.0,
+                },
+            ]
+        },
+    }
+
+    figures = report.goal_figures(results)
+
+    assert (84.0, 30.0, 2.5) == (
+        figures["scale_peak"],
+        figures["scale_stall"],
+        figures["scale_webhook"],
+    )
+    assert (0.73, -0.19, None) == (
+        figures["peer_warm_over"],
+        figures["peer_cpu_over"],
+        figures["peer_cold_over"],
+    )
+
+
+def test_the_document_shows_the_breakdown_the_scale_table_and_the_peer_table() -> None:
+    """Each of the three parts has its section when its benchmark ran."""
+    row = {
+        "variant": "archfit-profiled",
+        "run": 1,
+        "qps": 1000,
+        "pods_per_s": 90.0,
+        "span_s": 5.0,
+        "cpu_ms_per_pod": {"extender": 1.0},
+        "ratio_noop": None,
+        "ratio_none": None,
+        "cpu_breakdown": {"ms_per_unit": {"logging per call": 0.25}, "samples": 9, "covered": 0.9},
+    }
+    results = {
+        "meta": {"machine": {}, "archfit": "abc", "bench": "abc", "problems": []},
+        "scheduler_throughput": [row],
+        "scale": {"rows": [{"nodes": 1, "pods": 2}], "slopes": []},
+        "others": {"webhook_latency.py": "rows\npeers, this run (added)\nnoe 1.0\n"},
+    }
+
+    text = report.render(results, [], "benchmarks")
+
+    assert "| logging per call | 0.25 |" in text
+    assert "## Scale (issue 43)" in text
+    assert "peers, this run (added)\nnoe 1.0" in text
