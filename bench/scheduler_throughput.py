@@ -502,7 +502,8 @@ class Bench:
 
     def publish_policy(self, run: str, namespace: str) -> None:
         """Install and bind archfit's admission policy, and have an archfit publish every
-        image the pods name; that archfit is stopped before the pods are made."""
+        image the pods name (seed pods name them: the publisher's table is the cluster's
+        pods' images); that archfit is stopped before the pods are made."""
         if self.policy is None:
             self.policy = AdmissionPolicy(self.plane.admin_kubeconfig).install()
         else:
@@ -514,12 +515,21 @@ class Bench:
         }
         name = f"archfit-publisher-{run}"
         archfit = Archfit(self.workdir / name, settings, name=name, env=self.archfit_env)
+        # The publisher's table holds the images the cluster's pods name: a pod per shape,
+        # bound to a node (so no scheduler takes it), in a namespace of its own.
+        seeds = f"{namespace}-seeds"
+        cluster.create_namespace(self.core, seeds)
+        for index, shape in enumerate(self.shapes):
+            seed = cluster.pod_manifest(f"seed-{index}", shape)
+            seed["spec"]["nodeName"] = self.node_names[index]
+            cluster.create_pod(self.core, seeds, seed)
         archfit.start()
         try:
             self.warm(archfit, Variant("publisher", "archfit"), namespace)
             self.policy.wait_published(*{image for shape in self.shapes for image in shape})
         finally:
             archfit.stop()
+            cluster.delete_namespace_pods(self.core, seeds)
 
     def check_constrained(self, namespace: str, manifests: Sequence[Mapping[str, Any]]) -> None:
         """The arm64-only pods carry `kubernetes.io/arch In [arm64]`, or the policy did not
