@@ -1,15 +1,17 @@
 """archfit's CPU broken down by what it does, sampled in a running process (py-spy).
 
 `Sampler(pid)` attaches py-spy (from PyPI, the bench extra) to a process that is already
-running, in non-blocking mode, so the process is never paused: a sample reads its threads'
-Python stacks from outside, and a thread that is not running is not counted (`--idle` off).
+running, in non-blocking mode, so the process is never paused, and `--gil`: a sample is the
+stack of the thread holding the GIL, and none when no thread holds it. A thread blocked in a
+socket read, or the loop waiting in epoll, holds no GIL, so no idle wait is counted as work
+(py-spy's own idle test, which reads the thread's state, counted them: 3x the CPU).
 `stop()` ends the recording and returns the collapsed stacks, one line per distinct stack
 with its sample count; `breakdown()` sorts each stack into one of the CATEGORIES and scales
 the shares to a measured CPU figure, so the parts add up to what the kernel counted.
 
-What sampling cannot see: time in C with no Python frame above it (uvloop's own loop,
-OpenSSL, the garbage collector when it runs between bytecodes of a frame it does not name).
-Such CPU is counted by the kernel but sampled in no stack; `covered` says how much of the
+What sampling cannot see: CPU spent without the GIL (OpenSSL and socket reads in the
+client's threads, which release it; the kernel's side of those). Such CPU is counted by the
+kernel but sampled in no stack; `covered` says how much of the
 measured CPU the samples account for, so the rest is visible, not spread over the others.
 
     sampler = Sampler(pid).start()
@@ -63,6 +65,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("event loop: scheduling, callbacks (asyncio)", ("asyncio/", "uvloop/", "selectors.py")),
 )
 OTHER = "other Python"
+UNSEEN = "without the GIL (socket reads, TLS, the kernel): in no sample"
 
 
 class Unavailable(RuntimeError):
@@ -106,6 +109,7 @@ class Sampler:
                 "--rate",
                 str(self.rate),
                 "--nonblocking",
+                "--gil",
                 "--format",
                 "raw",
                 "--output",
@@ -182,9 +186,7 @@ def breakdown(
         name: round(1000 * seen * count / total / max(1, per), 4)
         for name, count in counts.most_common()
     }
-    ms["not in any Python frame (C: uvloop, OpenSSL, GC; the kernel)"] = round(
-        1000 * unseen / max(1, per), 4
-    )
+    ms[UNSEEN] = round(1000 * unseen / max(1, per), 4)
     covered = round(sampled_seconds / cpu_seconds, 3) if cpu_seconds > 0 else 0.0
     return Breakdown(ms_per_unit=ms, samples=total, covered=covered)
 

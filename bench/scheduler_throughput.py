@@ -59,7 +59,8 @@ and archfit's). A 2-core machine shared with anything moves one run's figures by
 more, so a figure to quote is the spread of three runs, printed under the table.
 
     .venv/bin/python -m bench.scheduler_throughput [--pods 500] [--nodes 500] [--source DIR]
-        [--before DIR] [--runs N] [--default-qps] [--output table|json] [--keep DIR]
+        [--before DIR] [--runs N] [--default-qps] [--only VARIANT ...] [--output table|json]
+        [--keep DIR]
 """
 
 from __future__ import annotations
@@ -648,6 +649,7 @@ def run(
     keep: Path | None = None,
     runs: int = 1,
     before: Path | None = None,
+    only: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Measure every variant unthrottled (and at the shipped qps with default_qps), `runs`
     times (the later runs only the REPEATED variants), with archfit-before from `before`.
@@ -676,6 +678,7 @@ def run(
                 v
                 for v in VARIANTS
                 if (v.watcher or has_watcher(source)) and (not v.profiled or in_situ.available())
+                if not only or v.name in {*only, "noop-extender"}
             ]
             if before is not None:
                 variants.append(BEFORE)
@@ -794,12 +797,26 @@ def main() -> int:
     )
     parser.add_argument("--before", type=Path, help="also run this checkout's archfit beside")
     parser.add_argument("--runs", type=int, default=1, help="measure the ratio's rows N times")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=(),
+        choices=[v.name for v in VARIANTS],
+        help="measure only these variants (and noop-extender, the ratio's reference)",
+    )
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--keep", type=Path, help="keep logs and configs in this directory")
     args = parser.parse_args()
     try:
         rows = run(
-            args.pods, args.nodes, args.source, args.default_qps, args.keep, args.runs, args.before
+            args.pods,
+            args.nodes,
+            args.source,
+            args.default_qps,
+            args.keep,
+            args.runs,
+            args.before,
+            args.only,
         )
     except (Unavailable, BuildFailed, ValueError) as error:
         print(f"scheduler_throughput: {error}", file=sys.stderr)

@@ -30,7 +30,7 @@ def test_the_breakdown_splits_the_measured_cpu_by_the_samples_and_keeps_what_non
     assert parts.ms_per_unit == {
         "the calls' own work (verbs, lookups, decisions, wire)": 0.6,
         "pod watches (decode, the policy's pod index, watcher, capacity)": 0.4,
-        "not in any Python frame (C: uvloop, OpenSSL, GC; the kernel)": 0.5,
+        in_situ.UNSEEN: 0.5,
     }
     assert (100, 0.667) == (parts.samples, parts.covered)
 
