@@ -1,4 +1,4 @@
-"""archfit's CPU broken down by what it does, sampled in a running process (py-spy).
+"""archfit's CPU broken down by what it does, sampled in a running process (py-spy, perf).
 
 `Sampler(pid)` attaches py-spy (from PyPI, the bench extra) to a process that is already
 running, in non-blocking mode, so the process is never paused, and `--gil`: a sample is the
@@ -18,6 +18,14 @@ measured CPU the samples account for, so the rest is visible, not spread over th
     ...  # the load
     stacks = sampler.stop()
     parts = breakdown(stacks, cpu_seconds, per=binds)
+
+What a GIL sample is not: CPU. A thread the kernel has taken off the CPU while it holds the
+GIL (in a write to a loopback socket, whose receiver the kernel wakes and runs at once, on a
+machine with more runnable threads than cores) is sampled as holding it. So the Python view
+says where the GIL is held, and the kernel's view says where the CPU goes: `PerfSampler`
+records the process with perf's cpu-clock event (on CPU only, the kernel's side included)
+and `by_library` splits that CPU by the shared object it ran in (the interpreter, uvloop,
+OpenSSL, msgspec, the kernel, ...).
 """
 
 from __future__ import annotations
@@ -65,7 +73,6 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("event loop: scheduling, callbacks (asyncio)", ("asyncio/", "uvloop/", "selectors.py")),
 )
 OTHER = "other Python"
-UNSEEN = "without the GIL (socket reads, TLS, the kernel): in no sample"
 
 
 class Unavailable(RuntimeError):
@@ -79,6 +86,11 @@ def available() -> bool:
     except Unavailable:
         return False
     return True
+
+
+def perf_available() -> bool:
+    """Whether perf is installed here (it may still be refused: then it records nothing)."""
+    return shutil.which("perf") is not None
 
 
 def py_spy() -> str:
@@ -156,12 +168,13 @@ def category(stack: str) -> str:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """CPU per unit of work (ms), by category; and how much of the CPU the samples cover."""
+    """Milliseconds of GIL held per unit of work (a bound pod, a request), by category."""
 
     ms_per_unit: dict[str, float]
     samples: int
     covered: float
-    """Sampled seconds over the CPU seconds measured (1.0: every CPU second was sampled)."""
+    """GIL-held seconds over the CPU seconds the kernel counted: above 1, the GIL was held
+    while the thread waited for a CPU (or in a call that does not release it)."""
 
     def as_row(self) -> dict[str, object]:
         return {"ms_per_unit": self.ms_per_unit, "samples": self.samples, "covered": self.covered}
@@ -170,24 +183,14 @@ class Breakdown:
 def breakdown(
     stacks: Mapping[str, int], cpu_seconds: float, per: int, rate: int = RATE_HZ
 ) -> Breakdown:
-    """`cpu_seconds` (measured by the kernel over the work) split by the samples' shares,
-    per unit (`per`: the pods bound, the requests answered), in milliseconds.
-
-    The part of the CPU no sample saw is its own line, so the shares of the sampled part
-    are not inflated by it."""
+    """The GIL samples by category, as milliseconds held per unit (`per`: the pods bound,
+    the requests answered); and how they compare with the CPU the kernel counted."""
     counts: Counter[str] = Counter()
     for stack, count in stacks.items():
         counts[category(stack)] += count
     total = sum(counts.values())
-    sampled_seconds = total / rate
-    unseen = max(0.0, cpu_seconds - sampled_seconds)
-    seen = cpu_seconds - unseen
-    ms = {
-        name: round(1000 * seen * count / total / max(1, per), 4)
-        for name, count in counts.most_common()
-    }
-    ms[UNSEEN] = round(1000 * unseen / max(1, per), 4)
-    covered = round(sampled_seconds / cpu_seconds, 3) if cpu_seconds > 0 else 0.0
+    ms = {name: round(1000 * count / rate / max(1, per), 4) for name, count in counts.most_common()}
+    covered = round(total / rate / cpu_seconds, 3) if cpu_seconds > 0 else 0.0
     return Breakdown(ms_per_unit=ms, samples=total, covered=covered)
 
 
@@ -197,3 +200,106 @@ def top_frames(stacks: Mapping[str, int], count: int = 15) -> list[tuple[str, in
     for stack, samples in stacks.items():
         innermost[stack.rsplit(";", 1)[-1]] += samples
     return innermost.most_common(count)
+
+
+#: Shared objects by what they do, for perf's samples (first match on the object's name).
+LIBRARIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the kernel: sockets, loopback TCP, scheduling, page faults", ("[kernel",)),
+    ("the interpreter: Python code", ("libpython", "python3")),
+    ("uvloop: the event loop and its transports", ("uvloop", "loop.cpython")),
+    ("TLS: OpenSSL", ("libssl", "libcrypto", "_ssl")),
+    ("JSON: msgspec, orjson", ("msgspec", "_core.cpython", "orjson")),
+    (
+        "aiohttp's C parts: the HTTP parser, multidict, yarl",
+        ("_http_parser", "multidict", "yarl", "propcache"),
+    ),
+    ("libc: malloc, memcpy", ("libc.so", "libm.so", "ld-linux")),
+)
+
+
+@dataclass
+class PerfSampler:
+    """perf recording one process's on-CPU samples (cpu-clock) until `stop()`."""
+
+    pid: int
+    output: Path
+    rate: int = 999
+    _process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> PerfSampler:
+        perf = shutil.which("perf")
+        if perf is None:
+            raise Unavailable("perf is not installed (linux-perf)")
+        self._process = subprocess.Popen(
+            [
+                perf,
+                "record",
+                "-e",
+                "cpu-clock",
+                "-F",
+                str(self.rate),
+                "-p",
+                str(self.pid),
+                "-o",
+                str(self.output),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """End the recording; each shared object's share of the on-CPU samples (0..1)."""
+        process = self._process
+        if process is None:
+            raise RuntimeError("the sampler was not started")
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        report = subprocess.run(
+            [
+                "perf",
+                "report",
+                "-i",
+                str(self.output),
+                "--stdio",
+                "--no-children",
+                "--sort",
+                "dso",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return dso_shares(report.stdout)
+
+
+def dso_shares(text: str) -> dict[str, float]:
+    """`perf report --sort dso -q` read: `  41.67%  [kernel.kallsyms]` lines."""
+    shares: dict[str, float] = {}
+    for line in text.splitlines():
+        percent, _, name = line.strip().partition("%")
+        try:
+            shares[name.strip()] = shares.get(name.strip(), 0.0) + float(percent) / 100
+        except ValueError:
+            continue
+    return shares
+
+
+def by_library(shares: Mapping[str, float], cpu_seconds: float, per: int) -> dict[str, float]:
+    """The measured CPU split by LIBRARIES, in ms per unit."""
+    grouped: Counter[str] = Counter()
+    for dso, share in shares.items():
+        name = next(
+            (label for label, markers in LIBRARIES if any(m in dso for m in markers)), "other"
+        )
+        grouped[name] += share
+    total = sum(grouped.values()) or 1.0
+    return {
+        name: round(1000 * cpu_seconds * share / total / max(1, per), 4)
+        for name, share in grouped.most_common()
+    }

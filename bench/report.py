@@ -612,35 +612,42 @@ def _sections(
 def breakdown_section(
     rows: Sequence[Mapping[str, Any]], baseline_rows: Sequence[Mapping[str, Any]] | None
 ) -> list[str]:
-    """The profiled throughput row's CPU per pod by what archfit does (bench/in_situ.py),
-    beside a baseline's when it has one."""
+    """The profiled throughput row's CPU per pod by library (perf) and its GIL time by what
+    archfit does (py-spy), beside a baseline's when it has one (bench/in_situ.py)."""
     mine = next((r for r in rows if r.get("cpu_breakdown")), None)
     if mine is None:
         return []
     theirs = next((r for r in baseline_rows or () if r.get("cpu_breakdown")), None)
-    parts = mine["cpu_breakdown"]
-    before = theirs["cpu_breakdown"]["ms_per_unit"] if theirs else {}
-    names = list(dict.fromkeys([*parts["ms_per_unit"], *before]))
-    table_rows = []
-    for name in names:
-        row = {"what archfit does": name, "ms per pod": parts["ms_per_unit"].get(name, 0.0)}
-        if theirs:
-            row["before"] = before.get(name, 0.0)
-        table_rows.append(row)
-    columns = ["what archfit does", *(["before"] if theirs else []), "ms per pod"]
     total = mine["cpu_ms_per_pod"].get("extender")
-    return [
+    parts = mine["cpu_breakdown"]
+    out = [
         "",
         "### Where archfit's CPU per pod goes, in the throughput run",
         "",
-        f"The `{mine['variant']}` row: py-spy sampled archfit's stacks from outside through "
-        f"the run ({parts['samples']} samples, covering {parts['covered']:.0%} of its "
-        f"{format_cell(total)} ms of CPU per pod); each stack's category is the first of "
-        "bench/in_situ.py's CATEGORIES its frames name, its share scaled to the CPU the "
-        "kernel counted.",
+        f"The `{mine['variant']}` row, sampled from outside through the run: archfit's "
+        f"{format_cell(total)} ms of CPU per pod split by the library it ran in (perf's "
+        "cpu-clock samples, on CPU only, the kernel's side included), and the time the GIL "
+        f"was held by what archfit was doing (py-spy --gil, {parts['samples']} samples, "
+        f"{format_cell(parts['covered'])}x the CPU: above 1, the GIL was held while its thread "
+        "waited for a core).",
         "",
-        table(table_rows, columns),
     ]
+    for key, label in (("cpu_by_library", "CPU ms per pod"), ("cpu_breakdown", "GIL ms per pod")):
+        now = mine.get(key) or {}
+        now = now.get("ms_per_unit", now) if key == "cpu_breakdown" else now
+        if not now:
+            continue
+        before = (theirs or {}).get(key) or {}
+        before = before.get("ms_per_unit", before) if key == "cpu_breakdown" else before
+        names = list(dict.fromkeys([*now, *before]))
+        table_rows = []
+        for name in names:
+            row = {"part": name, label: now.get(name, 0.0)}
+            if theirs:
+                row["before"] = before.get(name, 0.0)
+            table_rows.append(row)
+        out += [table(table_rows, ["part", *(["before"] if theirs else []), label]), ""]
+    return out
 
 
 def scale_section(result: Mapping[str, Any] | None) -> list[str]:

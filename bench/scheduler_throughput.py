@@ -445,10 +445,12 @@ class Bench:
         if variant.policy:
             self.check_constrained(namespace, manifests)
         extender = self.start_extender(variant, run, namespace)
-        sampler, stacks = None, None
+        sampler, stacks, perf, libraries = None, None, None, None
         if variant.profiled and extender is not None:
             output = self.workdir / run / "py-spy.txt"
             sampler = in_situ.Sampler(extender.process.pid, output).start()
+            perf = in_situ.PerfSampler(extender.process.pid, output.with_suffix(".perf"))
+            perf = perf.start() if in_situ.perf_available() else None
         try:
             scheduler = Scheduler(
                 self.binaries,
@@ -470,6 +472,7 @@ class Bench:
                 )
                 after = answered(extender) if extender else {}
                 stacks = sampler.stop() if sampler is not None else None
+                libraries = perf.stop() if perf is not None else None
             finally:
                 scheduler.stop()
         finally:
@@ -499,6 +502,9 @@ class Bench:
             parts = in_situ.breakdown(stacks, window.cpu_seconds["extender"], window.binds)
             row["cpu_breakdown"] = parts.as_row()
             row["top_frames"] = in_situ.top_frames(stacks)
+        if libraries is not None:
+            cpu = window.cpu_seconds["extender"]
+            row["cpu_by_library"] = in_situ.by_library(libraries, cpu, window.binds)
         return row
 
     def publish_policy(self, run: str, namespace: str) -> None:
@@ -740,13 +746,18 @@ def render_spread(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render_breakdown(row: Mapping[str, Any]) -> str:
-    """A profiled row's CPU per pod by what archfit does, and the most sampled frames."""
+    """A profiled row's CPU per pod by library (perf), its GIL time by what archfit does
+    (py-spy), and the most sampled frames."""
     parts = row["cpu_breakdown"]
     total = row["cpu_ms_per_pod"].get("extender", 0.0)
-    lines = [
-        f"{row['variant']} (run {row.get('run', 1)}): archfit's CPU {total:.3f} ms per pod, "
-        f"{parts['samples']} samples covering {parts['covered']:.0%} of it",
-        *(f"  {ms:7.3f} ms  {name}" for name, ms in parts["ms_per_unit"].items()),
+    lines = [f"{row['variant']} (run {row.get('run', 1)}): archfit's CPU {total:.3f} ms per pod"]
+    if row.get("cpu_by_library"):
+        lines.append("  CPU by library (perf cpu-clock, scaled to the CPU counted), ms per pod:")
+        lines += [f"  {ms:7.3f}  {name}" for name, ms in row["cpu_by_library"].items()]
+    lines += [
+        f"  GIL held by what archfit does (py-spy --gil, {parts['samples']} samples, "
+        f"{parts['covered']:.2f}x the CPU), ms per pod:",
+        *(f"  {ms:7.3f}  {name}" for name, ms in parts["ms_per_unit"].items()),
         "  most sampled frames (self):",
         *(f"  {count:7d}  {frame}" for frame, count in row.get("top_frames", [])),
     ]

@@ -21,18 +21,33 @@ def test_a_log_line_written_inside_a_verb_is_counted_as_logging_not_as_the_verb(
     assert in_situ.category(f"{LOOP};{VERB};{LOG}") == "logging per call (structlog, explain)"
 
 
-def test_the_breakdown_splits_the_measured_cpu_by_the_samples_and_keeps_what_none_saw() -> None:
-    """100 samples at 100 Hz are 1 s of a 1.5 s CPU: 0.5 s is its own line, the rest shared."""
+def test_the_breakdown_counts_gil_samples_per_unit_and_compares_them_with_the_cpu() -> None:
+    """100 samples at 100 Hz are 1 s of GIL held: over 1,000 pods, 0.6 and 0.4 ms each; over
+    a 0.5 s CPU the GIL was held twice as long as the CPU ran (waits for a core)."""
     stacks = {f"{LOOP};{VERB}": 60, f"thread;{WATCH}": 40}
 
-    parts = in_situ.breakdown(stacks, cpu_seconds=1.5, per=1000, rate=100)
+    parts = in_situ.breakdown(stacks, cpu_seconds=0.5, per=1000, rate=100)
 
     assert parts.ms_per_unit == {
         "the calls' own work (verbs, lookups, decisions, wire)": 0.6,
         "pod watches (decode, the policy's pod index, watcher, capacity)": 0.4,
-        in_situ.UNSEEN: 0.5,
     }
-    assert (100, 0.667) == (parts.samples, parts.covered)
+    assert (100, 2.0) == (parts.samples, parts.covered)
+
+
+def test_perf_samples_are_split_by_library_and_scaled_to_the_measured_cpu() -> None:
+    """`perf report --sort dso` shares grouped; 2 s of CPU over 1,000 pods is 2 ms each."""
+    text = (
+        "    50.00%  [kernel.kallsyms]\n    25.00%  libpython3.11.so.1.0\n    25.00%  libssl.so.3\n"
+    )
+
+    found = in_situ.by_library(in_situ.dso_shares(text), cpu_seconds=2.0, per=1000)
+
+    assert found == {
+        "the kernel: sockets, loopback TCP, scheduling, page faults": 1.0,
+        "the interpreter: Python code": 0.5,
+        "TLS: OpenSSL": 0.5,
+    }
 
 
 def test_py_spy_raw_output_is_read_as_stacks_and_counts() -> None:
