@@ -136,7 +136,8 @@ def token_registry(workdir: Path) -> Iterator[TokenRegistry]:
     issuer = TokenIssuer(workdir / "issuer")
     policy = TokenPolicy(public_prefixes=(f"{REPOSITORY.split('/')[0]}/",))
     cert = make_serving_cert(workdir / "tls")
-    with TokenServer(issuer, policy) as server:
+    # Its token server on HTTPS too, with the same certificate, as public registries' are.
+    with TokenServer(issuer, policy, tls=(cert.cert, cert.key)) as server:
         registry = RegistryProcess.start(
             workdir / "registry", token=server.registry_config(), tls=cert
         )

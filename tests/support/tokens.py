@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -99,12 +100,25 @@ class TokenRequest:
 class TokenServer:
     """`GET /token` on 127.0.0.1, in a daemon thread; use as a context manager."""
 
-    def __init__(self, issuer: TokenIssuer, policy: TokenPolicy | None = None) -> None:
+    def __init__(
+        self,
+        issuer: TokenIssuer,
+        policy: TokenPolicy | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        """`tls`: (certificate, key) to serve HTTPS with, as public token servers do (a
+        client may refuse an https registry's plain-HTTP realm: regclient does)."""
         self.issuer = issuer
         self.policy = policy or TokenPolicy()
         self.requests: list[TokenRequest] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -112,7 +126,7 @@ class TokenServer:
     def realm(self) -> str:
         """The realm URL the registry puts in its Bearer challenge."""
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/token"
+        return f"{self._scheme}://{host!s}:{port}/token"
 
     def registry_config(self) -> TokenAuthConfig:
         """What `RegistryProcess.start(token=...)` needs."""
