@@ -67,7 +67,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ import aiohttp
 import orjson
 from kubernetes import client
 
-from bench import harness, peers
+from bench import harness, in_situ, peers
 from bench.token_registry import RoundTrips, TokenRegistry, token_registry
 from tests.e2e import binaries, cluster
 from tests.e2e.archfit import Archfit, archfit_settings, merge
@@ -107,6 +107,8 @@ QUIET_NS = 300_000
 """A process that used less CPU than this in QUIET_SECONDS has handled the watch events of its
 block (archfit's idle timers and Lease renewals use about 0.3 ms a second)."""
 IDLE_SECONDS = 3.0
+PROFILED_REQUESTS = 2000
+"""Handler-alone requests sampled for `profile_handler`: a few thousand samples."""
 # Issue 32's targets.
 CPU_TARGET_TIMES_GO = 2.0
 RSS_TARGET_MIB = 70.0
@@ -165,6 +167,8 @@ class Measured:
     connections: dict[str, int]
     peers: list[str] = field(default_factory=list)
     """The peers' names, in the order given (`--peer`)."""
+    profile: dict[str, Any] = field(default_factory=dict)
+    """Where archfit's handler-alone requests spend their time (`profile_handler`)."""
 
 
 def create_ms(core: Any, namespace: str, name: str, ref: str) -> float:
@@ -521,12 +525,47 @@ def run(
                 server.rss_mib = harness.proc_memory(server.pid)[0] / 2**20
             check_same_answer(core, api, rows)
             direct = asyncio.run(handler_only(hook.webhook_port, ca, body, pods))
+            profile = profile_handler(
+                hook.archfit.process,
+                root,
+                lambda: handler_only(hook.webhook_port, ca, body, PROFILED_REQUESTS),
+            )
         finally:
             for stop in reversed(stack):
                 stop()
     connections = {name: len(peers) for name, peers in seen.items()}
     names = [spec.name for spec in peer_specs]
-    return Measured(rows, cold, direct, servers, round_trips, connections, names)
+    return Measured(rows, cold, direct, servers, round_trips, connections, names, profile)
+
+
+def profile_handler(
+    process: Process, root: Path, requests: Callable[[], Coroutine[Any, Any, list[float]]]
+) -> dict[str, Any]:
+    """archfit's handler alone again, sampled (bench/in_situ.py): per request, its latency,
+    archfit's CPU (by library, perf), and the time archfit's GIL was held (by what, py-spy).
+    Latency less archfit's CPU is what a request waits for (the client's own share, here a
+    Python aiohttp client, included); GIL time above CPU is time held while off a core."""
+    if not in_situ.available():
+        return {}
+    pid = pid_of(process)
+    sampler = in_situ.Sampler(pid, root / "handler.py-spy").start()
+    perf = in_situ.PerfSampler(pid, root / "handler.perf")
+    perf = perf.start() if in_situ.perf_available() else None
+    time.sleep(1.0)  # py-spy attaches
+    before = harness.proc_cpu_ns(pid)
+    samples = asyncio.run(requests())
+    cpu_seconds = (harness.proc_cpu_ns(pid) - before) / 1e9
+    stacks = sampler.stop()
+    libraries = perf.stop() if perf is not None else {}
+    count = len(samples)
+    return {
+        "requests": count,
+        "latency_p50_ms": statistics.median(samples),
+        "cpu_ms": 1000 * cpu_seconds / max(1, count),
+        "gil": in_situ.breakdown(stacks, cpu_seconds, count).as_row(),
+        "cpu_by_library": in_situ.by_library(libraries, cpu_seconds, count),
+        "top_frames": in_situ.top_frames(stacks, 10),
+    }
 
 
 def rotated(rows: list[Variant], i: int) -> list[Variant]:
@@ -731,6 +770,8 @@ def report(measured: Measured, pods: int, before: Path | None) -> None:
         print(f"{row.name:<44} {mid:8.2f} {p99:8.2f} {shown:>13}")
     mid, p99 = summary(measured.direct)
     print(f"{'archfit handler alone, warm (TLS POST)':<44} {mid:8.2f} {p99:8.2f}")
+    if measured.profile:
+        print(render_profile(measured.profile))
     ref50 = p50["no webhook (reference)"]
     floor = p50["Go webhook, archfit's answer"]
     print(
@@ -854,6 +895,24 @@ def peer_comparison(measured: Measured, added: Mapping[str, float]) -> str:
                 mine <= worst,
             )
         )
+    return "\n".join(lines)
+
+
+def render_profile(profile: Mapping[str, Any]) -> str:
+    """`profile_handler`'s figures, per request."""
+    gil = profile["gil"]
+    lines = [
+        f"archfit handler alone, sampled ({profile['requests']} requests): latency p50 "
+        f"{profile['latency_p50_ms']:.3f} ms, archfit's CPU {profile['cpu_ms']:.3f} ms, so "
+        f"{profile['latency_p50_ms'] - profile['cpu_ms']:.3f} ms waiting (client included); "
+        f"GIL held {gil['covered']:.2f}x the CPU",
+        "  CPU by library, ms per request:",
+        *(f"  {ms:7.3f}  {name}" for name, ms in profile["cpu_by_library"].items()),
+        "  GIL held by what archfit does, ms per request:",
+        *(f"  {ms:7.3f}  {name}" for name, ms in gil["ms_per_unit"].items()),
+        "  most sampled frames (self):",
+        *(f"  {count:7d}  {frame}" for frame, count in profile["top_frames"]),
+    ]
     return "\n".join(lines)
 
 
