@@ -179,6 +179,24 @@ PYCACHE = Path.home() / ".cache" / "archfit-bench" / "pycache"
 """Bytecode for the processes the benchmarks start, outside the checkouts."""
 
 
+def cluster_settings(kubeconfig: Path, registry_host: str) -> dict[str, Any]:
+    """archfit's settings for a bench control plane: enforce, fail-open, the node index and
+    pull secrets from `kubeconfig`, one plain-HTTP loopback registry."""
+    return {
+        "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
+        "kubernetes": {
+            "mode": "kubeconfig",
+            "kubeconfig": str(kubeconfig),
+            "nodeIndex": True,
+            "pullSecrets": True,
+        },
+        "registry": {
+            "hosts": {registry_host: {"plainHttp": True}},
+            "allowedNetworks": ["127.0.0.1/32"],
+        },
+    }
+
+
 def source_env(source: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment with `source` first on PYTHONPATH, and bytecode on.
 

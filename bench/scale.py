@@ -58,6 +58,7 @@ from typing import Any
 import orjson
 
 from bench import harness, pod_watch
+from bench.webhook_latency import review_of
 from tests.e2e import binaries
 from tests.e2e.archfit import Archfit
 from tests.e2e.controlplane import Binaries, ControlPlane
@@ -350,20 +351,7 @@ def review(host: str) -> bytes:
     """An AdmissionReview of a CREATE of a pod naming an image archfit has resolved."""
     body, _ = pod_body(1, 1, host)
     body["spec"].pop("nodeName")
-    return orjson.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "scale",
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": body["metadata"]["namespace"],
-                "operation": "CREATE",
-                "object": body,
-            },
-        }
-    )
+    return orjson.dumps(review_of(body, body["metadata"]["namespace"]))
 
 
 def p99(samples: Sequence[float]) -> float | None:
@@ -389,17 +377,7 @@ class Bench:
 
     def settings(self, webhook_port: int, cert: Any) -> dict[str, Any]:
         return {
-            "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
-            "kubernetes": {
-                "mode": "kubeconfig",
-                "kubeconfig": str(self.plane.admin_kubeconfig),
-                "nodeIndex": True,
-                "pullSecrets": True,
-            },
-            "registry": {
-                "hosts": {self.registry.host: {"plainHttp": True}},
-                "allowedNetworks": ["127.0.0.1/32"],
-            },
+            **harness.cluster_settings(self.plane.admin_kubeconfig, self.registry.host),
             "admissionPolicy": {"enabled": True},
             "webhook": {
                 "enabled": True,

@@ -398,17 +398,7 @@ class Bench:
         # amd64-only sidecar, a quarter arm64-only: archfit filters half the nodes for those.
         self.shapes = [[multi.reference], [multi.reference, amd64], [multi.reference], [arm64]]
         self.settings = {
-            "policy": {"mode": "enforce", "failurePolicy": "fail-open"},
-            "kubernetes": {
-                "mode": "kubeconfig",
-                "kubeconfig": str(self.plane.admin_kubeconfig),
-                "nodeIndex": True,
-                "pullSecrets": True,
-            },
-            "registry": {
-                "hosts": {self.registry.host: {"plainHttp": True}},
-                "allowedNetworks": ["127.0.0.1/32"],
-            },
+            **harness.cluster_settings(self.plane.admin_kubeconfig, self.registry.host),
             # Production logging, written to a file: one line per request is part of the cost.
             "logging": {"level": "info", "format": "json"},
         }
