@@ -667,6 +667,22 @@ def scale_section(result: Mapping[str, Any] | None) -> list[str]:
         "",
         table(result["rows"], scale.COLUMNS),
     ]
+    profiled = [r for r in result["rows"] if r.get("relist_profile")]
+    if profiled:
+        top = max(profiled, key=lambda r: (r["pods"], r["nodes"]))
+        parts = top["relist_profile"]
+        out += [
+            "",
+            f"The relist at {top['nodes']} nodes and {top['pods']} pods, sampled "
+            "(bench/in_situ.py): archfit's CPU by library, and the GIL by what held it (ms, "
+            "the whole relist):",
+            "",
+            table(
+                [{"part": k, "CPU ms": v} for k, v in parts["cpu_ms_by_library"].items()]
+                + [{"part": k, "GIL ms": v} for k, v in parts["gil"]["ms_per_unit"].items()],
+                ("part", "CPU ms", "GIL ms"),
+            ),
+        ]
     if result.get("slopes"):
         out += [
             "",

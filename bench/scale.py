@@ -57,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from bench import harness, pod_watch
+from bench import harness, in_situ, pod_watch
 from bench.webhook_latency import review_of
 from tests.e2e import binaries
 from tests.e2e.archfit import Archfit
@@ -424,9 +424,11 @@ class Bench:
                     idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_at)
                     row["idle_cpu_ms_per_s"] = round(idle_rate * 1000, 1)
                     row["webhook_quiet_p99_ms"] = p99([ms for _, ms in hook.samples])
+                    samplers = self.samplers(pid, name)
                     relist_at, relist_cpu = time.monotonic(), cpu_seconds(pid)
                     self.restart_apiserver()
                     settled = settle(pid, idle_rate)
+                    row["relist_profile"] = self.profile(samplers, cpu_seconds(pid) - relist_cpu)
                     spent = cpu_seconds(pid) - relist_cpu - idle_rate * (settled - relist_at)
                     row["relist_s"] = round(settled - relist_at, 1)
                     row["relist_cpu_us_per_pod"] = round(spent * 1e6 / pods, 1)
@@ -445,6 +447,26 @@ class Bench:
                 archfit.stop()
         self.say(f"scale: {json.dumps(row)}")
         return row
+
+    def samplers(self, pid: int, name: str) -> tuple[Any, Any] | None:
+        """py-spy and perf on archfit through the relist (bench/in_situ.py), when here."""
+        if not in_situ.available():
+            return None
+        stacks = in_situ.Sampler(pid, self.workdir / name / "relist.py-spy").start()
+        perf = in_situ.PerfSampler(pid, self.workdir / name / "relist.perf")
+        return stacks, perf.start() if in_situ.perf_available() else None
+
+    def profile(self, samplers: tuple[Any, Any] | None, cpu: float) -> dict[str, Any] | None:
+        """The relist's CPU by library and its GIL time by what archfit did, in ms (whole)."""
+        if samplers is None:
+            return None
+        stacks = samplers[0].stop()
+        libraries = samplers[1].stop() if samplers[1] is not None else {}
+        return {
+            "cpu_ms_by_library": in_situ.by_library(libraries, cpu, 1),
+            "gil": in_situ.breakdown(stacks, cpu, 1).as_row(),
+            "top_frames": in_situ.top_frames(stacks, 12),
+        }
 
     def parameter(self, archfit: Archfit, exec_at: float) -> dict[str, Any]:
         """The ImagePlatforms parameter: when archfit first published it, its size."""
@@ -594,6 +616,10 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run(sizes, patches, not args.no_statuses, say)
     print(json.dumps(result, indent=2) if args.output == "json" else render(result))
+    for row in result["rows"] if args.output == "table" else ():
+        if row.get("relist_profile"):
+            print(f"\nrelist at {row['nodes']}x{row['pods']}, where archfit's CPU went (ms):")
+            print(json.dumps(row["relist_profile"], indent=1))
     return 0
 
 
