@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from extender.audit.lookups import Pair
+from extender.audit.distinct_images import Pair
 from extender.audit.pure import newer_tags
 from extender.audit.pure.newer_tags import TagHint
 from extender.audit.pure.report import same_image
@@ -30,7 +30,7 @@ from extender.registry.errors import RegistryError, snippet
 from extender.registry.pure.reference import parse
 
 LookUp = Callable[[str, PullSecretsRef], Awaitable[Resolved]]
-"""One image lookup, failures answered as Unknown (extender.audit.lookups)."""
+"""One image lookup, failures answered as Unknown (extender.audit.distinct_images)."""
 
 
 class TagLister(Protocol):

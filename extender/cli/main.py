@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
         if problems:
             return 2
     if args.connects:
-        from extender.kube.access import KubeConfigError
+        from extender.kube.connect import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -191,7 +191,7 @@ def _scheduler_config(settings: config.Settings, args: argparse.Namespace) -> in
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.pure.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.access import KubeConfigError, current_namespace
+    from extender.kube.connect import KubeConfigError, current_namespace
 
     _quiet_logs(settings)
     contexts: list[str] = args.context or []
@@ -243,7 +243,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.access import KubeConfigError, context_names
+    from extender.kube.connect import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -275,7 +275,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.access import KubeConfigError, context_names, current_namespace
+    from extender.kube.connect import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -295,7 +295,7 @@ def _audit_clusters(
 def _cluster_api(settings: config.Settings) -> KubeApi | None:
     """The API client `release`, `uninstall` and `policy` need, or None after saying why
     there is none."""
-    from extender.kube.access import KubeConfigError, build_api_client
+    from extender.kube.connect import KubeConfigError, build_api_client
 
     try:
         api = build_api_client(settings.kubernetes, required=True)

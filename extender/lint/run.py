@@ -123,7 +123,7 @@ async def _look_up(
     bounded number per host), and for those without arm64 the newest tags' hint."""
     # Only lint online pays for the registry client (aiohttp): offline CI runs skip it.
     from extender.audit import hints
-    from extender.audit.lookups import Looker
+    from extender.audit.distinct_images import Looker
     from extender.registry.resolver import build_resolver
 
     resolver = await build_resolver(settings.registry, settings.cache)

@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.distinct_images import distinct_pairs, look_up
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.workloads import Workload, WorkloadKey
-from extender.audit.resolving import CheckedIndexes, look_up_with
+from extender.audit.registry_answers import CheckedIndexes, look_up_with
 from extender.config.settings import Settings
 from extender.core.platforms import Unknown
 from extender.core.pods import PullSecretsRef

@@ -15,9 +15,9 @@ from extender.audit.pure.report import Lookups
 from extender.audit.pure.workloads import Workload
 from extender.core.platforms import Resolved, Unknown, describe_failure
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
+from extender.resolution.within_deadline import PlatformResolver
 
 Pair = tuple[str, PullSecretsRef]
 

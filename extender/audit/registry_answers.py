@@ -14,19 +14,19 @@ from typing import TextIO
 
 from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
-from extender.audit.lookups import Looker, Pair
+from extender.audit.distinct_images import Looker, Pair
 from extender.audit.pure.newer_tags import TagHint
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.report import Disagreement, Lookups, same_image
 from extender.config.settings import Settings
 from extender.core.platforms import LINUX_ARM64, Platform, Unknown, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import RegistryResolver
+from extender.resolution.within_deadline import PlatformResolver
 
 
 @dataclass(frozen=True, slots=True)
