@@ -19,7 +19,8 @@ from extender.core.pods import PullSecretsRef, WorkloadId
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import Verification
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from extender.resolution.within_deadline import Resolution
 
 IMAGES = ("registry.example/app:1", "registry.example/sidecar:1")

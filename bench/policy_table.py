@@ -39,7 +39,8 @@ from extender.core.parameter import PublishedTable, decode_spec
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.function_resolver import AnsweringRegistry
 
 NOW = 1_780_000_000.0

@@ -17,13 +17,8 @@ from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
 from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
-from extender.resolution.evidence_book import (
-    EvidenceBook,
-    LearnedResolver,
-    SharedEvidence,
-    evidence_book,
-    runs_on_some_node,
-)
+from extender.resolution.evidence_book import EvidenceBook, SharedEvidence, evidence_book
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
 from extender.resolution.shared_tier import SharedTier
 from extender.resolution.within_deadline import PlatformResolver, Resolution
 

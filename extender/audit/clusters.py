@@ -21,7 +21,7 @@ from extender.audit.pure.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.report import LeftOut, Report
 from extender.audit.pure.workloads import Workload
-from extender.audit.registry_answers import RegistryAnswers, look_up_with
+from extender.audit.registry_answers import RegistryAnswers, resolve_with
 from extender.audit.render import left_out_line
 from extender.audit.run import (
     SECRET_LOOKUPS,
@@ -206,7 +206,7 @@ def run_fleet_audit(
                     return 2
         pairs = fleet_pairs(clusters)
         with progress(err, len(pairs)) as advance:
-            resolution = asyncio.run(_look_up(settings, apis, pairs, advance, options, err))
+            resolution = asyncio.run(_resolve_images(settings, apis, pairs, advance, options, err))
     finally:
         for api in apis.values():
             api.close()
@@ -226,7 +226,7 @@ def run_fleet_audit(
     return 1 if options.fail_on_blockers and blocked else 0
 
 
-async def _look_up(
+async def _resolve_images(
     settings: Settings,
     apis: Mapping[str, Any],
     pairs: Sequence[Pair],
@@ -236,4 +236,4 @@ async def _look_up(
 ) -> RegistryAnswers:
     metrics = Metrics()
     async with fleet_resolver(settings, metrics, apis) as resolver:
-        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        return await resolve_with(resolver, metrics, settings, pairs, advance, options, err)

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
-from extender.audit.distinct_images import Looker, Pair
+from extender.audit.distinct_images import BoundedResolution, Pair
 from extender.audit.pure.newer_tags import TagHint
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.report import Disagreement, Lookups, same_image
@@ -55,13 +55,13 @@ async def resolve(
     """Look every pair up (probes first), then hint at newer tags of arm64 blockers when a
     `lister` is given and `newer_tags` > 0."""
     budget = PullBudget(remaining)
-    looker = Looker(resolver, per_host, budget, advance)
+    resolution = BoundedResolution(resolver, per_host, budget, advance)
     probes: dict[str, Pair] = {}
     for pair in pairs:
         host = _api_host(pair[0])
         if host is not None:
             probes.setdefault(host, pair)
-    lookups = dict(await looker.all(probes.values()))
+    lookups = dict(await resolution.all(probes.values()))
     rest = [pair for pair in pairs if pair not in lookups]
     looked = {same_image(image) for image, _ in lookups}
     needed: dict[str, set[str]] = {}
@@ -72,11 +72,13 @@ async def resolve(
     counts = {host: len(images) for host, images in needed.items()}
     for host, (count, left) in sorted(shortfalls(counts, remaining).items()):
         say(warning(host, count, left))
-    lookups.update(await looker.all(rest))
+    lookups.update(await resolution.all(rest))
     if lister is None or newer_tags <= 0:
         return RegistryAnswers(lookups)
     blocking = blocking_images(lookups, loose=loose)
-    found = await hints.hints(lister, looker.one, blocking, pairs, limit=newer_tags, loose=loose)
+    found = await hints.hints(
+        lister, resolution.one, blocking, pairs, limit=newer_tags, loose=loose
+    )
     return RegistryAnswers(lookups, found)
 
 
@@ -147,7 +149,7 @@ class CheckedIndexes:
         return tuple(sorted(self._found.values(), key=lambda d: (d.image, d.digest)))
 
 
-async def look_up_with(
+async def resolve_with(
     resolver: PlatformResolver,
     metrics: Metrics,
     settings: Settings,

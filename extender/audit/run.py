@@ -29,7 +29,7 @@ from extender.audit.pure.workloads import (
     node_architectures,
     running,
 )
-from extender.audit.registry_answers import RegistryAnswers, look_up_with
+from extender.audit.registry_answers import RegistryAnswers, resolve_with
 from extender.config.settings import Settings
 from extender.core.capacity import Capacity, cluster_capacity
 from extender.core.platforms import Platform
@@ -62,7 +62,7 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         workloads, skipped = parse_workloads(fleet.workloads)
         pairs = distinct_pairs(workloads)
         with progress(err, len(pairs)) as advance:
-            resolution = asyncio.run(_look_up(settings, api, pairs, advance, options, err))
+            resolution = asyncio.run(_resolve_images(settings, api, pairs, advance, options, err))
         lookups = resolution.lookups
     finally:
         api.close()
@@ -157,7 +157,7 @@ def judge_fleet(
     )
 
 
-async def _look_up(
+async def _resolve_images(
     settings: Settings,
     api: Any,
     pairs: Sequence[Pair],
@@ -172,7 +172,7 @@ async def _look_up(
     async with registry_resolver(
         settings, metrics, api, queue_secret_reads=SECRET_LOOKUPS
     ) as resolver:
-        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        return await resolve_with(resolver, metrics, settings, pairs, advance, options, err)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,8 @@ from extender.core.platforms import Platform
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
 from extender.registry.verify import Verification
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from extender.tables import Column, fitted, print_table
 
 _VERIFY_HEADER = "INDEX CHECK"

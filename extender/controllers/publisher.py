@@ -70,7 +70,7 @@ class ParameterStore(Protocol):
 
 
 class Answers(Protocol):
-    """What the leader resolves with (extender.resolution.evidence_book.LearnedResolver): the
+    """What the leader resolves with (extender.resolution.learned_resolver.LearnedResolver): the
     registry through the cache (never the shared table it publishes), and the evidence it
     believes."""
 

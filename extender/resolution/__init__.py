@@ -1,1 +1,2 @@
-"""A pod's lookups within a deadline, and the learned evidence believed over the index."""
+"""Resolving an image's platforms in tiers (the last answers, this replica's cache, the shared
+table, the registry) within a request's deadline, and the learned evidence believed over them."""

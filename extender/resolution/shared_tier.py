@@ -25,7 +25,7 @@ from extender.resolution.within_deadline import PlatformResolver, WorkloadEviden
 
 class DigestMemory(WorkloadEvidence, Protocol):
     """What the tier needs of the learned resolver beside its narrowing
-    (extender.resolution.evidence_book.LearnedResolver)."""
+    (extender.resolution.learned_resolver.LearnedResolver)."""
 
     def digest_of(self, image: str, pull: PullSecretsRef) -> str | None: ...
 

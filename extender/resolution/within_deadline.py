@@ -44,8 +44,8 @@ class PlatformResolver(Protocol):
 
 
 class WorkloadEvidence(Protocol):
-    """What one workload's own failures taught (extender.resolution.evidence_book.LearnedResolver):
-    believed for that workload's pods only."""
+    """What one workload's own failures taught, believed for that workload's pods only
+    (extender.resolution.learned_resolver.LearnedResolver)."""
 
     def narrow(
         self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str

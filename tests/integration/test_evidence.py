@@ -13,7 +13,8 @@ from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
 
 DIGEST = "sha256:" + "cd" * 32

@@ -26,7 +26,7 @@ class FunctionResolver:
 
 
 class AnsweringRegistry:
-    """extender.resolution.evidence_book.DigestResolver over `answers` (image → (digest,
+    """extender.resolution.learned_resolver.DigestResolver over `answers` (image → (digest,
     platforms)); records what was asked, and answers 404 for (image, namespace) pairs in
     `refuse` (pull secrets that cannot read it) and images it does not know."""
 

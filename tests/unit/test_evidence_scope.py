@@ -18,12 +18,8 @@ from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import Verification
-from extender.resolution.evidence_book import (
-    EvidenceBook,
-    LearnedResolver,
-    _decode,
-    runs_on_some_node,
-)
+from extender.resolution.evidence_book import EvidenceBook, _decode
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
 from extender.resolution.within_deadline import Resolution
 from tests.support.clock import FakeClock
 

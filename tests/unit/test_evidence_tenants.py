@@ -28,7 +28,8 @@ from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import EntryCheck, Verification
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver, runs_on_some_node
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
 from extender.resolution.within_deadline import RECENT_SECONDS, Resolution
 from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock

@@ -21,7 +21,8 @@ from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.errors import ConflictError
 from extender.metrics import Metrics
-from extender.resolution.evidence_book import EvidenceBook, LearnedResolver
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import AnsweringRegistry
 from tests.support.waiting import wait_for_async
