@@ -87,6 +87,10 @@ def _show_config(settings: config.Settings, args: argparse.Namespace) -> int:
         print(settings_doc.commented_defaults(), end="")
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
+    elif args.metrics:
+        from extender.metrics import metrics_table
+
+        print(metrics_table(), end="")
     elif args.schema:
         import json
 
@@ -558,6 +562,9 @@ def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    what.add_argument(
+        "--metrics", action="store_true", help="docs/operations.md's table of every metric"
+    )
     what.add_argument(
         "--schema",
         action="store_true",
