@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import platform
 from collections import defaultdict
-from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -74,17 +73,13 @@ class Metric(Generic[M]):
     more: str = ""
     """What docs/operations.md says besides the help text (Markdown): label values, links."""
 
-    @overload
-    def __get__(self, instance: None, owner: type[Any]) -> Metric[M]: ...
+    def __get__(self, instance: object, owner: type[Any]) -> M:
+        """What the type checker reads `metrics.requests` as: the metric the entry builds.
 
-    @overload
-    def __get__(self, instance: object, owner: type[Any]) -> M: ...
-
-    def __get__(self, instance: object | None, owner: type[Any]) -> Metric[M] | M:
-        # An instance holds its own metric under the same name (Metrics.__init__), which wins
-        # over this descriptor: reading it costs what reading any attribute costs.
-        if instance is None:
-            return self
+        At run time the entries have left the class (CATALOGUE) and each instance holds its
+        own metric under the entry's name, a plain attribute: the interpreter specialises
+        reading one, which a descriptor of the same name on the class would stop, on every
+        read on the hot path."""
         raise AttributeError(f"{self.name} is built by Metrics.__init__")
 
     def build(self, registry: CollectorRegistry) -> M:
@@ -407,7 +402,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        for attribute, metric in catalogue():
+        for attribute, metric in CATALOGUE:
             setattr(self, attribute, metric.build(self.registry))
         self.build_info.info({"version": __version__, "python": platform.python_version()})
 
@@ -485,17 +480,22 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def catalogue() -> Iterator[tuple[str, Metric[Any]]]:
-    """Each metric of the catalogue with the attribute that holds it, in the class's order."""
-    for attribute, value in vars(Metrics).items():
-        if isinstance(value, Metric):
-            yield attribute, value
+def _taken_from(cls: type[Any]) -> tuple[tuple[str, Metric[Any]], ...]:
+    """The class's entries with the attributes that name them, in its order, removed from it."""
+    entries = tuple((name, entry) for name, entry in vars(cls).items() if isinstance(entry, Metric))
+    for name, _ in entries:
+        delattr(cls, name)
+    return entries
+
+
+CATALOGUE = _taken_from(Metrics)
+"""Each metric of the catalogue with the attribute of `Metrics` that holds it."""
 
 
 def metrics_table() -> str:
     """docs/operations.md's metrics table, one row per metric of the catalogue."""
     lines = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
-    for _, metric in catalogue():
+    for _, metric in CATALOGUE:
         meaning = f"{metric.help} {metric.more}".strip().replace("|", r"\|")
         labels = ", ".join(metric.labels)
         kind = metric.kind.__name__.lower()
