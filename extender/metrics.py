@@ -462,14 +462,7 @@ class Metrics:
     def admission_reviews_received(self) -> int:
         """AdmissionReviews received since start, whatever their outcome (/readyz shows it:
         zero long after pods were created means the API server cannot reach the webhook)."""
-        return int(
-            sum(
-                sample.value
-                for metric in self.admissions.collect()
-                for sample in metric.samples
-                if sample.name.endswith("_total")
-            )
-        )
+        return total_of(self.admissions)
 
     def stale_answer(self, error: str) -> None:
         """Count one tag answered from its last good digest."""
@@ -490,6 +483,18 @@ def _taken_from(cls: type[Any]) -> tuple[tuple[str, Metric[Any]], ...]:
 
 CATALOGUE = _taken_from(Metrics)
 """Each metric of the catalogue with the attribute of `Metrics` that holds it."""
+
+
+def total_of(counter: Counter) -> int:
+    """What a counter counted, over every label."""
+    return int(
+        sum(
+            sample.value
+            for family in counter.collect()
+            for sample in family.samples
+            if sample.name.endswith("_total")
+        )
+    )
 
 
 def metrics_table() -> str:

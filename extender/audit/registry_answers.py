@@ -21,7 +21,7 @@ from extender.audit.pure.report import Disagreement, Lookups, same_image
 from extender.config.settings import Settings
 from extender.core.platforms import LINUX_ARM64, Platform, Unknown, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.metrics import Metrics
+from extender.metrics import Metrics, total_of
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
@@ -105,14 +105,7 @@ def metric_remaining(metrics: Metrics) -> Remaining:
 
 def registry_requests(metrics: Metrics) -> int:
     """Requests sent to registries so far (`archfit_registry_requests_total`)."""
-    return int(
-        sum(
-            sample.value
-            for family in metrics.registry_requests.collect()
-            for sample in family.samples
-            if sample.name.endswith("_total")
-        )
-    )
+    return total_of(metrics.registry_requests)
 
 
 def _api_host(image: str) -> str | None:
