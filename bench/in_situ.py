@@ -47,7 +47,13 @@ STOP_SECONDS = 30.0
 # (category, markers): a stack goes to the first category with a marker among its frames'
 # file paths. The order matters: a log line written while answering filter is logging,
 # not the verb; the verbs' own work is what is left of a verb's stacks.
-_PER_CALL = ("extender/scheduler/", "extender/admission/", "extender/lookups/")
+# extender/lookups/ is where an older checkout (--before, --source) keeps resolution/.
+_PER_CALL = (
+    "extender/scheduler/",
+    "extender/admission/",
+    "extender/resolution/",
+    "extender/lookups/",
+)
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "logging per call (structlog, explain)",
