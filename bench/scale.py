@@ -21,11 +21,14 @@ its own TLS listener), and the bench measures:
   archfit's CPU from the restart until it is quiet again, per pod;
 - `event_cpu_us`: archfit's CPU per pod event, over PATCHES label patches (a label every
   controller might change: archfit's watches see a MODIFIED pod they have no need to act on);
-- `stall_ms`: the longest round trip of a GET /healthz sent back to back on a kept
+- `stall_*_ms`: the longest round trip of a GET /healthz sent every 10 ms on a kept
   connection, through the start, the relist and the patches (a loop that cannot run for
-  X ms answers X ms late; a loaded machine adds its own queue to every figure);
-- `webhook_p99_ms` of POST /mutate (warm pod, TLS, kept connection, back to back) during
-  the relist, against `webhook_quiet_p99_ms` in as many calls while nothing happens;
+  X ms answers up to X ms late; a loaded machine adds its own queue to every figure);
+- `webhook_relist_p99_ms` of POST /mutate (warm pod, TLS, kept connection, every 20 ms)
+  during the relist, against `webhook_quiet_p99_ms` in WEBHOOK_QUIET_CALLS calls while
+  nothing happens; the probes' own CPU (`idle_cpu_ms_per_s`) is taken off the relist's
+  and the events' CPU;
+- `relist_profile` (JSON only): the relist sampled by bench/in_situ.py;
 - `param_kib` and `param_images`: the ImagePlatforms parameter's size and entries; `publish_s`:
   exec to its first publish that holds every image.
 
