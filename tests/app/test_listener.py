@@ -361,10 +361,11 @@ def _on_a_guarded_tls_site(
     async def serve() -> tuple[Any, int, str]:
         app = web.Application()
         app.router.add_get("/", transport_module)
-        runner = web.AppRunner(app)
-        await runner.setup()
         metrics = Metrics()
         guard = ConnectionGuard(server, metrics, OncePerCause())
+        guard.install(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
         port = free_port()
         await GuardedSite(runner, "127.0.0.1", port, guard, context).start()
         try:
