@@ -233,7 +233,8 @@ class _GuardedConnection(asyncio.Protocol):
         assert self._transport is not None
         loop = asyncio.get_running_loop()
         # start_tls swaps the protocol now and starts the handshake a turn later (it reads
-        # nothing before): this runs in between and gives the TLS protocol `first`.
+        # nothing before): this runs in between and gives the TLS protocol `first`. No public
+        # API promises that order: tests/unit/test_library_internals.py checks it per version.
         loop.call_soon(self._feed_loop_tls, first)
         try:
             plain = await loop.start_tls(
@@ -381,7 +382,8 @@ def _feed(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
 
 class _TlsProtocol(sslproto.SSLProtocol):
     """asyncio's TLS protocol with a 16 KiB read buffer instead of 256 KiB: a TLS record
-    holds at most 16 KiB, and the buffer is allocated for every connection."""
+    holds at most 16 KiB, and the buffer is allocated for every connection. asyncio has no
+    public knob for it; tests/unit/test_library_internals.py checks `max_size` per version."""
 
     max_size = 16 * 1024
 
