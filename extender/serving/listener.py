@@ -10,7 +10,6 @@ nothing of aiohttp's own protocol is changed. Requests are not this module's bus
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import ssl
 from asyncio import sslproto
@@ -391,9 +390,11 @@ class _TlsProtocol(sslproto.SSLProtocol):
 async def _write(response: web.StreamResponse, request: web.Request) -> None:
     """Send `response` whole, as aiohttp would once the handler returns; a client gone
     meanwhile is aiohttp's to handle then (its write raises again, and it ends quietly)."""
-    with contextlib.suppress(ConnectionError):
+    try:
         await response.prepare(request)
         await response.write_eof()
+    except ConnectionError:
+        pass
 
 
 def handler_options(server: ServerSettings) -> dict[str, Any]:
