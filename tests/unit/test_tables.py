@@ -23,7 +23,7 @@ from extender.registry.netguard import ALLOW_HINT
 from extender.registry.pure import reference
 from extender.registry.resolver import ImageResolution
 from extender.tables import Column, fit
-from tests.unit.audit_objects import workload
+from tests.support.audit_objects import workload
 
 PULL = PullSecretsRef("shop")
 AMD64 = frozenset({parse("linux/amd64")})

@@ -4,7 +4,7 @@ import pytest
 
 from extender.audit.pure.breakage import EXEC_FORMAT_ERROR, NO_MATCHING_MANIFEST, find
 from extender.audit.pure.workloads import Owners, WorkloadKey, from_object
-from tests.unit.audit_objects import pod_spec, running_pod, workload_object
+from tests.support.audit_objects import pod_spec, running_pod, workload_object
 
 DOCKER_PULL = (
     'Failed to pull image "acme/api:1": no matching manifest for linux/arm64/v8 '

@@ -13,7 +13,7 @@ from extender.audit.pure.options import Pricing
 from extender.audit.run import fleet_capacity, judge_fleet, parse_workloads
 from extender.core.platforms import Platform, Resolved, parse
 from extender.core.pods import PullSecretsRef
-from tests.unit.audit_objects import arch_node, pod_spec, workload_object
+from tests.support.audit_objects import arch_node, pod_spec, workload_object
 
 API = "docker.io/acme/api:1.2"
 WEB = "docker.io/acme/web:2"

@@ -17,7 +17,7 @@ from extender.audit.pure.options import Pricing
 from extender.audit.pure.report import build
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
-from tests.unit.audit_objects import workload
+from tests.support.audit_objects import workload
 
 PULL = PullSecretsRef("shop")
 AMD64 = frozenset({parse("linux/amd64")})

@@ -12,7 +12,7 @@ from extender.audit.pure.report import Disagreement, LeftOut, build, document
 from extender.audit.render import CSV_COLUMNS, headline
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
-from tests.unit.audit_objects import workload
+from tests.support.audit_objects import workload
 
 PULL = PullSecretsRef("shop")
 AMD64 = frozenset({parse("linux/amd64")})
@@ -158,7 +158,7 @@ def test_json_has_no_index_disagreements_key_unless_verify_was_asked():
 def _split_report():
     """web's 4 live pods placed by an arm64 share (one of them finished, one pending)."""
     from extender.audit.pure.workloads import Owners, arch_choices
-    from tests.unit.audit_objects import running_pod
+    from tests.support.audit_objects import running_pod
 
     fleet = [workload("web", "web:1"), workload("api", "api:1")]
     pods = []

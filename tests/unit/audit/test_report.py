@@ -16,7 +16,7 @@ from extender.audit.pure.report import (
 )
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
-from tests.unit.audit_objects import workload
+from tests.support.audit_objects import workload
 
 MULTI = frozenset({parse("linux/amd64"), parse("linux/arm64")})
 AMD64 = frozenset({parse("linux/amd64")})

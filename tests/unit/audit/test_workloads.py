@@ -11,7 +11,7 @@ from extender.audit.pure.workloads import (
     running,
 )
 from extender.core.pods import PullSecretsRef
-from tests.unit.audit_objects import (
+from tests.support.audit_objects import (
     arch_node,
     container,
     meta,

@@ -8,7 +8,7 @@ import yaml
 from extender.cli.main import main
 from extender.cli.scheduler_config import SERVICE_URL, Registration, render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shipped_scheduler_config_is_the_commands_output_for_the_service_url():

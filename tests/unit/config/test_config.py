@@ -12,7 +12,7 @@ from extender.config import docs as settings_doc
 from extender.config.loading import ConfigError, from_mapping, ignored_env, load
 from extender.config.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shipped_config_file_loads_and_matches_the_defaults():

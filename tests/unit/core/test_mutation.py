@@ -444,7 +444,7 @@ def test_the_platforms_annotation_names_every_platform_the_pod_is_sent_to(
 
 def test_docs_webhook_md_says_which_rule_the_webhook_matches_by_under_auto() -> None:
     """The webhook's rule under `auto` (loose, 32-bit Arm only under pull-rule) is documented."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "webhook.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "webhook.md").read_text()
     section = text[text.index("- **Which matching rule.**") :].split("\n- **")[0]
     assert ["`loose`", "`policy.arm32OnArm64: pull-rule`", "archfit.io/aarch32"] == [
         word
