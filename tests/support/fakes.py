@@ -1,7 +1,7 @@
 """Stand-ins for archfit's own Protocols, for unit tests of what drives them (as
-`structlog.testing` is for structlog): each records what it was asked and answers from what
-the test gave it. Production code never imports this module (the layers contract in
-pyproject.toml puts it above everything else)."""
+`structlog.testing` is for structlog): each subclasses the Protocol it stands for (mypy checks
+this module as strictly as the package), records what it was asked and answers from what the
+test gave it. Fakes live here and nowhere else: not in the package, not in a test module."""
 
 from __future__ import annotations
 

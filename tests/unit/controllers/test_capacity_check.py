@@ -1,5 +1,5 @@
 """The capacity check (extender.controllers.capacity) fed pending pods as their watch decodes
-them, its API calls recorded by extender.testing.RecordingPodCalls: what it tells, where, how
+them, its API calls recorded by tests.support.fakes.RecordingPodCalls: what it tells, where, how
 often, and what it leaves alone. The real apiserver and Karpenter are in
 tests/e2e/test_capacity.py."""
 
@@ -18,8 +18,8 @@ from extender.core.pods import PullSecretsRef
 from extender.kube.pending_pods import PendingPod, decode_pending
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock
+from tests.support.fakes import RecordingPodCalls
 from tests.support.function_resolver import FunctionResolver
 
 API = "docker.io/acme/api:1.2"

@@ -1,5 +1,5 @@
 """controllers.leading: what every controller runs while holding its Lease, over a Lease kept
-in memory (extender.testing.MemoryLeases)."""
+in memory (tests.support.fakes.MemoryLeases)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 
 from extender.controllers.leading import leading
 from extender.kube.lease import Lease
-from extender.testing import MemoryLeases
 from tests.support.clock import FakeUtcClock
+from tests.support.fakes import MemoryLeases
 from tests.support.waiting import wait_for_async
 
 

@@ -1,5 +1,5 @@
 """The mismatch watcher (extender.controllers.watcher) fed pods as the pod watch decodes them,
-its API calls recorded by extender.testing.RecordingPodCalls: what it reports, where, how
+its API calls recorded by tests.support.fakes.RecordingPodCalls: what it reports, where, how
 often, what it forgets, and what it evicts. The real apiserver's side is in
 tests/e2e/test_mismatch.py."""
 
@@ -16,9 +16,9 @@ from extender.core.pods import PullSecretsRef
 from extender.kube.pod_watch import WatchedPod, decode_pod
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.testing import RecordingPodCalls
 from tests.objects import node
 from tests.support.clock import FakeClock
+from tests.support.fakes import RecordingPodCalls
 from tests.support.function_resolver import FunctionResolver
 from tests.support.static_nodes import StaticNodes
 

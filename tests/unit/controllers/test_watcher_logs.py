@@ -12,7 +12,7 @@ from extender.controllers.watcher import Watcher
 from extender.kube.pod_watch import WatchedPod, decode_pod
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.testing import RecordingPodCalls
+from tests.support.fakes import RecordingPodCalls
 from tests.support.function_resolver import FunctionResolver
 
 IMAGE = "registry.example/app:1"

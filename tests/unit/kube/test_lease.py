@@ -1,5 +1,5 @@
 """The Lease's election (extender.kube.lease) over a Lease kept in memory
-(extender.testing.MemoryLeases): who holds it, when work starts and stops, what is written.
+(tests.support.fakes.MemoryLeases): who holds it, when work starts and stops, what is written.
 
 Expiry and the renewal deadline are judged on each contender's clock, which here moves only
 when a test says; the real apiserver's side is in tests/e2e/test_lease.py.
@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from structlog.testing import capture_logs
 
 from extender.kube.lease import Lease
-from extender.testing import MemoryLeases
 from tests.support.clock import FakeUtcClock
+from tests.support.fakes import MemoryLeases
 from tests.support.waiting import wait_for_async
 
 DURATION, RENEW = 0.6, 0.05

@@ -30,8 +30,8 @@ from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import EntryCheck, Verification
-from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock
+from tests.support.fakes import RecordingPodCalls
 
 SEED = 20261126
 PODS = 2_000
