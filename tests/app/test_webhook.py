@@ -24,9 +24,8 @@ from extender.core.pods import PullSecretsRef
 from extender.server import create_app
 from tests.app.conftest import TABLE, settings, table_resolver
 from tests.objects import node, pod
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, StaticNodes
 from tests.support.process import free_port
-from tests.support.static_nodes import StaticNodes
 from tests.support.tls import ServingCert, make_serving_cert
 
 Review = dict[str, Any]

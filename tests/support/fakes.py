@@ -7,13 +7,37 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import jsonpatch
+import orjson
+
+from extender.admission.skeleton import Admission, AdmissionPolicy
+from extender.controllers.publisher import ParameterStore
+from extender.controllers.releaser import HeldPods
 from extender.controllers.watcher import Calls
+from extender.core.gates import PodChanged
+from extender.core.node_facts import NodeFacts
+from extender.core.node_parts import FactsOf, decode_node
+from extender.core.platforms import Platform
+from extender.core.pods import Pod, PullSecretsRef
+from extender.core.steering import ShareTally, Steering, SteeringSource, preference_order, steer
+from extender.errors import ConflictError, InputError
 from extender.kube.lease import LeaseRecords, LostRace, Spec
+from extender.lookups.evidence import DigestResolver
+from extender.lookups.resolution import PlatformResolver
+from extender.registry.errors import NotFound
+from extender.registry.pure.reference import parse as parse_reference
+from extender.registry.resolver import ImageResolution
+from extender.registry.verify import EntryCheck, Verification
+from extender.services import NodeSource
 
 if TYPE_CHECKING:
     from extender.kube.pod_watch import WatchedPod
+    from extender.wire.admission_api import AdmissionRequest
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 class RecordingPodCalls(Calls):
@@ -61,6 +85,8 @@ class MemoryLeases(LeaseRecords):
         """While True, every call fails as an API that does not answer."""
         self.writes = 0
         """Creates and writes that succeeded."""
+        self.stored: list[Spec] = []
+        """Every spec stored, in order."""
 
     @property
     def spec(self) -> Spec:
@@ -95,7 +121,301 @@ class MemoryLeases(LeaseRecords):
             raise ConnectionError("the API server does not answer")
 
     def _store(self, spec: Spec) -> dict[str, Any]:
+        self.stored.append(dict(spec))
         self.writes += 1
         metadata = {"name": self.name, "resourceVersion": str(self.writes)}
         self.lease = {"metadata": metadata, "spec": dict(spec)}
         return copy.deepcopy(self.lease)
+
+
+# --- pods held at admission (controllers.releaser.HeldPods) --------------------------------
+
+
+class ScriptedPods(HeldPods):
+    """One held pod; each patch is answered from a script of exceptions (None: apply it, as
+    the apiserver applies a JSON patch). Patches and events are recorded."""
+
+    def __init__(self, held: dict[str, Any], script: list[type[Exception] | None]) -> None:
+        self.pod = held
+        self.script = script
+        self.patches: list[list[dict[str, Any]]] = []
+        self.events: list[tuple[str, str]] = []
+
+    async def read(self, namespace: str, name: str) -> Pod | None:
+        return copy.deepcopy(self.pod)
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        self.patches.append(operations)
+        failure = self.script.pop(0) if self.script else None
+        if failure is not None:
+            raise failure("scripted")
+        self.pod = _patched(self.pod, operations)
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        self.events.append((reason, message))
+
+
+class HeldReplicas(HeldPods):
+    """Several held pods by name, each patch applied as the apiserver applies it."""
+
+    def __init__(self, held: list[dict[str, Any]]) -> None:
+        self.pods = {obj["metadata"]["name"]: obj for obj in held}
+
+    async def read(self, namespace: str, name: str) -> Pod | None:
+        return copy.deepcopy(self.pods[name])
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        name = pod["metadata"]["name"]
+        self.pods[name] = _patched(self.pods[name], operations)
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        return None
+
+
+class PodsByName(HeldPods):
+    """Held pods by name, patched as the apiserver patches: the resourceVersion pinned (409)
+    and every `test` checked; `replace` swaps in another pod of the same name."""
+
+    def __init__(self, *held: dict[str, Any]) -> None:
+        self.pods = {obj["metadata"]["name"]: obj for obj in held}
+        self.before_patch: list[Callable[[], object]] = []
+        """Called once each, in order, before the next patches: what changes meanwhile."""
+
+    def replace(self, obj: dict[str, Any]) -> None:
+        self.pods[obj["metadata"]["name"]] = obj
+
+    async def read(self, namespace: str, name: str) -> Pod | None:
+        found = self.pods.get(name)
+        return copy.deepcopy(found) if found is not None else None
+
+    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
+        if self.before_patch:
+            self.before_patch.pop(0)()
+        current = self.pods.get(pod["metadata"]["name"])
+        if current is None:
+            return False
+        if operations[0]["value"] != current["metadata"]["resourceVersion"]:
+            raise PodChanged("409")
+        try:
+            patched = _patched(current, operations)
+        except jsonpatch.JsonPatchTestFailed as error:
+            raise PodChanged("422, the patch did not apply") from error
+        patched["metadata"]["resourceVersion"] = str(
+            int(current["metadata"]["resourceVersion"]) + 1
+        )
+        self.pods[pod["metadata"]["name"]] = patched
+        return True
+
+    async def event(
+        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        return None
+
+
+def _patched(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, operations)
+    return patched
+
+
+# --- namespace preferences and arm64 shares (core.steering.SteeringSource) ------------------
+
+
+class Steered(SteeringSource):
+    """What the steering watches would hold (namespace annotations, the owners' splits), read
+    through the pure extender.core.steering, as extender.kube.steering_watches.FleetSteering
+    reads it."""
+
+    def __init__(self, namespaces: dict[str, dict[str, str]]) -> None:
+        self.namespaces = namespaces
+        self.tally = ShareTally()
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        namespace = self.namespaces.get(pod["metadata"]["namespace"], {})
+        return steer(pod, namespace, preference, lambda owner: self.tally.split(owner, 0.0))
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        if applied and not steering.kept:
+            self.tally.chosen(steering.owner, applied, 0.0)
+
+    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()
+
+
+class NamespacePreferences(SteeringSource):
+    """The namespace watch's map, read through the pure preference_order: what the
+    extender's verbs read. They neither steer nor choose, so those calls fail the test."""
+
+    def __init__(self, annotations: dict[str, dict[str, str]]) -> None:
+        self.annotations = annotations
+
+    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
+        raise AssertionError("the verbs only read the preference order")
+
+    def chosen(self, steering: Steering, applied: str) -> None:
+        raise AssertionError("the verbs choose nothing")
+
+    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
+        metadata = pod["metadata"]
+        namespace = self.annotations.get(metadata["namespace"], {})
+        return preference_order(metadata.get("annotations") or {}, namespace)
+
+
+# --- the policy's parameter (controllers.publisher.ParameterStore) --------------------------
+
+
+class MemoryStore(ParameterStore):
+    """The ImagePlatforms object, in memory; `conflicts` writes are refused with 409."""
+
+    def __init__(self, spec: dict[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.status: dict[str, Any] = {}
+        self.writes = 0
+        self.conflicts = 0
+
+    async def read(self) -> dict[str, Any] | None:
+        return self.spec
+
+    async def write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ConflictError("changed meanwhile")
+        self.writes += 1
+        self.spec, self.status = spec, status
+
+
+# --- registries and resolvers (lookups.resolution.PlatformResolver, evidence.DigestResolver) -
+
+
+class FunctionResolver(PlatformResolver):
+    """Adapts `func(image, pull)` to extender.lookups.resolution.PlatformResolver."""
+
+    def __init__(
+        self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]
+    ) -> None:
+        self._func = func
+
+    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
+        return await self._func(image, pull)
+
+
+class AnsweringRegistry(DigestResolver):
+    """extender.lookups.evidence.DigestResolver over `answers` (image → (digest, platforms)),
+    each an OCI index; `default` answers any other image (else 404). Records what was asked,
+    and answers 404 for (image, namespace) pairs in `refuse` (pull secrets that cannot read it).
+
+    `verify` of an image or of its pinned `name@digest` finds no entry checked, unless
+    `configs_agree`: then each entry's config agrees with its claim (an honest index)."""
+
+    def __init__(
+        self,
+        answers: Mapping[str, tuple[str, frozenset[Platform]]],
+        *,
+        default: tuple[str, frozenset[Platform]] | None = None,
+        configs_agree: bool = False,
+    ) -> None:
+        self.answers = dict(answers)
+        self.default = default
+        self.configs_agree = configs_agree
+        self.asked: list[tuple[str, str]] = []
+        self.refuse: set[tuple[str, str]] = set()
+
+    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
+        namespace = pull.namespace if pull is not None else ""
+        self.asked.append((image, namespace))
+        answer = self.answers.get(image, self.default)
+        if (image, namespace) in self.refuse or answer is None:
+            raise NotFound(f"{image}: not found")
+        digest, platforms = answer
+        return ImageResolution(parse_reference(image), digest, OCI_INDEX, platforms, False)
+
+    async def verify(
+        self, image: str, pull: PullSecretsRef | None = None
+    ) -> tuple[ImageResolution, Verification]:
+        named = next(
+            (
+                name
+                for name, (digest, _) in self.answers.items()
+                if image == f"{parse_reference(name).name}@{digest}"
+            ),
+            image,
+        )
+        found = await self.resolve(named, pull)
+        if not self.configs_agree:
+            return found, Verification()
+        checks = tuple(EntryCheck(found.digest, p, p, "") for p in found.platforms)
+        return found, Verification(checks)
+
+    async def aclose(self) -> None:
+        return None
+
+
+# --- nodes (services.NodeSource) ------------------------------------------------------------
+
+
+class StaticNodes(NodeSource):
+    """A node source built from v1.Node objects, synced from the start (or, `synced=False`,
+    never: its first list never arrives, and a wait for it spends the whole wait).
+
+    Nodes of one platform and runtime share one facts object, as in the node index: the
+    extender groups candidates by identity."""
+
+    def __init__(self, *nodes: Mapping[str, Any], synced: bool = True) -> None:
+        facts_of = FactsOf()
+        self._nodes: Mapping[str, NodeFacts] = {
+            n["metadata"]["name"]: facts_of(decode_node(orjson.dumps(n))) for n in nodes
+        }
+        self._synced = synced
+
+    @classmethod
+    def of_facts(cls, facts: Mapping[str, NodeFacts]) -> StaticNodes:
+        """The nodes given as name → facts."""
+        made = cls()
+        made._nodes = facts
+        return made
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    problem: str | None = None
+    """Set by a test whose node source cannot stay current."""
+
+    def snapshot(self) -> Mapping[str, NodeFacts]:
+        return self._nodes
+
+    def known_platforms(self) -> frozenset[Platform]:
+        return frozenset(p for p, _, _ in self._nodes.values() if p is not None)
+
+    async def wait_synced(self, seconds: float) -> bool:
+        if not self._synced:
+            await asyncio.sleep(seconds)
+        return self._synced
+
+
+# --- one kind of admission (admission.skeleton.AdmissionPolicy) -----------------------------
+
+
+class WarnOnDeployments(AdmissionPolicy):
+    """A warnings-only policy, as workload admission would be: no patch, ever; a `spec` of
+    "unreadable" cannot be read. Counts each review by outcome."""
+
+    verb = "warn"
+    unreadable = "admission_unreadable_workload"
+    failed = "warn_internal_error"
+
+    def __init__(self) -> None:
+        self.counted: list[tuple[str, bool]] = []
+
+    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
+        if review.object.get("spec") == "unreadable":
+            raise InputError("spec must be an object")
+        return Admission("warned", warnings=[f"{review.kind.get('kind')}: no arm64 build"])
+
+    def count(self, outcome: str, seconds: float | None) -> None:
+        self.counted.append((outcome, seconds is not None))

@@ -19,8 +19,7 @@ from extender.kube.pending_pods import PendingPod, decode_pending
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from tests.support.clock import FakeClock
-from tests.support.fakes import RecordingPodCalls
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, RecordingPodCalls
 
 API = "docker.io/acme/api:1.2"
 OWNER = ("ReplicaSet", "api-7d9c6b5f4")

@@ -19,11 +19,10 @@ from extender.core.mutation import MutationRules
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
-from extender.errors import ConflictError
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
 from tests.support.clock import FakeClock
-from tests.support.function_resolver import AnsweringRegistry
+from tests.support.fakes import AnsweringRegistry, MemoryStore
 from tests.support.waiting import wait_for_async
 
 AMD = frozenset({parse("linux/amd64")})
@@ -32,26 +31,6 @@ CLUSTER = AMD | ARM
 RULES = MutationRules(platforms=CLUSTER, arch_preference={"arm64": 10})
 SWITCHES = Switches(True, True, True, ("excluded",), ("kube-system", "archfit-system"))
 START = TIME_EPOCH + 5_000_000.0
-
-
-class MemoryStore:
-    """The ImagePlatforms object, in memory; `conflicts` writes are refused with 409."""
-
-    def __init__(self, spec: dict[str, Any] | None = None) -> None:
-        self.spec = spec
-        self.status: dict[str, Any] = {}
-        self.writes = 0
-        self.conflicts = 0
-
-    async def read(self) -> dict[str, Any] | None:
-        return self.spec
-
-    async def write(self, spec: dict[str, Any], status: dict[str, Any]) -> None:
-        if self.conflicts:
-            self.conflicts -= 1
-            raise ConflictError("changed meanwhile")
-        self.writes += 1
-        self.spec, self.status = spec, status
 
 
 @dataclasses.dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
-from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
@@ -23,12 +22,12 @@ from extender.core.gates import PodChanged, ReleaseRefused, gate_operations, is_
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
-from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
+from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from tests.objects import pod
 from tests.support.clock import FakeClock
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, HeldReplicas, PodsByName, ScriptedPods, Steered
 from tests.support.waiting import settle, wait_for_async
 
 CREATED = datetime.datetime(2026, 11, 22, 2, 0, tzinfo=datetime.UTC).timestamp()
@@ -37,32 +36,6 @@ RULES = MutationRules(
     platforms=frozenset({parse("linux/amd64"), parse("linux/arm64")}),
     arch_preference={"arm64": 10, "amd64": 0},
 )
-
-
-class ScriptedPods:
-    """Answers patches from a script of exceptions (None: apply it), then applies them."""
-
-    def __init__(self, held: dict[str, Any], script: list[type[Exception] | None]) -> None:
-        self.pod = held
-        self.script = script
-        self.patches: list[list[dict[str, Any]]] = []
-        self.events: list[tuple[str, str]] = []
-
-    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.pod)
-
-    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
-        self.patches.append(operations)
-        failure = self.script.pop(0) if self.script else None
-        if failure is not None:
-            raise failure("scripted")
-        self.pod = jsonpatch.apply_patch(self.pod, operations)
-        return True
-
-    async def event(
-        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
-    ) -> None:
-        self.events.append((reason, message))
 
 
 def held_pod(*images: str) -> dict[str, Any]:
@@ -168,48 +141,7 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
     assert [ARCH_AMD] == required(pods.pod)
 
 
-class Steered:
-    """What the steering watches would hold (namespace annotations, the owners' splits), read
-    through the pure extender.core.steering, as extender.kube.steering_watches.FleetSteering
-    reads it."""
-
-    def __init__(self, namespaces: dict[str, dict[str, str]]) -> None:
-        self.namespaces = namespaces
-        self.tally = ShareTally()
-
-    def steer(self, pod: Mapping[str, Any], preference: Mapping[str, int]) -> Steering:
-        namespace = self.namespaces.get(pod["metadata"]["namespace"], {})
-        return steer(pod, namespace, preference, lambda owner: self.tally.split(owner, 0.0))
-
-    def chosen(self, steering: Steering, applied: str) -> None:
-        if applied and not steering.kept:
-            self.tally.chosen(steering.owner, applied, 0.0)
-
-    def preference_order(self, pod: Mapping[str, Any]) -> tuple[str, ...]:
-        return ()
-
-
 MULTI = AMD | {parse("linux/arm64")}
-
-
-class HeldReplicas:
-    """Several held pods by name, each patch applied as the apiserver applies it."""
-
-    def __init__(self, held: list[dict[str, Any]]) -> None:
-        self.pods = {obj["metadata"]["name"]: obj for obj in held}
-
-    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.pods[name])
-
-    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
-        name = pod["metadata"]["name"]
-        self.pods[name] = jsonpatch.apply_patch(self.pods[name], operations)
-        return True
-
-    async def event(
-        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
-    ) -> None:
-        pass
 
 
 async def arch_choices(held: list[dict[str, Any]], steering: Steered) -> list[Any]:
@@ -267,46 +199,6 @@ async def test_a_held_pod_is_released_with_its_namespaces_preference():
 
 ARM = frozenset({parse("linux/arm64")})
 ARCH_ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
-
-
-class PodsByName:
-    """Held pods by name, patched as the apiserver patches: the resourceVersion pinned (409)
-    and every `test` checked; `replace` swaps in another pod of the same name."""
-
-    def __init__(self, *held: dict[str, Any]) -> None:
-        self.pods = {obj["metadata"]["name"]: obj for obj in held}
-        self.before_patch: list[Any] = []
-        """Called once each, in order, before the next patches: what changes meanwhile."""
-
-    def replace(self, obj: dict[str, Any]) -> None:
-        self.pods[obj["metadata"]["name"]] = obj
-
-    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self.pods.get(name)
-        return copy.deepcopy(found) if found is not None else None
-
-    async def patch(self, pod: Mapping[str, Any], operations: list[dict[str, Any]]) -> bool:
-        if self.before_patch:
-            self.before_patch.pop(0)()
-        current = self.pods.get(pod["metadata"]["name"])
-        if current is None:
-            return False
-        if operations[0]["value"] != current["metadata"]["resourceVersion"]:
-            raise PodChanged("409")
-        try:
-            patched = jsonpatch.apply_patch(current, operations)
-        except jsonpatch.JsonPatchTestFailed as error:
-            raise PodChanged("422, the patch did not apply") from error
-        patched["metadata"]["resourceVersion"] = str(
-            int(current["metadata"]["resourceVersion"]) + 1
-        )
-        self.pods[pod["metadata"]["name"]] = patched
-        return True
-
-    async def event(
-        self, pod: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
-    ) -> None:
-        pass
 
 
 def named(name: str, uid: str, *images: str) -> dict[str, Any]:

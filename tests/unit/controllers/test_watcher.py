@@ -18,9 +18,7 @@ from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from tests.objects import node
 from tests.support.clock import FakeClock
-from tests.support.fakes import RecordingPodCalls
-from tests.support.function_resolver import FunctionResolver
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import FunctionResolver, RecordingPodCalls, StaticNodes
 
 IMAGE = "registry.example/web:1"
 NO_ARM64 = "no matching manifest for linux/arm64 in the manifest list entries"

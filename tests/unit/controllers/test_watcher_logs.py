@@ -12,8 +12,7 @@ from extender.controllers.watcher import Watcher
 from extender.kube.pod_watch import WatchedPod, decode_pod
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from tests.support.fakes import RecordingPodCalls
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, RecordingPodCalls
 
 IMAGE = "registry.example/app:1"
 

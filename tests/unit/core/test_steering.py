@@ -29,6 +29,7 @@ from extender.core.steering import (
 )
 from tests.objects import pod
 from tests.support.clock import FakeClock
+from tests.support.fakes import NamespacePreferences
 
 GLOBAL = {"arm64": 10, "amd64": 0}
 PREFER = "archfit.io/prefer-arch"
@@ -137,29 +138,11 @@ def test_the_extenders_verbs_take_the_namespace_preference_only_from_a_steering_
     """steered_facts: the namespace's order for a pod that says nothing; nothing without a
     source (an extender without the namespace watch keeps the pod's own annotation)."""
     obj = pod("acme/api:1", annotations={})
-    source = Namespaces({"shop": {PREFER: "amd64"}})
+    source = NamespacePreferences({"shop": {PREFER: "amd64"}})
     assert (("amd64",), ()) == (
         steered_facts(facts(obj), obj, source).prefer_arch,
         steered_facts(facts(obj), obj, None).prefer_arch,
     )
-
-
-class Namespaces:
-    """The namespace watch's map, read through the pure preference_order."""
-
-    def __init__(self, annotations: dict[str, dict[str, str]]) -> None:
-        self.annotations = annotations
-
-    def steer(self, pod: Any, preference: Any) -> Steering:
-        raise AssertionError("the verbs only read the preference order")
-
-    def chosen(self, steering: Steering, applied: str) -> None:
-        raise AssertionError("the verbs choose nothing")
-
-    def preference_order(self, pod: Any) -> tuple[str, ...]:
-        metadata = pod["metadata"]
-        namespace = self.annotations.get(metadata["namespace"], {})
-        return preference_order(metadata.get("annotations") or {}, namespace)
 
 
 # --- the choice and the tally -----------------------------------------------------------------

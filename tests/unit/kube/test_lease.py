@@ -181,22 +181,10 @@ async def test_work_that_ends_gives_the_lease_up_and_runs_again_when_it_is_next_
     assert "" == leases.spec.get("holderIdentity", "")
 
 
-class RecordedLeases(MemoryLeases):
-    """MemoryLeases that keeps every spec it stored, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stored: list[dict[str, object]] = []
-
-    def _store(self, spec: dict[str, object]) -> dict[str, object]:
-        self.stored.append(dict(spec))
-        return super()._store(spec)
-
-
 async def test_a_new_lease_is_created_with_its_times_in_one_write():
     """As client-go creates one: holder, acquire and renew times, no transition yet; no second
     write to add the times."""
-    leases, clock = RecordedLeases(), FakeUtcClock()
+    leases, clock = MemoryLeases(), FakeUtcClock()
     async with contending(Contender(leases, "replica-a", clock)):
         await wait_for_async(lambda: leases.stored, "the Lease created")
     created = leases.stored[0]

@@ -4,8 +4,6 @@ only when corroborated."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import orjson
 import pytest
 
@@ -17,10 +15,8 @@ from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
 from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
-from extender.registry.pure.reference import parse
-from extender.registry.resolver import ImageResolution
-from extender.registry.verify import Verification
 from tests.support.clock import FakeClock
+from tests.support.fakes import AnsweringRegistry
 
 DIGEST = "sha256:" + "cd" * 32
 IMAGE = "registry.example/public/app:1"
@@ -52,23 +48,6 @@ def _learned(
         provenance=why_not,
         corroboration=corroboration,
     )
-
-
-class _Index:
-    """A registry whose index claims amd64 and arm64 for IMAGE, under DIGEST."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        return ImageResolution(
-            parse(image), DIGEST, "application/vnd.oci.image.index.v1+json", BOTH, False
-        )
-
-    async def verify(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> tuple[ImageResolution, Verification]:
-        return await self.resolve(image, pull), Verification()
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _book() -> EvidenceBook:
@@ -130,7 +109,7 @@ async def test_what_one_workload_taught_narrows_that_workload_only() -> None:
     """tenant-a's finding takes arm64 from tenant-a's workload; the same image elsewhere,
     in its namespace or another, keeps both platforms."""
     book = _book()
-    learned = LearnedResolver(_Index(), book)
+    learned = LearnedResolver(AnsweringRegistry({}, default=(DIGEST, BOTH)), book)
     resolution = Resolution(learned, evidence=learned)
     assert _learned() == await book.learn(_learned())
     pull = PullSecretsRef("tenant-a")
@@ -190,7 +169,7 @@ async def test_evidence_that_would_leave_an_image_no_platform_is_ignored_and_cou
     """An image crash-looping everywhere for its own reasons loses nothing: the index stands."""
     metrics = Metrics()
     book = _book()
-    learned = LearnedResolver(_Index(), book, metrics=metrics)
+    learned = LearnedResolver(AnsweringRegistry({}, default=(DIGEST, BOTH)), book, metrics=metrics)
     for platform in (ARM64, AMD64):
         await book.learn(_learned(platform=platform, corroboration="confirmed by an operator"))
     found = await learned.platforms(IMAGE, PullSecretsRef("x"))
@@ -203,7 +182,11 @@ async def test_evidence_that_would_leave_a_pod_no_node_is_ignored() -> None:
     it is not believed; with an amd64 node too, it is."""
     nodes = _nodes(ARM64)
     book = _book()
-    learned = LearnedResolver(_Index(), book, runnable=runs_on_some_node(lambda: nodes))
+    learned = LearnedResolver(
+        AnsweringRegistry({}, default=(DIGEST, BOTH)),
+        book,
+        runnable=runs_on_some_node(lambda: nodes),
+    )
     await book.learn(_learned(corroboration="confirmed by an operator"))
     arm64_only = await learned.platforms(IMAGE, PullSecretsRef("x"))
     nodes.extend(_nodes(AMD64))
@@ -215,19 +198,12 @@ async def test_workload_evidence_that_leaves_the_pod_no_node_is_ignored_for_the_
     """Two images, each runnable somewhere, but not together once arm64 goes from one: the
     pod keeps what its index says."""
     arm64_only = "registry.example/public/arm-only:1"
-
-    class _Two(_Index):
-        async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-            found = await super().resolve(image, pull)
-            if image == arm64_only:
-                return dataclasses.replace(
-                    found, digest="sha256:" + "ef" * 32, platforms=frozenset({ARM64})
-                )
-            return found
-
+    registry = AnsweringRegistry(
+        {arm64_only: ("sha256:" + "ef" * 32, frozenset({ARM64}))}, default=(DIGEST, BOTH)
+    )
     book = _book()
     learned = LearnedResolver(
-        _Two(), book, runnable=runs_on_some_node(lambda: _nodes(ARM64, AMD64))
+        registry, book, runnable=runs_on_some_node(lambda: _nodes(ARM64, AMD64))
     )
     resolution = Resolution(learned, evidence=learned)
     await book.learn(_learned())

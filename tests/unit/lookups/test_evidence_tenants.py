@@ -28,10 +28,8 @@ from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_som
 from extender.lookups.resolution import RECENT_SECONDS, Resolution
 from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
-from extender.registry.resolver import ImageResolution
-from extender.registry.verify import EntryCheck, Verification
 from tests.support.clock import FakeClock
-from tests.support.fakes import RecordingPodCalls
+from tests.support.fakes import AnsweringRegistry, RecordingPodCalls, StaticNodes
 
 SEED = 20261126
 PODS = 2_000
@@ -64,42 +62,8 @@ def _digest(image: str) -> str:
     return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
 
 
-class _Registry:
-    """Honest indexes: each entry's config agrees with its claim."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        return ImageResolution(
-            parse(image),
-            _digest(image),
-            "application/vnd.oci.image.index.v1+json",
-            TRUTH[image],
-            False,
-        )
-
-    async def verify(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> tuple[ImageResolution, Verification]:
-        name = next(
-            i for i in TRUTH if image.startswith(parse(i).name + "@") and _digest(i) in image
-        )
-        checks = tuple(EntryCheck(_digest(name), p, p, "") for p in TRUTH[name])
-        return await self.resolve(name, pull), Verification(checks)
-
-    async def aclose(self) -> None:
-        return None
-
-
-class _Nodes:
-    synced = True
-
-    def snapshot(self) -> dict[str, NodeFacts]:
-        return NODES
-
-    def known_platforms(self) -> frozenset[Platform]:
-        return frozenset({AMD64, ARM64})
-
-    async def wait_synced(self, seconds: float) -> bool:
-        return True
+HONEST = AnsweringRegistry({i: (_digest(i), p) for i, p in TRUTH.items()}, configs_agree=True)
+"""Honest indexes: each entry's config agrees with its claim."""
 
 
 def _pod(
@@ -174,13 +138,15 @@ async def test_no_tenant_takes_a_platform_from_another_namespaces_pods() -> None
     target = rng.choice([AMD64, ARM64])
     kubelet = RecordingPodCalls()
     book = EvidenceBook(CacheSettings())
-    learned = LearnedResolver(_Registry(), book, runnable=runs_on_some_node(lambda: NODES.values()))
+    learned = LearnedResolver(HONEST, book, runnable=runs_on_some_node(lambda: NODES.values()))
     clock = FakeClock()
     resolution = Resolution(learned, evidence=learned, clock=clock)
     settings = WatcherSettings(
         logs_per_second=1e9, events_per_second=1e9, evictions_per_minute=1e9, remediate=True
     )
-    watcher = Watcher(settings, Metrics(), kubelet, resolution, _Nodes(), book, learned)
+    watcher = Watcher(
+        settings, Metrics(), kubelet, resolution, StaticNodes.of_facts(NODES), book, learned
+    )
     pods = []
     for index in range(PODS):
         namespace = tenant if rng.random() < 0.5 else rng.choice(NAMESPACES)

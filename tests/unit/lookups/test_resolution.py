@@ -5,7 +5,7 @@ import asyncio
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
 from extender.lookups.resolution import Resolution
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver
 
 PULL = PullSecretsRef("default")
 AMD = frozenset({parse("linux/amd64")})

@@ -15,7 +15,7 @@ from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.lookups.shared_tier import SharedTier
 from tests.support.clock import FakeClock
-from tests.support.function_resolver import AnsweringRegistry
+from tests.support.fakes import AnsweringRegistry
 
 AMD = frozenset({parse("linux/amd64")})
 CLUSTER = AMD | frozenset({parse("linux/arm64")})
