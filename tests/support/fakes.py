@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable, Mapping
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jsonpatch
 import orjson
 
 from extender.admission.skeleton import Admission, AdmissionPolicy
-from extender.controllers.publisher import ParameterStore
+from extender.controllers.publisher import ParameterStore, SeenPod
 from extender.controllers.releaser import HeldPods
 from extender.controllers.watcher import Calls
 from extender.core.gates import PodChanged
+from extender.core.image_uses import PodUse
 from extender.core.node_facts import NodeFacts
 from extender.core.node_parts import FactsOf, decode_node
 from extender.core.platforms import Platform
@@ -28,6 +30,8 @@ from extender.kube.lease import LeaseRecords, LostRace, Spec
 from extender.lookups.evidence import DigestResolver
 from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import NotFound
+from extender.registry.keychain import SecretSource
+from extender.registry.pure.credentials import PullSecret
 from extender.registry.pure.reference import parse as parse_reference
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import EntryCheck, Verification
@@ -355,6 +359,46 @@ class AnsweringRegistry(DigestResolver):
         return None
 
 
+# --- pods as the publisher's list-watch tells them (controllers.publisher.SeenPod) ---------
+
+
+@dataclasses.dataclass
+class ListedPod:
+    """A pod as the list-watch tells it: its images, its workload, and whether it finished.
+    It matches SeenPod by shape (`LISTED_POD_IS_SEEN` below checks it): a dataclass field
+    cannot override the Protocol's read-only `uid` property by subclassing."""
+
+    uid: str
+    namespace: str = "shop"
+    images: tuple[str, ...] = ("web:1",)
+    workload: str = "ReplicaSet/web-1"
+    finished: bool = False
+
+    def use(self) -> PodUse | None:
+        if self.finished:
+            return None
+        return PodUse(self.namespace, self.images, PullSecretsRef(self.namespace), self.workload)
+
+
+LISTED_POD_IS_SEEN: type[SeenPod] = ListedPod
+"""mypy checks ListedPod against SeenPod here."""
+
+
+# --- pull secrets (registry.keychain.SecretSource) ------------------------------------------
+
+
+@dataclasses.dataclass
+class Secrets(SecretSource):
+    """A SecretSource made of plain data: secrets by name, per namespace; reads counted."""
+
+    secrets: dict[str, PullSecret] = dataclasses.field(default_factory=dict)
+    calls: int = 0
+
+    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
+        self.calls += 1
+        return [self.secrets[name] for name in pull.names if name in self.secrets]
+
+
 # --- nodes (services.NodeSource) ------------------------------------------------------------
 
 
@@ -365,12 +409,16 @@ class StaticNodes(NodeSource):
     Nodes of one platform and runtime share one facts object, as in the node index: the
     extender groups candidates by identity."""
 
-    def __init__(self, *nodes: Mapping[str, Any], synced: bool = True) -> None:
+    def __init__(
+        self, *nodes: Mapping[str, Any], synced: bool = True, broken: str | None = None
+    ) -> None:
         facts_of = FactsOf()
         self._nodes: Mapping[str, NodeFacts] = {
             n["metadata"]["name"]: facts_of(decode_node(orjson.dumps(n))) for n in nodes
         }
         self._synced = synced
+        self._broken = broken
+        """When set, asking for the known platforms fails with it: a node index with a bug."""
 
     @classmethod
     def of_facts(cls, facts: Mapping[str, NodeFacts]) -> StaticNodes:
@@ -390,6 +438,8 @@ class StaticNodes(NodeSource):
         return self._nodes
 
     def known_platforms(self) -> frozenset[Platform]:
+        if self._broken is not None:
+            raise RuntimeError(self._broken)
         return frozenset(p for p, _, _ in self._nodes.values() if p is not None)
 
     async def wait_synced(self, seconds: float) -> bool:

@@ -13,16 +13,14 @@ from extender.config.registry_settings import CacheSettings
 from extender.config.settings import AdmissionPolicySettings
 from extender.controllers.publisher import Publisher
 from extender.core.image_table import Switches
-from extender.core.image_uses import PodUse
 from extender.core.mismatch import Evidence
 from extender.core.mutation import MutationRules
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, parse
-from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
 from tests.support.clock import FakeClock
-from tests.support.fakes import AnsweringRegistry, MemoryStore
+from tests.support.fakes import AnsweringRegistry, ListedPod, MemoryStore
 from tests.support.waiting import wait_for_async
 
 AMD = frozenset({parse("linux/amd64")})
@@ -31,22 +29,6 @@ CLUSTER = AMD | ARM
 RULES = MutationRules(platforms=CLUSTER, arch_preference={"arm64": 10})
 SWITCHES = Switches(True, True, True, ("excluded",), ("kube-system", "archfit-system"))
 START = TIME_EPOCH + 5_000_000.0
-
-
-@dataclasses.dataclass
-class Pod:
-    """A pod as the list-watch tells it."""
-
-    uid: str
-    namespace: str = "shop"
-    images: tuple[str, ...] = ("web:1",)
-    workload: str = "ReplicaSet/web-1"
-    finished: bool = False
-
-    def use(self) -> PodUse | None:
-        if self.finished:
-            return None
-        return PodUse(self.namespace, self.images, PullSecretsRef(self.namespace), self.workload)
 
 
 @dataclasses.dataclass
@@ -89,14 +71,14 @@ def made(
     return Made(publisher, store, registry, book, metrics, clock, wall)
 
 
-async def seen(made: Made, *pods: Pod) -> None:
+async def seen(made: Made, *pods: ListedPod) -> None:
     """List `pods` as a (re)list does, and wait until every image they name is answered or
     has failed once."""
     publisher = made.publisher
-    publisher.on_pod("LISTING", Pod(""))
+    publisher.on_pod("LISTING", ListedPod(""))
     for pod in pods:
         publisher.on_pod("ADDED", pod)
-    publisher.on_pod("SYNCED", Pod(""))
+    publisher.on_pod("SYNCED", ListedPod(""))
     await settled(made)
 
 
@@ -136,7 +118,7 @@ async def test_a_pods_image_is_published_once_resolved_and_not_rewritten_unchang
     """Every image a pod names reaches the object with its exact set; a round with nothing
     new writes nothing."""
     m = started({"web:1": ("sha256:w", CLUSTER), "init:1": ("sha256:i", AMD)})
-    await seen(m, Pod("a", images=("init:1", "web:1")))
+    await seen(m, ListedPod("a", images=("init:1", "web:1")))
     await m.publisher.publish_once()
     await m.publisher.publish_once()
     assert ({"init:1": AMD, "web:1": CLUSTER}, 1) == (listed(m), m.store.writes)
@@ -153,13 +135,13 @@ async def test_a_running_pods_image_stays_past_unused_seconds_and_leaves_after_i
     """Use is the pod's existence, not its CREATE: the image stays while the pod runs, and
     leaves unusedSeconds after the pod is gone."""
     m = started({"web:1": ("sha256:w", AMD)})
-    await seen(m, Pod("a"))
+    await seen(m, ListedPod("a"))
     await m.publisher.publish_once()
     m.clock.advance(10_000)
     m.wall.advance(10_000)
     await m.publisher.publish_once()
     assert ["web:1"] == list(listed(m))
-    m.publisher.on_pod("DELETED", Pod("a"))
+    m.publisher.on_pod("DELETED", ListedPod("a"))
     m.clock.advance(599)
     await m.publisher.publish_once()
     assert ["web:1"] == list(listed(m))
@@ -174,9 +156,9 @@ async def test_finished_pods_and_pods_of_excluded_namespaces_name_nothing(starte
     m = started({"a:1": ("sha256:a", AMD), "b:1": ("sha256:b", AMD), "c:1": ("sha256:c", AMD)})
     await seen(
         m,
-        Pod("done", images=("a:1",), finished=True),
-        Pod("x", namespace="excluded", images=("b:1",)),
-        Pod("k", namespace="kube-system", images=("c:1",)),
+        ListedPod("done", images=("a:1",), finished=True),
+        ListedPod("x", namespace="excluded", images=("b:1",)),
+        ListedPod("k", namespace="kube-system", images=("c:1",)),
     )
     await m.publisher.publish_once()
     assert ({}, []) == (listed(m), m.registry.asked)
@@ -191,8 +173,8 @@ async def test_a_lookup_failing_with_one_namespaces_credentials_tries_anothers(
     m.registry.refuse.add(("private:1", "aaa"))
     await seen(
         m,
-        Pod("a", namespace="aaa", images=("private:1",)),
-        Pod("b", namespace="bbb", images=("private:1",)),
+        ListedPod("a", namespace="aaa", images=("private:1",)),
+        ListedPod("b", namespace="bbb", images=("private:1",)),
     )
     await m.publisher.publish_once()
     assert ({"private:1": ARM}, [("private:1", "aaa"), ("private:1", "bbb")]) == (
@@ -208,9 +190,9 @@ async def test_a_new_leader_keeps_carried_times_and_resolves_the_oldest_first(
     resolved again oldest first once due."""
     answers = {f"img-{n}:1": (f"sha256:{n}", AMD) for n in range(3)}
     first = started(answers)
-    pods: list[Pod] = []
+    pods: list[ListedPod] = []
     for n in (2, 0, 1):  # img-2 resolved first, then img-0, then img-1
-        pods.append(Pod(f"p{n}", images=(f"img-{n}:1",)))
+        pods.append(ListedPod(f"p{n}", images=(f"img-{n}:1",)))
         await seen(first, *pods)
         await first.publisher.publish_once()
         first.wall.advance(1)
@@ -226,7 +208,7 @@ async def test_a_new_leader_keeps_carried_times_and_resolves_the_oldest_first(
     assert times == {key: kept.get(key).resolved_at for key in times}  # type: ignore[union-attr]
     successor.publisher.start()
     try:
-        await seen(successor, *(Pod(f"p{k}", images=(f"img-{k}:1",)) for k in range(3)))
+        await seen(successor, *(ListedPod(f"p{k}", images=(f"img-{k}:1",)) for k in range(3)))
         await successor.publisher.publish_once()
         await settled(successor)
     finally:
@@ -238,7 +220,7 @@ async def test_a_conflict_is_counted_and_the_next_round_writes(started: Any) -> 
     """A 409 counts as a failure (cause conflict); the next round writes the object."""
     m = started({"web:1": ("sha256:w", AMD)})
     m.store.conflicts = 1
-    await seen(m, Pod("a"))
+    await seen(m, ListedPod("a"))
     assert await m.publisher.publish_once() is None
     assert await m.publisher.publish_once() is not None
     failures = m.metrics.policy_publish_failures.labels("conflict")._value.get()
@@ -258,9 +240,9 @@ async def test_a_refresh_that_changes_only_times_is_written_once_per_refresh_sec
         await m.publisher.publish_once()
         await settled(m)
 
-    await seen(m, Pod("a", images=("a:1",)))
+    await seen(m, ListedPod("a", images=("a:1",)))
     await round_at(0)  # write 1
-    await seen(m, Pod("a", images=("a:1",)), Pod("b", images=("b:1",)))
+    await seen(m, ListedPod("a", images=("a:1",)), ListedPod("b", images=("b:1",)))
     await round_at(30)  # write 2: b:1 is new
     await round_at(61)  # a:1 refreshed: only its time moved, 31 s after the last write
     await round_at(62)
@@ -294,7 +276,11 @@ async def test_workload_evidence_is_published_for_that_workload_and_cluster_wide
     published under `workloads` for its pods only."""
     m = started({"multi:1": ("sha256:multi", CLUSTER)})
     await m.book.learn(evidence(workload="ReplicaSet/web-1"))
-    await seen(m, Pod("a", images=("multi:1",)), Pod("b", namespace="other", images=("multi:1",)))
+    await seen(
+        m,
+        ListedPod("a", images=("multi:1",)),
+        ListedPod("b", namespace="other", images=("multi:1",)),
+    )
     await m.publisher.publish_once()
     assert m.store.spec is not None
     table = PublishedTable.of(read_spec(m.store.spec))
@@ -315,7 +301,7 @@ async def test_when_full_the_namespaces_left_out_are_counted_logged_and_in_the_s
     answers = {f"registry.example/{ns}/app-{n:03d}:1.0": (f"sha256:{ns}{n}", AMD)
                for ns in ("big", "small") for n in range(400)}  # fmt: skip
     m = started(answers, max_bytes=10_000)
-    pods = [Pod(f"{ns}-{n}", namespace=ns, images=(f"registry.example/{ns}/app-{n:03d}:1.0",))
+    pods = [ListedPod(f"{ns}-{n}", namespace=ns, images=(f"registry.example/{ns}/app-{n:03d}:1.0",))
             for ns in ("big", "small") for n in range(400 if ns == "big" else 3)]  # fmt: skip
     await seen(m, *pods)
     with capture_logs() as logs:
@@ -342,11 +328,11 @@ async def test_a_round_with_nothing_changed_renders_nothing_new(started: Any) ->
         return render(*args)
 
     m.publisher.render = counted  # type: ignore[method-assign]
-    await seen(m, Pod("a", images=("a:1",)))
+    await seen(m, ListedPod("a", images=("a:1",)))
     for _ in range(3):
         await m.publisher.publish_once()
     assert 1 == len(renders)
-    m.publisher.on_pod("ADDED", Pod("b", images=("b:1",)))
+    m.publisher.on_pod("ADDED", ListedPod("b", images=("b:1",)))
     await settled(m)
     await m.publisher.publish_once()
     m.clock.advance(61)
