@@ -31,6 +31,7 @@ from extender.lookups.evidence import DigestResolver
 from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import NotFound
 from extender.registry.keychain import SecretSource
+from extender.registry.manifests import OCI_INDEX
 from extender.registry.pure.credentials import PullSecret
 from extender.registry.pure.reference import parse as parse_reference
 from extender.registry.resolver import ImageResolution
@@ -40,8 +41,6 @@ from extender.services import NodeSource
 if TYPE_CHECKING:
     from extender.kube.pod_watch import WatchedPod
     from extender.wire.admission_api import AdmissionRequest
-
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 class RecordingPodCalls(Calls):
