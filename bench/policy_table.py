@@ -40,7 +40,7 @@ from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
-from tests.support.function_resolver import AnsweringRegistry
+from tests.support.fakes import AnsweringRegistry
 
 NOW = 1_780_000_000.0
 PODS_PER_IMAGE = 2
