@@ -27,8 +27,6 @@ from extender.core.pods import Pod, PullSecretsRef
 from extender.core.steering import ShareTally, Steering, SteeringSource, preference_order, steer
 from extender.errors import ConflictError, InputError
 from extender.kube.lease import LeaseRecords, LostRace, Spec
-from extender.lookups.evidence import DigestResolver
-from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import NotFound
 from extender.registry.keychain import SecretSource
 from extender.registry.manifests import OCI_INDEX
@@ -36,6 +34,8 @@ from extender.registry.pure.credentials import PullSecret
 from extender.registry.pure.reference import parse as parse_reference
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import EntryCheck, Verification
+from extender.resolution.learned_resolver import DigestResolver
+from extender.resolution.within_deadline import PlatformResolver
 from extender.services import NodeSource
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ class MemoryStore(ParameterStore):
 
 
 class FunctionResolver(PlatformResolver):
-    """Adapts `func(image, pull)` to extender.lookups.resolution.PlatformResolver."""
+    """Adapts `func(image, pull)` to extender.resolution.within_deadline.PlatformResolver."""
 
     def __init__(
         self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]
@@ -308,9 +308,10 @@ class FunctionResolver(PlatformResolver):
 
 
 class AnsweringRegistry(DigestResolver):
-    """extender.lookups.evidence.DigestResolver over `answers` (image → (digest, platforms)),
-    each an OCI index; `default` answers any other image (else 404). Records what was asked,
-    and answers 404 for (image, namespace) pairs in `refuse` (pull secrets that cannot read it).
+    """extender.resolution.learned_resolver.DigestResolver over `answers` (image → (digest,
+    platforms)), each an OCI index; `default` answers any other image (else 404). Records
+    what was asked, and answers 404 for (image, namespace) pairs in `refuse` (pull secrets
+    that cannot read it).
 
     `verify` of an image or of its pinned `name@digest` finds no entry checked, unless
     `configs_agree`: then each entry's config agrees with its claim (an honest index)."""

@@ -17,8 +17,9 @@ from extender.core.mismatch import Evidence
 from extender.core.mutation import MutationRules
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, parse
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
 from tests.support.fakes import AnsweringRegistry, ListedPod, MemoryStore
 from tests.support.waiting import wait_for_async

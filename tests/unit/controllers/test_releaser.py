@@ -23,8 +23,8 @@ from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
 from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from tests.objects import pod
 from tests.support.clock import FakeClock
 from tests.support.fakes import FunctionResolver, HeldReplicas, PodsByName, ScriptedPods, Steered
