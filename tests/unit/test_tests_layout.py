@@ -15,7 +15,11 @@ UNIT = ROOT / "tests" / "unit"
 #: Tests at the root of tests/unit/ that read the whole tree rather than one module, and why.
 WHOLE_TREE = {
     "test_comments_present_tense.py": "every comment and docstring of extender/",
+    "test_library_internals.py": (
+        "the third-party behaviours extender/ relies on without a public promise, in any folder"
+    ),
     "test_one_name_per_idea.py": "every definition and constant of extender/",
+    "test_public_apis.py": "every import and attribute read of third-party packages in extender/",
     "test_repository.py": "every tracked file of the repository",
     "test_tests_layout.py": "every test module and every Protocol of extender/",
 }
