@@ -30,10 +30,10 @@ from extender.config.settings import Settings, WebhookGateSettings
 from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
-from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
+from extender.core.mutation import Mutation, MutationRules, decide_mutation
 from extender.core.platforms import Resolved, Unknown
 from extender.core.pod_rules import steered_rules, with_cluster_platforms
-from extender.core.pods import Pod, PodError, PullSecretsRef, facts
+from extender.core.pods import Pod, PodError, PullSecretsRef, ShapeError, facts, read_pod
 from extender.core.steering import SteeringSource
 from extender.core.text import MAX_API_MESSAGE, error_text
 from extender.lookups.resolution import Resolution
@@ -297,20 +297,23 @@ class Releaser:
         rules = steered_rules(rules, pod, self._steering)
         images = tuple(resolved)
         try:
+            view = read_pod(pod)
             if not at_cap:
-                return decide_mutation(pod, images, resolved, rules), "resolved"
+                return decide_mutation(view, images, resolved, rules), "resolved"
             fallback = self._settings.fallback
             if fallback == "admit":
                 return None, "at the cap, fallback admit: unconstrained"
             if fallback == "known":
-                mutation = decide_mutation(pod, images, resolved, rules, known_only=True)
+                mutation = decide_mutation(view, images, resolved, rules, known_only=True)
                 return mutation, "at the cap, fallback known: constrained by the known images"
             on_arch = frozenset(p for p in rules.platforms if p.architecture == fallback)
             assumed = {i: r if isinstance(r, frozenset) else on_arch for i, r in resolved.items()}
-            mutation = decide_mutation(pod, images, assumed, rules)
+            mutation = decide_mutation(view, images, assumed, rules)
             return mutation, f"at the cap, fallback {fallback}"
         except ShapeError:
             return None, "without constraints: the pod's affinity is unreadable"
+        except PodError:
+            return None, "without constraints: the pod's images are unreadable"
 
     def _released(
         self,

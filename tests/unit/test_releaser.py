@@ -22,7 +22,7 @@ from extender.controllers.releaser import Releaser
 from extender.core.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
-from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
+from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef, read_pod
 from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
 from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
@@ -67,7 +67,7 @@ class ScriptedPods:
 
 def held_pod(*images: str) -> dict[str, Any]:
     obj = pod(*images)
-    obj = jsonpatch.apply_patch(obj, gate_operations(obj, "unknown at admission"))
+    obj = jsonpatch.apply_patch(obj, gate_operations(read_pod(obj), "unknown at admission"))
     obj["metadata"]["resourceVersion"] = "7"
     return obj
 
