@@ -335,7 +335,7 @@ class Releaser:
             outcome=outcome,
             released=released,
             changes=changes,
-            runs_on=[str(p) for p in mutation.runs_on] if mutation else None,
+            runs_on=list(mutation.runs_on) if mutation else None,
             unknown_images=unknown or None,
             held_s=round(waited, 3),
             **_names(pod),
@@ -348,7 +348,7 @@ class Releaser:
                 f"learning every image's platforms ({reasons}); released {released} ({done})"
             )
         else:
-            runs_on = ",".join(str(p) for p in mutation.runs_on) if mutation else ""
+            runs_on = ",".join(mutation.runs_on) if mutation else ""
             message = (
                 f"archfit held this pod {waited:.1f}s until its images' platforms were known "
                 f"({runs_on or 'none of the cluster'}); released with {done}"

@@ -104,8 +104,8 @@ class Mutation:
     warnings: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
     """What the patch does, one short label each (`required_affinity`, `toleration`, ...)."""
-    runs_on: tuple[Platform, ...] = ()
-    """The cluster platforms every image runs on."""
+    runs_on: tuple[str, ...] = ()
+    """The cluster platforms every image runs on, as the log lines name them."""
     unknown: tuple[str, ...] = ()
     """Images whose platforms are unknown: the webhook fails open for the whole pod."""
     outcome: str = "unchanged"
@@ -511,8 +511,9 @@ class Fits(NamedTuple):
 
     supported: frozenset[Platform]
     """The cluster platforms every image runs on, by the rules' matching."""
-    runs_on: tuple[Platform, ...]
-    """`supported`, sorted."""
+    runs_on: tuple[str, ...]
+    """`supported`, sorted, as text (`linux/arm64`): made once per platform set, not per
+    pod's log line."""
     annotated: tuple[Platform, ...]
     """Every platform of the images' or the cluster's that every image runs on, sorted: the
     `archfit.io/platforms` annotation."""
@@ -544,9 +545,8 @@ def fits_of(
     entries = {p for ps in image_platforms for p in ps} | platforms
     native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
     annotated = tuple(sorted(_runs_on(known, entries, rules)))
-    return Fits(
-        supported, tuple(sorted(supported)), annotated, native, _annotation_value(annotated)
-    )
+    runs_on = tuple(str(p) for p in sorted(supported))
+    return Fits(supported, runs_on, annotated, native, _annotation_value(annotated))
 
 
 def _runs_on(

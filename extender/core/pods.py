@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping, Sequence, Sized
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from extender.core.platforms import MAX_SCORE, normalize
@@ -35,15 +34,18 @@ MAX_ANNOTATIONS = 10_000
 REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-@dataclass(frozen=True, slots=True)
-class PullSecretsRef:
-    """Where a pod's registry credentials come from, as kubelet looks them up."""
+class PullSecretsRef(NamedTuple):
+    """Where a pod's registry credentials come from, as kubelet looks them up (a NamedTuple:
+    it keys every lookup of a request's images, and a tuple hashes and compares in C)."""
 
     namespace: str
     names: tuple[str, ...] = ()
     """`spec.imagePullSecrets[*].name`, in the pod's order."""
     service_account: str = "default"
     """`spec.serviceAccountName`; its own imagePullSecrets come next."""
+    cluster: str = ""
+    """The cluster the secrets live in, for `archfit audit` of a fleet; "" for the one
+    archfit reads."""
 
 
 class WorkloadId(NamedTuple):
