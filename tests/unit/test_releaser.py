@@ -168,6 +168,21 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
     assert [ARCH_AMD] == required(pods.pod)
 
 
+async def test_a_held_pod_whose_images_cannot_be_read_goes_at_once_without_constraints():
+    """Nothing will ever resolve an image that is no string: the pod is released, and no
+    constraint is made up from images archfit could not read."""
+    obj = held_pod("acme/amd:1")
+    obj["spec"]["containers"][0]["image"] = 7
+    pods = ScriptedPods(obj, [])
+    subject = releaser(pods, {}, waited=3, fallback="known")
+    await run_until_released(subject, pods)
+    released = pods.pod["metadata"]["annotations"]["archfit.io/released"]
+    assert (None, "without constraints: the pod's images are unreadable") == (
+        pods.pod["spec"].get("affinity"),
+        released,
+    )
+
+
 class Steered:
     """What the steering watches would hold (namespace annotations, the owners' splits), read
     through the pure extender.core.steering, as extender.kube.steering_watches.FleetSteering
