@@ -40,6 +40,19 @@ fi
 .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-test.lock
 .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
 
+in_ci() { .venv/bin/python -c 'import sys; from tests.support.prerequisites import in_ci; sys.exit(not in_ci())'; }
+if in_ci || [ $# -eq 0 ]; then
+  # The image tests build both architectures, arm64 under qemu (minutes of CPU). Started
+  # here, at low priority, the builds overlap the lint and the minimum-versions suite; the
+  # tests then find the images built (build.sh takes a lock per architecture and rebuilds
+  # nothing that has not changed). A build that fails here runs again in its test, which
+  # says why.
+  image_log="${TMPDIR:-/tmp}/archfit-image-build.$$.log"
+  : "${ARCHFIT_IMAGE_ARCHES:=amd64,arm64}"  # as tests/image/conftest.py reads it
+  echo "run.sh: building the images in the background (log: $image_log)"
+  ( for arch in ${ARCHFIT_IMAGE_ARCHES//,/ }; do nice -n 10 bash tests/image/build.sh "$arch" >/dev/null || true; done ) \
+    >"$image_log" 2>&1 </dev/null &
+fi
 echo "run.sh: ruff" && .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "run.sh: mypy" && .venv/bin/mypy
 echo "run.sh: import contracts" && .venv/bin/lint-imports
@@ -47,7 +60,6 @@ echo "run.sh: import contracts" && .venv/bin/lint-imports
 # The e2e control plane is built from Go modules into a cache outside the clone;
 # a warm cache makes this a no-op. Without Go outside CI the e2e tests skip loudly.
 # What counts as CI is decided in one place, tests/support/prerequisites.in_ci.
-in_ci() { .venv/bin/python -c 'import sys; from tests.support.prerequisites import in_ci; sys.exit(not in_ci())'; }
 if command -v go >/dev/null 2>&1 || in_ci; then
   echo "run.sh: e2e binaries" && bash tests/e2e/build.sh
   echo "run.sh: Karpenter (kwok provider) for the autoscaler e2e test" && bash tests/e2e/build-karpenter.sh
