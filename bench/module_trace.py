@@ -1,7 +1,8 @@
 """How one AdmissionReview travels through archfit's modules in the pod webhook's decision.
 
 Runs `PodMutation.decide` (extender.admission.pod_webhook) on one pod CREATE, as
-kube-apiserver sends a Deployment's pod after its defaulting, under `sys.setprofile`: the
+kube-apiserver sends a Deployment's pod after its defaulting (bench/webhook_cost's review),
+under `sys.setprofile`: the
 pod's image already answered (warm, as for every pod of a Deployment after its first), a
 node index of an amd64 and an arm64 node, so the answer is archfit's full patch (required
 and preferred affinity, the platforms annotation). Only frames of archfit's own modules
@@ -15,9 +16,9 @@ it. Counted:
 - entries per module: calls into a module from another (the call that starts the
   decision included).
 
-The decision runs in a child process whose `extender` (and `tests.support`) comes from
-`--source DIR` (a checkout: main's, say) or, without it, from this checkout; the child
-checks the answer is the full patch before it counts.
+The decision runs in a child process whose `extender` (and `tests`) comes from `--source DIR`
+(a checkout: main's, say) or, without it, from this checkout; it reads the reviews on its
+stdin, and checks the answer is the full patch before it counts.
 
     .venv/bin/python -m bench.module_trace [--source DIR] [--output table|json]
 """
@@ -37,75 +38,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 IMAGE = "registry.bench.test/web:1"
-NAMESPACE = "shop"
 PACKAGE = "extender"
-
-
-def review(name: str) -> dict[str, Any]:
-    """A pod CREATE's AdmissionReview, the pod as a Deployment's after defaulting."""
-    pod = {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "web-5d9c8b7f6-",
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"uid-{name}",
-            "labels": {"app": "web", "pod-template-hash": "5d9c8b7f6"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-5d9c8b7f6",
-                    "uid": "7f1e2d3c-0000-4000-8000-000000000001",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "web",
-                    "image": IMAGE,
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                    "imagePullPolicy": "IfNotPresent",
-                }
-            ],
-            "restartPolicy": "Always",
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
-            "schedulerName": "default-scheduler",
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                }
-            ],
-            "priority": 0,
-        },
-    }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": f"review-{name}",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": NAMESPACE,
-            "operation": "CREATE",
-            "object": pod,
-            "oldObject": None,
-            "dryRun": False,
-        },
-    }
-
-
-def _node(name: str, arch: str) -> dict[str, Any]:
-    labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": arch}
-    return {"metadata": {"name": name, "labels": labels}}
 
 
 class Trace:
@@ -149,10 +82,9 @@ def _caller_module(frame: FrameType) -> str | None:
     return None
 
 
-async def _traced() -> dict[str, Any]:
-    """In the child: decide one warm review under the profile hook."""
-    import orjson
-
+async def _traced(warm: bytes, traced: bytes) -> dict[str, Any]:
+    """In the child: decide `warm`, then `traced` (a pod of the same images) under the
+    profile hook."""
     from extender.admission.pod_webhook import PodMutation
     from extender.config.loading import from_mapping
     from extender.core.platforms import parse
@@ -160,6 +92,7 @@ async def _traced() -> dict[str, Any]:
     from extender.metrics import Metrics
     from extender.services import open_services
     from extender.wire.admission_api import parse_review
+    from tests.objects import node
     from tests.support.function_resolver import FunctionResolver
     from tests.support.static_nodes import StaticNodes
 
@@ -168,11 +101,11 @@ async def _traced() -> dict[str, Any]:
 
     settings = from_mapping({"kubernetes": {"mode": "off"}, "webhook": {"enabled": True}})
     metrics = Metrics()
-    nodes = StaticNodes(_node("amd-1", "amd64"), _node("arm-1", "arm64"))
+    nodes = StaticNodes(node("amd-1", "amd64"), node("arm-1", "arm64"))
     async with open_services(settings, metrics, FunctionResolver(platforms), nodes) as services:
         mutation = PodMutation(settings, metrics, services)
-        await mutation.decide(parse_review(orjson.dumps(review("web-warm"))), 0.0)
-        request = parse_review(orjson.dumps(review("web-traced")))
+        await mutation.decide(parse_review(warm), 0.0)
+        request = parse_review(traced)
         trace = Trace()
         sys.setprofile(trace.hook)
         try:
@@ -197,15 +130,18 @@ def measure(source: Path | None) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(source or HERE), env.get("PYTHONPATH", "")) if p
     )
+    from bench.webhook_cost import review_body
+
+    reviews = b"\n".join(review_body(index, IMAGE) for index in range(2))
     done = subprocess.run(
         [sys.executable, "-P", str(Path(__file__).resolve()), "--child"],
+        input=reviews,
         env=env,
         capture_output=True,
-        text=True,
         check=False,
     )
     if done.returncode != 0:
-        raise SystemExit(f"the traced child failed:\n{done.stderr}")
+        raise SystemExit(f"the traced child failed:\n{done.stderr.decode()}")
     # The last line: archfit's start-up logs come before it.
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["source"] = str(source or HERE)
@@ -240,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(asyncio.run(_traced())))
+        warm, traced = sys.stdin.buffer.read().split(b"\n")
+        print(json.dumps(asyncio.run(_traced(warm, traced))))
         return
     results = [measure(source) for source in ([args.source] if args.source else []) + [None]]
     if args.output == "json":
