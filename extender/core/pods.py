@@ -101,7 +101,8 @@ class PodError(InputError):
 
 
 class ShapeError(InputError):
-    """The pod's affinity or tolerations are not shaped as the API defines them."""
+    """A part of the pod a decision reads (its labels, nodeSelector, affinity or
+    tolerations) is not shaped as the API defines it."""
 
 
 class Placement(NamedTuple):
