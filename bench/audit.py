@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from extender.audit.clusters import cluster, fleet_pairs, judge_clusters
-from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.distinct_images import distinct_pairs, resolve_pairs
 from extender.audit.output import write
 from extender.audit.pure.fleet_report import FleetReport
 from extender.audit.pure.options import AuditOptions, Pricing
 from extender.audit.pure.report import Report
-from extender.audit.resolving import metric_remaining, resolve
+from extender.audit.registry_answers import metric_remaining, resolve
 from extender.audit.run import judge_fleet, parse_workloads
 from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 from extender.metrics import Metrics
@@ -116,7 +116,7 @@ async def audit(
         workloads, _ = parse_workloads({"Deployment": objects["deployments"]})
         pairs = distinct_pairs(workloads)
         started = time.perf_counter()
-        lookups = await look_up(resolver, pairs, settings.max_connections_per_host)
+        lookups = await resolve_pairs(resolver, pairs, settings.max_connections_per_host)
         lookup_seconds = time.perf_counter() - started
     finally:
         await resolver.aclose()

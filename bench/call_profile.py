@@ -95,8 +95,8 @@ def instrument(timers: Timers) -> list[str]:
     """Wrap the stages of one call; the labels in the order they run."""
     from extender import explain
     from extender.core import placement
-    from extender.lookups.resolution import Resolution
     from extender.metrics import Metrics
+    from extender.resolution.within_deadline import Resolution
     from extender.scheduler import verbs
 
     stages: list[tuple[Any, str, str]] = [

@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable
 from extender.config.registry_settings import CacheSettings
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef, WorkloadId
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
-from extender.lookups.resolution import Resolution
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import Verification
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
+from extender.resolution.within_deadline import Resolution
 
 IMAGES = ("registry.example/app:1", "registry.example/sidecar:1")
 BOTH = frozenset({normalize("linux", "amd64"), normalize("linux", "arm64")})

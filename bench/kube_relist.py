@@ -47,7 +47,7 @@ def _client(kubeconfig: Path) -> Any:
 
     settings = KubernetesSettings(mode="kubeconfig", kubeconfig=str(kubeconfig))
     try:
-        from extender.kube.access import build_api_client
+        from extender.kube.connect import build_api_client
     except ImportError:  # a checkout from before extender/kube/client/
         from extender.kube.client import build_api_client  # type: ignore[no-redef]
     return build_api_client(settings)

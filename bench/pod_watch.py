@@ -332,8 +332,8 @@ async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
     from extender.kube.client.api import connect
     from extender.kube.client.rest_config import RestConfig
     from extender.kube.pod_watch import PodWatch
-    from extender.lookups.resolution import Resolution
     from extender.metrics import Metrics
+    from extender.resolution.within_deadline import Resolution
 
     api = connect(RestConfig(host=f"http://127.0.0.1:{port}"))
     arm64, amd64 = normalize("linux", "arm64"), normalize("linux", "amd64")

@@ -38,8 +38,9 @@ from extender.core.mutation import MutationRules
 from extender.core.parameter import PublishedTable, decode_spec
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.function_resolver import AnsweringRegistry
 
 NOW = 1_780_000_000.0

@@ -46,10 +46,10 @@ from extender.config.settings import Settings
 from extender.errors import SetupError, WebhookSetupError
 from extender.event_loop import in_background, loop_factory
 from extender.logs import configure
-from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.once import OncePerCause
 from extender.registry import system_cas
+from extender.resolution.within_deadline import PlatformResolver
 from extender.scheduler.app import create_extender_app
 from extender.services import NodeSource, Services, open_services
 from extender.serving import addresses
@@ -127,7 +127,7 @@ def writing_controllers(settings: Settings) -> list[str]:
     """The controllers this process runs that write to the cluster: the watcher (with
     `+evictions` under watcher.remediate), the capacity check (Events), and with the webhook
     its certificate keeper and the releaser of held pods. None without API access."""
-    from extender.kube.access import resolved_mode
+    from extender.kube.connect import resolved_mode
 
     if resolved_mode(settings.kubernetes) == "off":
         return []

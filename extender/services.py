@@ -16,17 +16,12 @@ from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform
 from extender.core.steering import SteeringSource
 from extender.errors import ResolverSetupError
-from extender.lookups.evidence import (
-    EvidenceBook,
-    LearnedResolver,
-    SharedEvidence,
-    evidence_book,
-    runs_on_some_node,
-)
-from extender.lookups.resolution import PlatformResolver, Resolution
-from extender.lookups.shared_tier import SharedTier
 from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
+from extender.resolution.evidence_book import EvidenceBook, SharedEvidence, evidence_book
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
+from extender.resolution.shared_tier import SharedTier
+from extender.resolution.within_deadline import PlatformResolver, Resolution
 
 if TYPE_CHECKING:
     from extender.kube.client.api import KubeApi
@@ -66,7 +61,7 @@ class Services:
     kube: KubeApi | None = None
     """The Kubernetes API client, when API access is on (extender.kube uses it)."""
     evidence: EvidenceBook | None = None
-    """Learned evidence the resolver believes (extender.lookups.evidence); None with a given
+    """Learned evidence the resolver believes (extender.resolution.evidence_book); None with a given
     resolver."""
     steering: SteeringSource | None = None
     """Namespace preferences and arm64 shares (webhook.steering with API access)."""
@@ -101,7 +96,7 @@ async def open_services(
         if wants_kube:
             # Imported here: with access off, not even archfit's own API client is loaded
             # (docs/architecture.md).
-            from extender.kube.access import access, build_api_client
+            from extender.kube.connect import access, build_api_client
 
             kube_off = access(settings.kubernetes)[1]
             api = build_api_client(settings.kubernetes)
@@ -207,7 +202,7 @@ def evidence_config_map(settings: Settings, api: Any, namespace: str = "") -> Sh
     kubeconfig context's) unless `namespace` names it."""
     if api is None:
         return None
-    from extender.kube.access import current_namespace
+    from extender.kube.connect import current_namespace
     from extender.kube.evidence_store import ConfigMapEvidence
 
     namespace = namespace or current_namespace(settings.kubernetes)

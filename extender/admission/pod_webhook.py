@@ -149,7 +149,7 @@ def _hold_of(settings: Settings, services: Services) -> Hold | None:
             unknown_images="admitted, constrained by the images that did resolve",
         )
         return None
-    from extender.kube.access import current_namespace
+    from extender.kube.connect import current_namespace
 
     own = current_namespace(settings.kubernetes)
     return Hold(never=never_held(settings.policy.excluded_namespaces, own))

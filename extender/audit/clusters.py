@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from extender.audit import output
-from extender.audit.lookups import Pair, distinct_pairs
+from extender.audit.distinct_images import Pair, distinct_pairs
 from extender.audit.pure.fleet_report import ClusterReport, FleetReport, combine
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.report import LeftOut, Report
 from extender.audit.pure.workloads import Workload
+from extender.audit.registry_answers import RegistryAnswers, resolve_with
 from extender.audit.render import left_out_line
-from extender.audit.resolving import RegistryAnswers, look_up_with
 from extender.audit.run import (
     SECRET_LOOKUPS,
     fleet_capacity,
@@ -33,11 +33,11 @@ from extender.audit.run import (
 from extender.config.settings import Settings
 from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver
 from extender.metrics import Metrics
 from extender.registry.keychain import QueuedSecretSource, SecretSource
 from extender.registry.pure.credentials import PullSecret
 from extender.registry.resolver import build_resolver
+from extender.resolution.within_deadline import PlatformResolver
 
 _READERS = 8
 """Clusters read at once (each read is a few paged lists, on its own thread)."""
@@ -160,7 +160,7 @@ def run_fleet_audit(
 ) -> int:
     """Audit each context's cluster (`namespaces`: context → namespace, None for all) and
     write one report. Exit status as `run_audit`."""
-    from extender.kube.access import KubeConfigError, build_api_client
+    from extender.kube.connect import KubeConfigError, build_api_client
     from extender.kube.fleet import FleetError, Scope, read_fleet
 
     apis: dict[str, Any] = {}
@@ -191,7 +191,7 @@ def run_fleet_audit(
                     return 2
         pairs = fleet_pairs(clusters)
         with progress(err, len(pairs)) as advance:
-            resolution = asyncio.run(_look_up(settings, apis, pairs, advance, options, err))
+            resolution = asyncio.run(_resolve_images(settings, apis, pairs, advance, options, err))
     finally:
         for api in apis.values():
             api.close()
@@ -211,7 +211,7 @@ def run_fleet_audit(
     return 1 if options.fail_on_blockers and blocked else 0
 
 
-async def _look_up(
+async def _resolve_images(
     settings: Settings,
     apis: Mapping[str, Any],
     pairs: Sequence[Pair],
@@ -221,4 +221,4 @@ async def _look_up(
 ) -> RegistryAnswers:
     metrics = Metrics()
     async with fleet_resolver(settings, metrics, apis) as resolver:
-        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        return await resolve_with(resolver, metrics, settings, pairs, advance, options, err)

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from extender.audit.lookups import Pair
+from extender.audit.distinct_images import Pair
 from extender.audit.pure import newer_tags
 from extender.audit.pure.newer_tags import TagHint
 from extender.audit.pure.report import same_image
@@ -29,8 +29,8 @@ from extender.registry.client import TagList
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.pure.reference import parse
 
-LookUp = Callable[[str, PullSecretsRef], Awaitable[Resolved]]
-"""One image lookup, failures answered as Unknown (extender.audit.lookups)."""
+ResolveOne = Callable[[str, PullSecretsRef], Awaitable[Resolved]]
+"""One image resolved, failures answered as Unknown (extender.audit.distinct_images)."""
 
 
 class TagLister(Protocol):
@@ -45,7 +45,7 @@ class TagLister(Protocol):
 
 async def hints(
     lister: TagLister,
-    look_up: LookUp,
+    resolve_one: ResolveOne,
     blocking: Sequence[str],
     pairs: Sequence[Pair],
     *,
@@ -85,7 +85,9 @@ async def hints(
         except Exception as error:  # any failure means "cannot tell", never "none"
             return TagHint(image, None, note=snippet(describe_failure(error), 120))
         candidates = newer_tags.newer(ref.tag, listed.tags, limit)
-        outcomes = await asyncio.gather(*(look_up(f"{ref.name}:{tag}", pull) for tag in candidates))
+        outcomes = await asyncio.gather(
+            *(resolve_one(f"{ref.name}:{tag}", pull) for tag in candidates)
+        )
         found = dict(zip(candidates, outcomes, strict=True))
         runs = [tag for tag in candidates if _runs_on_arm64(found[tag], loose)]
         failed = [tag for tag in candidates if isinstance(found[tag], Unknown)]

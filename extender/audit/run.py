@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from extender.audit import output, render
-from extender.audit.lookups import Pair, distinct_pairs
+from extender.audit.distinct_images import Pair, distinct_pairs
 from extender.audit.pure import breakage
 from extender.audit.pure.options import AuditOptions, Pricing
 from extender.audit.pure.report import LeftOut, Lookups, Report, build
@@ -29,7 +29,7 @@ from extender.audit.pure.workloads import (
     node_architectures,
     running,
 )
-from extender.audit.resolving import RegistryAnswers, look_up_with
+from extender.audit.registry_answers import RegistryAnswers, resolve_with
 from extender.config.settings import Settings
 from extender.core.capacity import Capacity, cluster_capacity
 from extender.core.platforms import Platform
@@ -42,7 +42,7 @@ Secrets, cached."""
 def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextIO) -> int:
     """Audit the cluster and write the report. Exit status: 0, 1 when `fail_on_blockers`
     and a workload is blocked, 2 when the cluster cannot be read."""
-    from extender.kube.access import KubeConfigError, build_api_client
+    from extender.kube.connect import KubeConfigError, build_api_client
     from extender.kube.fleet import FleetError, Scope, read_fleet
 
     try:
@@ -62,7 +62,7 @@ def run_audit(settings: Settings, options: AuditOptions, out: TextIO, err: TextI
         workloads, skipped = parse_workloads(fleet.workloads)
         pairs = distinct_pairs(workloads)
         with progress(err, len(pairs)) as advance:
-            resolution = asyncio.run(_look_up(settings, api, pairs, advance, options, err))
+            resolution = asyncio.run(_resolve_images(settings, api, pairs, advance, options, err))
         lookups = resolution.lookups
     finally:
         api.close()
@@ -157,7 +157,7 @@ def judge_fleet(
     )
 
 
-async def _look_up(
+async def _resolve_images(
     settings: Settings,
     api: Any,
     pairs: Sequence[Pair],
@@ -172,7 +172,7 @@ async def _look_up(
     async with registry_resolver(
         settings, metrics, api, queue_secret_reads=SECRET_LOOKUPS
     ) as resolver:
-        return await look_up_with(resolver, metrics, settings, pairs, advance, options, err)
+        return await resolve_with(resolver, metrics, settings, pairs, advance, options, err)
 
 
 @contextlib.contextmanager

@@ -88,7 +88,7 @@ def add_evidence(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def run_evidence(settings: config.Settings, args: argparse.Namespace) -> int:
     """On Redis when configured, else on the ConfigMap, through the operator's kubeconfig."""
-    from extender.kube.access import KubeConfigError, build_api_client
+    from extender.kube.connect import KubeConfigError, build_api_client
     from extender.kube.evidence_store import ConfigMapEvidence
 
     api = None
@@ -112,7 +112,7 @@ def run_evidence(settings: config.Settings, args: argparse.Namespace) -> int:
 
 def archfit_namespace(settings: config.Settings) -> str:
     """archfit's own namespace as a command sees it: the pod's in a pod, else deploy/'s."""
-    from extender.kube.access import current_namespace, resolved_mode
+    from extender.kube.connect import current_namespace, resolved_mode
 
     if resolved_mode(settings.kubernetes) == "in-cluster":
         return current_namespace(settings.kubernetes)
@@ -129,7 +129,7 @@ async def _act(
     """0, 1 when the store fails (or confirms nothing), 2 when there is none or the
     arguments are wrong."""
     # Here, not above: the lookups load structlog, which `archfit serve` imports its own way.
-    from extender.lookups.evidence import EvidenceBook
+    from extender.resolution.evidence_book import EvidenceBook
 
     try:
         only = parse_platform(args.platform) if args.platform else None

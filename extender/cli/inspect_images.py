@@ -19,10 +19,11 @@ from rich.text import Text
 
 from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.platforms import Platform
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.registry.errors import RegistryError, snippet
 from extender.registry.resolver import ImageResolution, RegistryResolver, build_resolver
 from extender.registry.verify import Verification
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from extender.tables import Column, fitted, print_table
 
 _VERIFY_HEADER = "INDEX CHECK"
@@ -43,7 +44,8 @@ async def run_inspect(
 ) -> int:
     """Resolve every image concurrently and print the outcome; 1 if any failed (or, with
     `verify`, any index disagrees with its configs), else 0."""
-    book = EvidenceBook(cache)  # learned evidence (extender.lookups.evidence): shared through Redis
+    # learned evidence (extender.resolution.evidence_book): shared through Redis
+    book = EvidenceBook(cache)
     await book.sync()
     registry_resolver = await build_resolver(registry, cache)
     resolver = LearnedResolver(registry_resolver, book)

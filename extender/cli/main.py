@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
         if problems:
             return 2
     if args.connects:
-        from extender.kube.access import KubeConfigError
+        from extender.kube.connect import KubeConfigError
 
         try:
             settings = _connect(settings, args.kubeconfig, [args.context] if args.context else [])
@@ -87,6 +87,10 @@ def _show_config(settings: config.Settings, args: argparse.Namespace) -> int:
         print(settings_doc.commented_defaults(), end="")
     elif args.docs:
         print(settings_doc.configuration_page(), end="")
+    elif args.metrics:
+        from extender.metrics import metrics_table
+
+        print(metrics_table(), end="")
     elif args.schema:
         import json
 
@@ -191,7 +195,7 @@ def _scheduler_config(settings: config.Settings, args: argparse.Namespace) -> in
 def _audit(settings: config.Settings, args: argparse.Namespace) -> int:
     from extender.audit.pure.options import AuditOptions, Pricing
     from extender.audit.run import run_audit
-    from extender.kube.access import KubeConfigError, current_namespace
+    from extender.kube.connect import KubeConfigError, current_namespace
 
     _quiet_logs(settings)
     contexts: list[str] = args.context or []
@@ -243,7 +247,7 @@ def _connect(
     kubeconfig does not have (with the ones it has)."""
     import dataclasses
 
-    from extender.kube.access import KubeConfigError, context_names
+    from extender.kube.connect import KubeConfigError, context_names
 
     if kubeconfig is None and not contexts:
         return settings
@@ -275,7 +279,7 @@ def _audit_clusters(
     import dataclasses
 
     from extender.audit.clusters import run_fleet_audit
-    from extender.kube.access import KubeConfigError, context_names, current_namespace
+    from extender.kube.connect import KubeConfigError, context_names, current_namespace
 
     if args.all_contexts:
         try:
@@ -295,7 +299,7 @@ def _audit_clusters(
 def _cluster_api(settings: config.Settings) -> KubeApi | None:
     """The API client `release`, `uninstall` and `policy` need, or None after saying why
     there is none."""
-    from extender.kube.access import KubeConfigError, build_api_client
+    from extender.kube.connect import KubeConfigError, build_api_client
 
     try:
         api = build_api_client(settings.kubernetes, required=True)
@@ -558,6 +562,9 @@ def _add_config(commands: Any, common: argparse.ArgumentParser) -> None:
     what.add_argument("--table", action="store_true", help="a Markdown table of every setting")
     what.add_argument("--defaults", action="store_true", help="a commented default config file")
     what.add_argument("--docs", action="store_true", help="docs/configuration.md")
+    what.add_argument(
+        "--metrics", action="store_true", help="docs/operations.md's table of every metric"
+    )
     what.add_argument(
         "--schema",
         action="store_true",

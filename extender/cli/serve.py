@@ -192,7 +192,7 @@ def _borrowed_kubeconfig(settings: config.Settings, args: argparse.Namespace) ->
     with --kubeconfig/--context. That is someone trying archfit from a laptop; settings that
     name a kubeconfig (kubernetes.mode kubeconfig, kubernetes.kubeconfig) are a deployment
     outside the cluster, such as one beside a kubeadm control plane."""
-    from extender.kube.access import resolved_mode
+    from extender.kube.connect import resolved_mode
 
     if args.kubeconfig is not None or args.context is not None:
         return True

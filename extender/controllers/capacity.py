@@ -32,8 +32,8 @@ from extender.core.capacity import Capacity, Shortfall, shortfall
 from extender.core.mutation import MutationRules
 from extender.core.pods import SKIP_ANNOTATION
 from extender.errors import InputError
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from extender.services import Services
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on

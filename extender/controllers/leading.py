@@ -33,7 +33,7 @@ def contender(
 ) -> Lease:
     """This replica as a contender for the Lease `lease_name` in archfit's namespace;
     `on_change` is told whether it holds it (a leader gauge)."""
-    from extender.kube.access import current_namespace
+    from extender.kube.connect import current_namespace
     from extender.kube.lease import ApiLeases, Lease
 
     leases = ApiLeases(api, current_namespace(settings), lease_name)

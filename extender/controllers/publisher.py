@@ -70,8 +70,9 @@ class ParameterStore(Protocol):
 
 
 class Answers(Protocol):
-    """What the leader resolves with (extender.lookups.evidence.LearnedResolver): the registry
-    through the cache (never the shared table it publishes), and the evidence it believes."""
+    """What the leader resolves with (extender.resolution.learned_resolver.LearnedResolver): the
+    registry through the cache (never the shared table it publishes), and the evidence it
+    believes."""
 
     async def registry_answer(
         self, image: str, pull: PullSecretsRef | None = None
@@ -89,7 +90,7 @@ class Answers(Protocol):
 
 
 class EvidenceScopes(Protocol):
-    """Which workloads have learned evidence of their own (extender.lookups.evidence)."""
+    """Which workloads have learned evidence of their own (extender.resolution.evidence_book)."""
 
     @property
     def version(self) -> int:
@@ -572,7 +573,7 @@ async def publishing(
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.access import current_namespace
+    from extender.kube.connect import current_namespace
     from extender.kube.image_platforms import (
         ImagePlatformsStore,
         ParameterWatch,

@@ -36,8 +36,8 @@ from extender.core.pod_rules import steered_rules, with_cluster_platforms
 from extender.core.pods import Pod, PodError, PullSecretsRef, ShapeError, facts, read_pod
 from extender.core.steering import SteeringSource
 from extender.core.text import MAX_API_MESSAGE, error_text
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from extender.services import Services
 
 log = structlog.get_logger("archfit.releaser")

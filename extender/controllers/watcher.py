@@ -6,9 +6,9 @@ list-watch (extender.kube.pod_watch). For each finding (extender.core.mismatch.c
 crash-loop, the end of its previous log, read once per restart at a bounded rate) it writes
 a Warning Event on the pod and on its controller (a ReplicaSet's Deployment, a Job's
 CronJob), counts it, and, for a digest that pulled but does not start there, learns
-"digest D does not run on platform P" (extender.lookups.evidence), so the extender and the webhook
-place the replacement elsewhere. Each finding is reported once. Memory holds only the pods
-that are failing now, not the cluster's pods.
+"digest D does not run on platform P" (extender.resolution.evidence_book), so the extender and
+the webhook place the replacement elsewhere. Each finding is reported once. Memory holds only
+the pods that are failing now, not the cluster's pods.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from extender.core.mismatch import wants_log as needs_log
 from extender.core.platforms import Platform, any_accepts
 from extender.core.pods import PullSecretsRef
 from extender.core.text import cut
-from extender.lookups.evidence import EvidenceBook
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.pure.reference import parse as parse_reference
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.within_deadline import Resolution
 from extender.services import NodeSource, Services
 
 if TYPE_CHECKING:  # the client is loaded only once API access is on

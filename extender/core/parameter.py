@@ -2,7 +2,7 @@
 one image's answer packed into one CEL int, and a published spec read back.
 
 Pure. The publisher writes it (extender.core.image_table), every replica reads it as a cache
-tier (extender.lookups.shared_tier), and the MutatingAdmissionPolicy's CEL reads the same
+tier (extender.resolution.shared_tier), and the MutatingAdmissionPolicy's CEL reads the same
 layout (deploy/kustomize/components/admission-policy/policy.yaml). See docs/webhook.md, "When
 archfit is down".
 

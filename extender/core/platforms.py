@@ -72,7 +72,8 @@ Resolved = frozenset[Platform] | Unknown
 """What a request knows of one image: its platforms, or that it does not know."""
 
 SharedResolved = SharedPlatforms | Unknown
-"""Resolved as `extender.lookups.resolution.Resolution` answers it: its platform sets shared."""
+"""Resolved as `extender.resolution.within_deadline.Resolution` answers it: its platform sets
+shared."""
 
 
 MAX_FAILURE_REASON = 200

@@ -4,8 +4,8 @@ Redis: the watcher's leader writes each entry as one key, every replica reads it
 kubeconfig (docs/operations.md, "Learned evidence").
 
 A ConfigMap holds at most 1 MiB; the evidence book keeps far fewer entries than fit
-(extender.lookups.evidence.MAX_ENTRIES). Writes are merge patches of `data` keys, so the leader
-and an operator's `clear` never overwrite each other's other keys.
+(extender.resolution.evidence_book.MAX_ENTRIES). Writes are merge patches of `data` keys, so the
+leader and an operator's `clear` never overwrite each other's other keys.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _LABELS = {"app.kubernetes.io/name": "archfit", "app.kubernetes.io/component": "
 
 
 class ConfigMapEvidence:
-    """extender.lookups.evidence.SharedEvidence over the ConfigMap `name` in `namespace`."""
+    """extender.resolution.evidence_book.SharedEvidence over the ConfigMap `name` in `namespace`."""
 
     def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
         self._api = api

@@ -1,7 +1,7 @@
 """The ImagePlatforms object (archfit.io/v1alpha1, cluster-scoped) that archfit's
 MutatingAdmissionPolicy reads as its parameter: whether the cluster serves the API, writing
 the object (extender.controllers.publisher decides when), and watching it (every replica reads
-it as a cache tier: extender.lookups.shared_tier)."""
+it as a cache tier: extender.resolution.shared_tier)."""
 
 from __future__ import annotations
 

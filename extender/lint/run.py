@@ -70,7 +70,7 @@ def run_lint(settings: Settings, options: LintOptions, out: TextIO, err: TextIO)
         resolved = {image: known.resolved(image) for image in images}
         tags = {image: hint for image in images if (hint := known.hint(image))}
     else:
-        resolved, tags = asyncio.run(_look_up(settings, images, judging, options.newer_tags))
+        resolved, tags = asyncio.run(_resolve_images(settings, images, judging, options.newer_tags))
     sources = [
         render.Source(
             path,
@@ -116,21 +116,21 @@ def judging_of(settings: Settings, options: LintOptions) -> Judging:
     )
 
 
-async def _look_up(
+async def _resolve_images(
     settings: Settings, images: Sequence[str], judging: Judging, newer_tags: int
 ) -> tuple[dict[str, Resolved], dict[str, str]]:
     """Each image's platforms from its registry, each image read once (concurrently, a
     bounded number per host), and for those without arm64 the newest tags' hint."""
     # Only lint online pays for the registry client (aiohttp): offline CI runs skip it.
     from extender.audit import hints
-    from extender.audit.lookups import Looker
+    from extender.audit.distinct_images import BoundedResolution
     from extender.registry.resolver import build_resolver
 
     resolver = await build_resolver(settings.registry, settings.cache)
     try:
-        looker = Looker(resolver, settings.registry.max_connections_per_host)
+        resolution = BoundedResolution(resolver, settings.registry.max_connections_per_host)
         pairs = [(image, _NO_CREDENTIALS) for image in images]
-        lookups = await looker.all(pairs)
+        lookups = await resolution.all(pairs)
         resolved = {image: lookups[(image, _NO_CREDENTIALS)] for image in images}
         blocking = [
             image
@@ -140,7 +140,9 @@ async def _look_up(
         ]
         found_hints: Mapping[str, TagHint] = {}
         if blocking and newer_tags > 0:
-            found_hints = await hints.hints(resolver, looker.one, blocking, pairs, limit=newer_tags)
+            found_hints = await hints.hints(
+                resolver, resolution.one, blocking, pairs, limit=newer_tags
+            )
         tags = {
             image: tag
             for image in blocking

@@ -1,6 +1,6 @@
 """The deadline of the request a lookup serves, whether it may be answered by a remembered
 failure, whether it may ask the registry at all, and whether it asked one: set by
-`extender.lookups` around its lookups, read (and, for the last, marked) by the registry client
+`extender.resolution` around its lookups, read (and, for the last, marked) by the registry client
 and cache.
 """
 
@@ -28,7 +28,7 @@ fresh_failures=True)`, or around a direct `PlatformResolver` call."""
 cached_only: contextvars.ContextVar[bool] = contextvars.ContextVar("cached_only", default=False)
 """True for a lookup that may be answered only by the cache's tiers (memory, then Redis): where
 they miss, the cache raises `NotCached` instead of asking the registry. Set by the shared
-table's tier (extender.lookups.shared_tier), which answers such a miss itself."""
+table's tier (extender.resolution.shared_tier), which answers such a miss itself."""
 
 
 def request_seconds_left() -> float | None:

@@ -1,7 +1,8 @@
 """The SSRF guard: registry requests go only to public addresses, or to allow-listed ones.
 
 Image names come from anyone who can create a pod, so every address is checked: literal
-IPs in URLs, every resolved address (in the connector's resolver) and every redirect hop.
+IPs in URLs, every address DNS gives a host name (GuardedDns, in the connector) and every
+redirect hop.
 """
 
 from __future__ import annotations
@@ -159,8 +160,9 @@ ALLOW_HINT = (
 """Every refusal names the setting that lifts it."""
 
 
-class GuardedResolver(AbstractResolver):
-    """Resolves with getaddrinfo, and refuses a name if the guard refuses any of its addresses.
+class GuardedDns(AbstractResolver):
+    """A host name's addresses from DNS (getaddrinfo; aiohttp's connector calls this its
+    resolver), and the name refused if the guard refuses any of its addresses.
 
     Every address, not just one: through a proxy the proxy resolves the name again and may
     pick the refused one; without one, a name that mixes public and private addresses is

@@ -79,8 +79,8 @@ class ImageResolution:
 
 
 class RegistryResolver:
-    """Implements extender.lookups.resolution.PlatformResolver by asking registries (through a
-    cache)."""
+    """Implements extender.resolution.within_deadline.PlatformResolver by asking registries
+    (through a cache)."""
 
     def __init__(
         self,

@@ -36,7 +36,7 @@ from extender.registry.errors import (
 )
 from extender.registry.fairshare import FairShare
 from extender.registry.hosts import TLSOption
-from extender.registry.netguard import AddressGuard, GuardedResolver
+from extender.registry.netguard import AddressGuard, GuardedDns
 from extender.registry.proxy import routes
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Transport:
                     " registry.allowedNetworks (by name, address or CIDR)"
                 )
         # Targets behind a proxy are resolved here only to be checked: the proxy connects.
-        self._target_check = GuardedResolver(self.guard)
+        self._target_check = GuardedDns(self.guard)
         self._metrics = metrics
         self._host_labels: set[str] = set()
         self._counted: dict[tuple[str, str, str, str], Counter] = {}
@@ -91,7 +91,7 @@ class Transport:
         connector = aiohttp.TCPConnector(
             limit=settings.max_connections,
             limit_per_host=settings.max_connections_per_host,
-            resolver=GuardedResolver(self.guard),
+            resolver=GuardedDns(self.guard),
             ttl_dns_cache=30,
         )
         self._session = aiohttp.ClientSession(

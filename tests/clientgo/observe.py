@@ -25,7 +25,7 @@ def digest(data: bytes) -> str:
 
 def observe(case: dict[str, Any]) -> dict[str, Any]:
     """What archfit would send for one case: its settings' client, built as `archfit serve`
-    builds it (extender.kube.access), then the two requests' URL and headers."""
+    builds it (extender.kube.connect), then the two requests' URL and headers."""
     from extender.kube import access
     from extender.kube.client.tls import certificates
 

@@ -34,7 +34,7 @@ from extender.core.mismatch import Evidence
 from extender.core.parameter import table_key
 from extender.core.platforms import parse
 from extender.kube.evidence_store import ConfigMapEvidence
-from extender.lookups.evidence import EvidenceBook
+from extender.resolution.evidence_book import EvidenceBook
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.autoscaler import AutoscaledCluster

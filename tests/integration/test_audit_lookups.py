@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from extender.audit.lookups import distinct_pairs, look_up
+from extender.audit.distinct_images import distinct_pairs, resolve_pairs
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.workloads import Workload, WorkloadKey
-from extender.audit.resolving import CheckedIndexes, look_up_with
+from extender.audit.registry_answers import CheckedIndexes, resolve_with
 from extender.config.settings import Settings
 from extender.core.platforms import Unknown
 from extender.core.pods import PullSecretsRef
@@ -36,7 +36,7 @@ async def test_an_image_shared_by_200_workloads_in_20_namespaces_costs_one_looku
     resolver = await make_resolver(local_settings(registry.host))
     mark = registry.mark()
     pairs = distinct_pairs(_workload(n, image) for n in range(200))
-    lookups = await look_up(resolver, pairs, per_host=8)
+    lookups = await resolve_pairs(resolver, pairs, per_host=8)
     seen = registry.count_since(mark)
     answers = {frozenset(str(p) for p in outcome) for outcome in lookups.values()}
     expected = (
@@ -54,7 +54,7 @@ async def test_a_bad_name_and_a_missing_image_are_unknown_with_a_reason_not_an_e
     registry = public_registry.registry
     resolver = await make_resolver(local_settings(registry.host))
     missing = f"{registry.host}/archfit/nothing-here:1"
-    lookups = await look_up(resolver, distinct_pairs([_workload(0, "Bad/Name", missing)]), 8)
+    lookups = await resolve_pairs(resolver, distinct_pairs([_workload(0, "Bad/Name", missing)]), 8)
     assert [True, True] == [
         isinstance(outcome, Unknown) and bool(outcome.reason) for outcome in lookups.values()
     ]
@@ -70,7 +70,9 @@ async def test_audit_verify_believes_the_config_and_names_the_lying_entry(
     )
     honest = public_registry.catalog.manifest_list.reference
     checked = CheckedIndexes(await make_resolver(local_settings(registry.host)))
-    lookups = await look_up(checked, distinct_pairs([_workload(0, liar.reference, honest)]), 8)
+    lookups = await resolve_pairs(
+        checked, distinct_pairs([_workload(0, liar.reference, honest)]), 8
+    )
     answers = [sorted(str(p) for p in outcome) for outcome in lookups.values()]  # type: ignore[union-attr]
     expected = (
         [["linux/amd64"], ["linux/amd64", "linux/arm64"]],
@@ -92,7 +94,7 @@ async def test_audit_lookups_with_verify_carry_the_disagreements_for_the_report(
     found = []
     for verify in (True, False):
         options = AuditOptions(namespace=None, newer_tags=0, verify=verify)
-        resolution = await look_up_with(
+        resolution = await resolve_with(
             resolver, Metrics(), Settings(), pairs, lambda: None, options, io.StringIO()
         )
         found.append(

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from extender.audit.pure import newer_tags
-from extender.audit.resolving import metric_remaining, resolve
+from extender.audit.registry_answers import metric_remaining, resolve
 from extender.core.platforms import Unknown
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics

@@ -1,5 +1,6 @@
-"""Learned evidence (extender.lookups.evidence) through a real redis-server: a restart and a second
-replica keep it, a clear reaches every replica, and the resolver believes it over the index."""
+"""Learned evidence (extender.resolution.evidence_book) through a real redis-server: a restart and
+a second replica keep it, a clear reaches every replica, and the resolver believes it over the
+index."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import Evidence
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
 
 DIGEST = "sha256:" + "cd" * 32

@@ -19,7 +19,6 @@ from extender.core.platforms import (
     normalize,
     summarise_platforms,
 )
-from extender.lookups.resolution import Resolution
 from extender.registry.client import RegistryClient
 from extender.registry.errors import (
     AddressForbidden,
@@ -32,6 +31,7 @@ from extender.registry.errors import (
 from extender.registry.hosts import HostTable
 from extender.registry.pure.reference import parse
 from extender.registry.transport import Transport
+from extender.resolution.within_deadline import Resolution
 from tests.integration.conftest import (
     POD,
     ResolverFactory,

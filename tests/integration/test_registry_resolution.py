@@ -8,9 +8,9 @@ import pytest
 
 from extender.config.registry_settings import RegistrySettings
 from extender.core.platforms import Unknown
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.errors import AddressForbidden, NotFound
+from extender.resolution.within_deadline import Resolution
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.fixtures import PublishedRegistry
 from tests.support.images import Pusher

@@ -14,7 +14,7 @@ from extender.core.image_table import Rendered, Switches, parameter_spec
 from extender.core.mutation import MutationRules
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, parse
-from extender.lookups.shared_tier import SharedTier
+from extender.resolution.shared_tier import SharedTier
 from tests.integration.conftest import POD, ResolverFactory, RunningFaults, local_settings
 from tests.support.fixtures import PublishedRegistry
 from tests.support.images import Pusher

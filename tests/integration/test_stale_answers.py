@@ -19,10 +19,10 @@ from structlog.testing import capture_logs
 from extender.cli.inspect_images import run_inspect
 from extender.config.registry_settings import CacheSettings, RegistrySettings
 from extender.core.platforms import Unknown
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.errors import NotFound, Unauthorized, UnexpectedStatus
 from extender.registry.resolver import ImageResolution, RegistryResolver
+from extender.resolution.within_deadline import Resolution
 from tests.integration.conftest import POD, ResolverFactory, local_settings
 from tests.support.clock import FakeClock
 from tests.support.fixtures import PublishedRegistry

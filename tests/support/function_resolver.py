@@ -14,7 +14,7 @@ from extender.registry.resolver import ImageResolution
 
 
 class FunctionResolver:
-    """Adapts `func(image, pull)` to extender.lookups.resolution.PlatformResolver."""
+    """Adapts `func(image, pull)` to extender.resolution.within_deadline.PlatformResolver."""
 
     def __init__(
         self, func: Callable[[str, PullSecretsRef], Awaitable[frozenset[Platform]]]
@@ -26,9 +26,9 @@ class FunctionResolver:
 
 
 class AnsweringRegistry:
-    """extender.lookups.evidence.DigestResolver over `answers` (image → (digest, platforms));
-    records what was asked, and answers 404 for (image, namespace) pairs in `refuse` (pull
-    secrets that cannot read it) and images it does not know."""
+    """extender.resolution.learned_resolver.DigestResolver over `answers` (image → (digest,
+    platforms)); records what was asked, and answers 404 for (image, namespace) pairs in
+    `refuse` (pull secrets that cannot read it) and images it does not know."""
 
     def __init__(self, answers: dict[str, tuple[str, frozenset[Platform]]]) -> None:
         self.answers = answers

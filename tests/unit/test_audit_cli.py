@@ -12,7 +12,7 @@ from extender.audit.pure.options import AuditOptions
 from extender.audit.run import run_audit
 from extender.cli.main import main
 from extender.config.settings import KubernetesSettings, Settings
-from extender.kube.access import current_namespace
+from extender.kube.connect import current_namespace
 from tests.support.process import free_port
 
 

@@ -10,7 +10,7 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from extender.registry.errors import AddressForbidden
-from extender.registry.netguard import ALLOW_HINT, AddressGuard, GuardedResolver, is_public
+from extender.registry.netguard import ALLOW_HINT, AddressGuard, GuardedDns, is_public
 
 ADDRESSES = [
     ("8.8.8.8", True),
@@ -145,14 +145,14 @@ class _Dns(AbstractResolver):
 
 async def test_a_name_resolving_to_a_public_and_a_loopback_address_is_refused():
     """Every address must pass: a proxy would resolve the name again and may pick 127.0.0.1."""
-    resolver = GuardedResolver(AddressGuard(), _Dns("93.184.215.14", "127.0.0.1"))
+    resolver = GuardedDns(AddressGuard(), _Dns("93.184.215.14", "127.0.0.1"))
     with pytest.raises(AddressForbidden, match=r"non-public address 127\.0\.0\.1"):
         await resolver.resolve("mixed.example.com", 443)
 
 
 async def test_a_name_whose_every_address_is_public_or_listed_passes():
     """A public and an allow-listed address: both are returned, nothing is dropped."""
-    resolver = GuardedResolver(AddressGuard(["10.0.0.0/8"]), _Dns("93.184.215.14", "10.1.2.3"))
+    resolver = GuardedDns(AddressGuard(["10.0.0.0/8"]), _Dns("93.184.215.14", "10.1.2.3"))
     assert ["93.184.215.14", "10.1.2.3"] == [
         r["host"] for r in await resolver.resolve("ok.example.com", 443)
     ]

@@ -16,8 +16,8 @@ from extender.core.capacity import Capacity, NodePoolOffer
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.kube.pending_pods import PendingPod, decode_pending
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver

@@ -1,6 +1,6 @@
 """Learned evidence no tenant can forge (extender.core.mismatch.provenance,
-extender.lookups.evidence): a finding teaches its own workload, and counts in every namespace
-only when corroborated."""
+extender.resolution.evidence_book): a finding teaches its own workload, and counts in every
+namespace only when corroborated."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from extender.core.mismatch import SERVICE_ACCOUNT_MOUNT, Evidence, Launch, prov
 from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Rule, normalize
 from extender.core.pods import PullSecretsRef, WorkloadId, controller_of, facts
-from extender.lookups.evidence import EvidenceBook, LearnedResolver, _decode, runs_on_some_node
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import Verification
+from extender.resolution.evidence_book import EvidenceBook, _decode
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
+from extender.resolution.within_deadline import Resolution
 from tests.support.clock import FakeClock
 
 DIGEST = "sha256:" + "cd" * 32

@@ -24,12 +24,13 @@ from extender.core.node_facts import NodeFacts
 from extender.core.platforms import Platform, Rule, normalize
 from extender.core.pods import PullSecretsRef, WorkloadId
 from extender.kube.pod_watch import decode_pod
-from extender.lookups.evidence import EvidenceBook, LearnedResolver, runs_on_some_node
-from extender.lookups.resolution import RECENT_SECONDS, Resolution
 from extender.metrics import Metrics
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import ImageResolution
 from extender.registry.verify import EntryCheck, Verification
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver, runs_on_some_node
+from extender.resolution.within_deadline import RECENT_SECONDS, Resolution
 from extender.testing import RecordingPodCalls
 from tests.support.clock import FakeClock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.config.settings import KubernetesSettings
-from extender.kube.access import access
+from extender.kube.connect import access
 
 
 @pytest.fixture

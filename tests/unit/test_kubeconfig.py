@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from extender.config.settings import KubernetesSettings
-from extender.kube.access import build_api_client, context_names, current_namespace, namespace
 from extender.kube.client import yaml_values
 from extender.kube.client.errors import CredentialUnavailable, KubeConfigError
 from extender.kube.client.kubeconfig import ClientConfig, LoadingRules, load_rules, read_files
 from extender.kube.client.rest_config import in_cluster, in_cluster_namespace
 from extender.kube.client.transport import TOKEN_FILE_SECONDS, TokenFile
+from extender.kube.connect import build_api_client, context_names, current_namespace, namespace
 from tests.support.clock import FakeClock
 from tests.support.json_server import json_server
 

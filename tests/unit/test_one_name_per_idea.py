@@ -231,3 +231,44 @@ def test_request_log_fields_are_bound_in_one_place() -> None:
         )
     ]
     assert [] == bound_elsewhere
+
+
+#: Words a module or folder of extender/ is no longer named with, each with the one word that
+#: names its idea now.
+RETIRED_WORDS = {
+    "lookup": "resolve: an image's platforms learned (extender/resolution/)",
+    "lookups": "resolve: an image's platforms learned (extender/resolution/)",
+    "looker": "resolve: an image's platforms learned (extender/resolution/)",
+    "access": "connect: the API client built from the settings (extender/kube/connect.py)",
+}
+
+
+def test_no_module_or_folder_is_named_with_a_retired_word():
+    """Resolving an image's platforms has one word, so its modules are found under it."""
+    named = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for part in path.relative_to(PACKAGE).with_suffix("").parts:
+            named += [
+                f"{path.relative_to(PACKAGE)}: {word} ({RETIRED_WORDS[word]})"
+                for word in part.split("_")
+                if word in RETIRED_WORDS
+            ]
+    assert [] == named
+
+
+def test_a_class_called_a_resolver_resolves_an_image():
+    """A `*Resolver` answers an image's platforms (`platforms(image, ...)` or
+    `resolve(image, ...)`); what turns a host name into addresses is named for DNS."""
+    others = []
+    for module, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Resolver"):
+                methods = [
+                    item
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and item.name in ("platforms", "resolve")
+                ]
+                if not any(m.args.args[1:2] and m.args.args[1].arg == "image" for m in methods):
+                    others.append(f"{module}: {node.name}")
+    assert [] == others

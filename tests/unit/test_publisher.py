@@ -20,8 +20,9 @@ from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.errors import ConflictError
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
 from extender.metrics import Metrics
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import AnsweringRegistry
 from tests.support.waiting import wait_for_async

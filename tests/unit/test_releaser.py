@@ -24,8 +24,8 @@ from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef, read_pod
 from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION, ShareTally, Steering, steer
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from tests.objects import pod
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import FunctionResolver

@@ -4,7 +4,7 @@ import asyncio
 
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import Resolution
+from extender.resolution.within_deadline import Resolution
 from tests.support.function_resolver import FunctionResolver
 
 PULL = PullSecretsRef("default")
@@ -99,7 +99,7 @@ async def test_closing_cancels_lookups_still_running():
 async def test_a_known_answer_is_reused_for_a_few_seconds_and_an_unknown_never():
     """filter then prioritize, and a Deployment's replicas, repeat one question: the second
     asks nothing; after RECENT_SECONDS the resolver is asked again; failures are not kept."""
-    from extender.lookups.resolution import RECENT_SECONDS
+    from extender.resolution.within_deadline import RECENT_SECONDS
     from tests.support.clock import FakeClock
 
     asked: list[str] = []
@@ -186,8 +186,8 @@ async def test_a_registry_is_waited_on_again_once_a_lookup_there_asks_it_in_time
     """A lookup that outlives its budget keeps its host slow; one not waited on that asks the
     registry within its budget shows the host answers in time again; a host nobody looks up
     again is waited on after SLOW_FOR_SECONDS."""
-    from extender.lookups.slow_registries import SLOW_FOR_SECONDS
     from extender.registry.deadline import note_registry_asked
+    from extender.resolution.slow_registries import SLOW_FOR_SECONDS
     from tests.support.clock import FakeClock
 
     clock = FakeClock()

@@ -12,8 +12,9 @@ from extender.core.mutation import MutationRules
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import parse
 from extender.core.pods import PullSecretsRef
-from extender.lookups.evidence import EvidenceBook, LearnedResolver
-from extender.lookups.shared_tier import SharedTier
+from extender.resolution.evidence_book import EvidenceBook
+from extender.resolution.learned_resolver import LearnedResolver
+from extender.resolution.shared_tier import SharedTier
 from tests.support.clock import FakeClock
 from tests.support.function_resolver import AnsweringRegistry
 

@@ -14,8 +14,8 @@ from extender.controllers.watcher import EVICTED_REASON, FINDING_REASON, Watcher
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.kube.pod_watch import WatchedPod, decode_pod
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from extender.testing import RecordingPodCalls
 from tests.objects import node
 from tests.support.clock import FakeClock

@@ -10,8 +10,8 @@ import orjson
 from extender.config.settings import WatcherSettings
 from extender.controllers.watcher import Watcher
 from extender.kube.pod_watch import WatchedPod, decode_pod
-from extender.lookups.resolution import Resolution
 from extender.metrics import Metrics
+from extender.resolution.within_deadline import Resolution
 from extender.testing import RecordingPodCalls
 from tests.support.function_resolver import FunctionResolver
 

@@ -1,6 +1,6 @@
-"""Looking up every distinct (image, credentials) pair of a fleet once, concurrently.
+"""Resolving every distinct (image, credentials) pair of a fleet once, concurrently.
 
-Lookups to one registry host are bounded so that queued requests wait here, before the
+Requests to one registry host are bounded so that queued requests wait here, before the
 registry client's per-request timeout starts, not in its connection pool (where the wait
 would count against that timeout and turn a slow registry into "unknown").
 """
@@ -15,9 +15,9 @@ from extender.audit.pure.report import Lookups
 from extender.audit.pure.workloads import Workload
 from extender.core.platforms import Resolved, Unknown, describe_failure
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
+from extender.resolution.within_deadline import PlatformResolver
 
 Pair = tuple[str, PullSecretsRef]
 
@@ -36,8 +36,8 @@ def distinct_pairs(workloads: Iterable[Workload]) -> list[Pair]:
     return list(pairs)
 
 
-class Looker:
-    """Looks images up, at most `per_host` at a time per registry host, within `budget`;
+class BoundedResolution:
+    """Resolves images, at most `per_host` at a time per registry host, within `budget`;
     never raises for an image's trouble: a failure becomes Unknown with its reason."""
 
     def __init__(
@@ -81,11 +81,11 @@ class Looker:
         return dict(zip(pairs, outcomes, strict=True))
 
 
-async def look_up(
+async def resolve_pairs(
     resolver: PlatformResolver,
     pairs: Iterable[Pair],
     per_host: int,
     on_done: Callable[[], None] = lambda: None,
 ) -> Lookups:
-    """Resolve every pair, at most `per_host` at a time per registry host (Looker)."""
-    return await Looker(resolver, per_host, on_done=on_done).all(pairs)
+    """Resolve every pair, at most `per_host` at a time per registry host (BoundedResolution)."""
+    return await BoundedResolution(resolver, per_host, on_done=on_done).all(pairs)

@@ -1,7 +1,7 @@
 """The published table as a cache tier every replica reads: what the leader resolved, any
 replica answers at once (docs/webhook.md, "When archfit is down").
 
-Tiers, in order: the recent answers (extender.lookups.resolution), this replica's cache
+Tiers, in order: the recent answers (extender.resolution.within_deadline), this replica's cache
 (memory, then Redis), the shared table (the ImagePlatforms object, watched), the registry. An
 image the table lists is first asked of the cache alone (`cached_only`); only where the cache
 has nothing does the table answer, with the exact platform set the leader published (never
@@ -18,14 +18,14 @@ from typing import Protocol
 from extender.core.parameter import EMPTY_TABLE, PublishedTable, table_key, workload_key
 from extender.core.platforms import Platform, Resolved
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver, WorkloadEvidence
 from extender.registry.deadline import cached_only
 from extender.registry.errors import NotCached
+from extender.resolution.within_deadline import PlatformResolver, WorkloadEvidence
 
 
 class DigestMemory(WorkloadEvidence, Protocol):
     """What the tier needs of the learned resolver beside its narrowing
-    (extender.lookups.evidence.LearnedResolver)."""
+    (extender.resolution.learned_resolver.LearnedResolver)."""
 
     def digest_of(self, image: str, pull: PullSecretsRef) -> str | None: ...
 

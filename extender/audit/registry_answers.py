@@ -14,19 +14,19 @@ from typing import TextIO
 
 from extender.audit import hints
 from extender.audit.budget import PullBudget, Remaining, shortfalls, warning
-from extender.audit.lookups import Looker, Pair
+from extender.audit.distinct_images import BoundedResolution, Pair
 from extender.audit.pure.newer_tags import TagHint
 from extender.audit.pure.options import AuditOptions
 from extender.audit.pure.report import Disagreement, Lookups, same_image
 from extender.config.settings import Settings
 from extender.core.platforms import LINUX_ARM64, Platform, Unknown, any_accepts
 from extender.core.pods import PullSecretsRef
-from extender.lookups.resolution import PlatformResolver
-from extender.metrics import Metrics
+from extender.metrics import Metrics, total_of
 from extender.registry.client import TagList
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
 from extender.registry.resolver import RegistryResolver
+from extender.resolution.within_deadline import PlatformResolver
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +55,13 @@ async def resolve(
     """Look every pair up (probes first), then hint at newer tags of arm64 blockers when a
     `lister` is given and `newer_tags` > 0."""
     budget = PullBudget(remaining)
-    looker = Looker(resolver, per_host, budget, advance)
+    resolution = BoundedResolution(resolver, per_host, budget, advance)
     probes: dict[str, Pair] = {}
     for pair in pairs:
         host = _api_host(pair[0])
         if host is not None:
             probes.setdefault(host, pair)
-    lookups = dict(await looker.all(probes.values()))
+    lookups = dict(await resolution.all(probes.values()))
     rest = [pair for pair in pairs if pair not in lookups]
     looked = {same_image(image) for image, _ in lookups}
     needed: dict[str, set[str]] = {}
@@ -72,11 +72,13 @@ async def resolve(
     counts = {host: len(images) for host, images in needed.items()}
     for host, (count, left) in sorted(shortfalls(counts, remaining).items()):
         say(warning(host, count, left))
-    lookups.update(await looker.all(rest))
+    lookups.update(await resolution.all(rest))
     if lister is None or newer_tags <= 0:
         return RegistryAnswers(lookups)
     blocking = blocking_images(lookups, loose=loose)
-    found = await hints.hints(lister, looker.one, blocking, pairs, limit=newer_tags, loose=loose)
+    found = await hints.hints(
+        lister, resolution.one, blocking, pairs, limit=newer_tags, loose=loose
+    )
     return RegistryAnswers(lookups, found)
 
 
@@ -103,14 +105,7 @@ def metric_remaining(metrics: Metrics) -> Remaining:
 
 def registry_requests(metrics: Metrics) -> int:
     """Requests sent to registries so far (`archfit_registry_requests_total`)."""
-    return int(
-        sum(
-            sample.value
-            for family in metrics.registry_requests.collect()
-            for sample in family.samples
-            if sample.name.endswith("_total")
-        )
-    )
+    return total_of(metrics.registry_requests)
 
 
 def _api_host(image: str) -> str | None:
@@ -147,7 +142,7 @@ class CheckedIndexes:
         return tuple(sorted(self._found.values(), key=lambda d: (d.image, d.digest)))
 
 
-async def look_up_with(
+async def resolve_with(
     resolver: PlatformResolver,
     metrics: Metrics,
     settings: Settings,

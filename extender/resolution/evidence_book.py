@@ -1,13 +1,15 @@
-"""Learned evidence, "digest D does not run on platform P", kept in the cache's tiers, and the
-resolver that believes it over the index (docs/operations.md, "Learned evidence").
+"""Learned evidence, "digest D does not run on platform P", as every replica keeps it: the book
+in memory, kept in step with the shared store (docs/operations.md, "Learned evidence").
 
 The mismatch watcher learns it from a container that failed with exec format error, for
 that pod's own workload; it counts for every namespace only when something no tenant can
 forge corroborates it (EvidenceBook). Every replica keeps all of it in memory (a handful of
 entries: a lookup is a dict read) and, with a Redis URL (`cache.url`), shares it through one
-Redis hash, read again every `watcher.evidenceSyncSeconds`; so a restart or a second replica
-keeps what was learned, and `archfit evidence clear` reaches every replica. Each entry
-expires (`watcher.evidenceTtlSeconds`).
+Redis hash (extender.resolution.redis_evidence), else through a ConfigMap
+(extender.kube.evidence_store), read again every `watcher.evidenceSyncSeconds`; so a restart or
+a second replica keeps what was learned, and `archfit evidence clear` reaches every replica.
+Each entry expires (`watcher.evidenceTtlSeconds`). The resolver that believes it over the index
+is extender.resolution.learned_resolver.
 """
 
 from __future__ import annotations
@@ -16,30 +18,27 @@ import asyncio
 import dataclasses
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 import structlog
 
 from extender.config.registry_settings import CacheSettings
-from extender.core.mismatch import Evidence, without_failing
-from extender.core.node_facts import NodeFacts
-from extender.core.platforms import Platform, Resolved, any_accepts
+from extender.core.mismatch import Evidence
+from extender.core.platforms import Platform
 from extender.core.platforms import parse as parse_platform
-from extender.core.pods import PullSecretsRef
-from extender.once import OncePerCause
-from extender.ttlmap import TTLMap
+from extender.resolution.redis_evidence import RedisEvidence
 
 if TYPE_CHECKING:
     from extender.metrics import Metrics
-    from extender.registry.resolver import ImageResolution
-    from extender.registry.verify import Verification
 
 log = structlog.get_logger("archfit.evidence")
 
-_NONE: frozenset[Platform] = frozenset()
+NO_PLATFORMS: frozenset[Platform] = frozenset()
+"""What a digest is known not to run on when nothing is known."""
+
 MAX_ENTRIES = 500
 """Entries kept at most, the most recently learned: far more than a cluster's failing images,
 and at about 1.5 KiB an entry at the most, within a ConfigMap's 1 MiB."""
@@ -61,40 +60,10 @@ class SharedEvidence(Protocol):
     async def aclose(self) -> None: ...
 
 
-class RedisEvidence:
-    """Evidence in the Redis hash `<cache.namespace>:evidence` (with `cache.url`)."""
-
-    def __init__(self, cache: CacheSettings, metrics: Metrics | None = None) -> None:
-        from extender.registry.redis_tier import RedisTier
-
-        self._hash = f"{cache.namespace}:evidence"
-        self._redis = RedisTier(cache, time.monotonic, metrics)
-
-    async def read(self) -> dict[str, str] | None:
-        found = await self._redis.command("hgetall", self._hash)
-        if not isinstance(found, dict):
-            return None
-        return {_text(key): _text(value) for key, value in found.items()}
-
-    async def write(self, entries: dict[str, str]) -> bool:
-        return await self._redis.command("hset", self._hash, mapping=entries) is not None
-
-    async def delete(self, keys: list[str]) -> None:
-        if keys:
-            await self._redis.command("hdel", self._hash, *keys)
-
-    async def aclose(self) -> None:
-        await self._redis.aclose()
-
-
 def _field(key: str) -> str:
     """An entry's name in the shared store: its key's hash, a valid Redis field and
     ConfigMap key alike (a key holds `:`, `/` and `|`)."""
     return "e-" + hashlib.sha256(key.encode()).hexdigest()[:40]
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class EvidenceBook:
@@ -145,7 +114,7 @@ class EvidenceBook:
         path)."""
         found = self._cluster.get(digest)
         if not found:
-            return _NONE
+            return NO_PLATFORMS
         return self._unexpired(found)
 
     def failing_for(self, namespace: str, workload: str) -> dict[str, frozenset[Platform]] | None:
@@ -385,176 +354,3 @@ async def evidence_book(
         syncing.cancel()
         await asyncio.gather(syncing, return_exceptions=True)
         await book.aclose()
-
-
-class DigestResolver(Protocol):
-    """What LearnedResolver needs of the resolver it wraps (registry.resolver.RegistryResolver)."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution: ...
-
-    async def verify(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> tuple[ImageResolution, Verification]: ...
-
-    async def aclose(self) -> None: ...
-
-
-Runnable = Callable[[Sequence[frozenset[Platform]]], bool]
-"""Whether some node known now runs a pod whose images run on these platforms (True when no
-node is known: nothing to judge by)."""
-
-_DIGEST_SECONDS = 3600.0
-"""How long the digest an image resolved to is remembered for workload evidence: refreshed at
-every lookup, so it follows a moved tag within the cache's tag TTL."""
-
-
-class LearnedResolver:
-    """A PlatformResolver that believes learned evidence over the index: a platform the
-    digest was seen failing on is not among its platforms, whatever the index claims.
-
-    Cluster-wide evidence narrows every lookup; workload evidence narrows only the answers
-    of that workload's pods (`narrow`, which Resolution calls with the pod's workload).
-    Evidence is never worse than knowing nothing: what would leave an image no platform,
-    or a pod no node that runs it, is ignored, logged and counted.
-    """
-
-    def __init__(
-        self,
-        inner: DigestResolver,
-        book: EvidenceBook,
-        *,
-        runnable: Runnable | None = None,
-        metrics: Metrics | None = None,
-        max_entries: int = 10_000,
-    ) -> None:
-        self._inner = inner
-        self.book = book
-        self._runnable = runnable
-        self._metrics = metrics
-        self._digests: TTLMap[tuple[str, PullSecretsRef | None], str] = TTLMap(max_entries)
-        """(image, pull) → the digest it resolved to last: what workload evidence is keyed by."""
-        self._once = OncePerCause()
-
-    async def platforms(self, image: str, pull: PullSecretsRef) -> frozenset[Platform]:
-        return (await self.resolve(image, pull)).platforms
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        found = await self.registry_answer(image, pull)
-        believed = self.believed(found.digest, found.platforms)
-        if believed is found.platforms:
-            return found
-        return dataclasses.replace(found, platforms=believed)
-
-    async def registry_answer(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> ImageResolution:
-        """What the registry (through the cache) answers, evidence not believed yet; the
-        digest is remembered for the workload evidence of the pods that name the image."""
-        found = await self._inner.resolve(image, pull)
-        self._digests.put((image, pull), found.digest, _DIGEST_SECONDS)
-        return found
-
-    def believed(self, digest: str, platforms: frozenset[Platform]) -> frozenset[Platform]:
-        """`platforms` less those `digest` is known, cluster-wide, not to run on (a dict read
-        when nothing is known: hot path); `platforms` itself when nothing is believed."""
-        failing = self.book.failing(digest)
-        if not failing:
-            return platforms
-        narrowed = without_failing(platforms, failing)
-        if not self._believable(digest, (narrowed,), failing):
-            return platforms
-        return narrowed
-
-    def digest_of(self, image: str, pull: PullSecretsRef) -> str | None:
-        """The digest `image` last resolved to with `pull` here, or None."""
-        return self._digests.get((image, pull))
-
-    def narrow(
-        self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
-    ) -> Mapping[str, Resolved]:
-        """`resolved` with the evidence of this workload alone believed too (no I/O)."""
-        digests = self._digests
-        digest_of = lambda image: digests.get((image, pull))  # noqa: E731
-        return self.narrow_by(resolved, digest_of, namespace, workload)
-
-    def narrow_by(
-        self,
-        resolved: Mapping[str, Resolved],
-        digest_of: Callable[[str], str | None],
-        namespace: str,
-        workload: str,
-    ) -> Mapping[str, Resolved]:
-        """`resolved` with the workload's evidence believed, each image's digest from
-        `digest_of`: what the webhook believes for that workload's pods, and the publisher
-        publishes for them."""
-        failing_for = self.book.failing_for(namespace, workload)
-        if not failing_for:
-            return resolved
-        narrowed = dict(resolved)
-        failing_here: set[Platform] = set()
-        digests: list[str] = []
-        for image, found in resolved.items():
-            digest = digest_of(image)
-            failing = failing_for.get(digest, _NONE) if digest is not None else _NONE
-            if failing and digest is not None and isinstance(found, frozenset):
-                narrowed[image] = without_failing(found, failing)
-                failing_here |= failing
-                digests.append(digest)
-        if not failing_here:
-            return resolved
-        sets = [found for found in narrowed.values() if isinstance(found, frozenset)]
-        if not self._believable(", ".join(digests), sets, frozenset(failing_here)):
-            return resolved
-        return narrowed
-
-    def _believable(
-        self, digest: str, narrowed: Sequence[frozenset[Platform]], failing: frozenset[Platform]
-    ) -> bool:
-        """False (logged once a minute, counted) when believing the evidence would leave an
-        image no platform, or the pod no node that runs it."""
-        if all(narrowed):
-            if self._runnable is None or self._runnable(narrowed):
-                return True
-            why = "no_node"
-        else:
-            why = "no_platform"
-        if self._metrics is not None:
-            self._metrics.evidence_ignored.labels(why).inc()
-        if self._once.log_now(f"{why} {digest}") is not None:
-            log.warning(
-                "evidence_ignored",
-                digest=digest,
-                failing=sorted(map(str, failing)),
-                why=(
-                    "it would leave an image no platform"
-                    if why == "no_platform"
-                    else "it would leave the pod no node that runs it"
-                ),
-            )
-        return False
-
-    async def verify(
-        self, image: str, pull: PullSecretsRef | None = None
-    ) -> tuple[ImageResolution, Verification]:
-        """The index's entries against their configs, as the registry has them (evidence
-        does not enter: this is what corroborates it)."""
-        return await self._inner.verify(image, pull)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)  # tags(), aclose(): the wrapped resolver's
-
-
-def runs_on_some_node(known: Callable[[], Iterable[NodeFacts]]) -> Runnable:
-    """A Runnable over the nodes `known()` gives now (each node's platform and runtime rule)."""
-
-    def runnable(images: Sequence[frozenset[Platform]]) -> bool:
-        nodes = set(known())
-        if not nodes:
-            return True
-        return any(
-            all(any_accepts(platform, found, rule=rule, aarch32=aarch32) for found in images)
-            for platform, rule, aarch32 in nodes
-            if platform is not None
-        )
-
-    return runnable

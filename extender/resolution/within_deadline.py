@@ -22,7 +22,6 @@ from extender.core.platforms import (
     describe_failure,
 )
 from extender.core.pods import PullSecretsRef, WorkloadId
-from extender.lookups.slow_registries import SlowRegistries, registry_host
 from extender.metrics import tally_request
 from extender.registry.deadline import (
     LookupTrip,
@@ -30,6 +29,7 @@ from extender.registry.deadline import (
     request_deadline,
     skip_remembered_failures,
 )
+from extender.resolution.slow_registries import SlowRegistries, registry_host
 from extender.ttlmap import TTLMap
 
 
@@ -44,8 +44,8 @@ class PlatformResolver(Protocol):
 
 
 class WorkloadEvidence(Protocol):
-    """What one workload's own failures taught (extender.lookups.evidence.LearnedResolver): believed
-    for that workload's pods only."""
+    """What one workload's own failures taught, believed for that workload's pods only
+    (extender.resolution.learned_resolver.LearnedResolver)."""
 
     def narrow(
         self, resolved: Mapping[str, Resolved], pull: PullSecretsRef, namespace: str, workload: str
@@ -130,7 +130,7 @@ class Resolution:
         Not `patient` (the extender's verbs: kube-scheduler waits for each answer before the
         next pod), an image is answered Unknown at once, its lookup going on, when an earlier
         request ran out of time on that very lookup or on its registry host
-        (extender.lookups.slow_registries): waiting again would only spend the budget again.
+        (extender.resolution.slow_registries): waiting again would only spend the budget again.
         Without `registries`, no trip to a registry is waited for at all, only the cache
         tiers: for a pod whose constraint archfit has written already (PodFacts.decided).
         """

@@ -1,1 +1,0 @@
-"""A pod's lookups within a deadline, and the learned evidence believed over the index."""
