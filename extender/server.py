@@ -213,6 +213,7 @@ def attach(
     """
     settings, metrics = app[SETTINGS], app[METRICS]
     app[GUARD] = ConnectionGuard(settings.server, metrics, app[WARNINGS])
+    app[GUARD].install(app)
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, metrics, resolver, nodes) as services:

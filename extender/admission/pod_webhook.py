@@ -51,6 +51,7 @@ def create_webhook_app(settings: Settings, metrics: Metrics, services: Services)
     app = web.Application(client_max_size=settings.webhook.max_body_bytes)
     warnings = OncePerCause()
     app[WEBHOOK_GUARD] = ConnectionGuard(settings.server, metrics, warnings)
+    app[WEBHOOK_GUARD].install(app)
     mutation = PodMutation(settings, metrics, services)
     app[WEBHOOK_HOLDS] = mutation.hold is not None
     handler = Admissions(mutation, metrics, warnings, settings.server.body_timeout_seconds)

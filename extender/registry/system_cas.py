@@ -5,6 +5,8 @@ each reads the system CA bundle: about 50 ms, a sixth of `serve`'s start, for co
 only HTTPS registry requests use. `import_aiohttp` imports it with those two reads deferred;
 `read_deferred` does them, in a thread. The server starts that once it listens, and every
 registry request awaits `loaded` first (registry/transport.py), so no request goes out before.
+That aiohttp builds the contexts at import is no public promise: a test checks it per version
+(tests/unit/test_library_internals.py).
 """
 
 from __future__ import annotations

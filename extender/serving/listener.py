@@ -13,7 +13,7 @@ import asyncio
 import socket
 import ssl
 from asyncio import sslproto
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +24,8 @@ from extender.once import OncePerCause
 from extender.serving.client_problems import client_problem
 
 _END_OF_HEADERS = b"\r\n\r\n"
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before accept: a burst of kube-apiserver's is not refused."""
 
 
 class ConnectionGuard:
@@ -51,6 +53,8 @@ class ConnectionGuard:
         # Insertion order is age order: the first idle one found is the oldest.
         self._all: dict[_GuardedConnection, None] = {}
         self._by_client: dict[str, dict[_GuardedConnection, None]] = {}
+        self._by_transport: dict[asyncio.BaseTransport, _GuardedConnection] = {}
+        """The connection behind each transport aiohttp's handlers serve requests on."""
 
     @property
     def open(self) -> int:
@@ -65,6 +69,41 @@ class ConnectionGuard:
 
     def problem(self, cause: str) -> None:
         client_problem(self._metrics, self._warnings, cause)
+
+    def install(self, app: web.Application) -> None:
+        """Count `app`'s requests in progress per connection (its outermost middleware), so
+        a connection is closed to make room only between requests; before the app starts."""
+        app.middlewares.insert(0, self.middleware)
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """A request is in progress on its connection until its response is written."""
+        transport = request.transport
+        connection = None if transport is None else self._by_transport.get(transport)
+        if connection is None:  # not a connection of this guard's (a test client's, say)
+            return await handler(request)
+        connection.requests += 1
+        try:
+            try:
+                response = await handler(request)
+            except web.HTTPException as answer:  # aiohttp answers it once it is raised past
+                await _write(answer, request)
+                raise
+            await _write(response, request)
+            return response
+        finally:
+            connection.requests -= 1
+
+    def serving(self, transport: asyncio.BaseTransport, conn: _GuardedConnection) -> None:
+        """Note that aiohttp's handler serves `conn`'s requests on `transport`."""
+        self._by_transport[transport] = conn
+
+    def installed_in(self, runner: web.BaseRunner) -> bool:
+        """Whether the app `runner` serves counts its requests here (`install`)."""
+        app = runner.app if isinstance(runner, web.AppRunner) else None
+        return app is not None and self.middleware in app.middlewares
 
     def take_slot(self, conn: _GuardedConnection) -> bool:
         """Count `conn` in, closing an idle one to make room; False if no room is left (the
@@ -81,6 +120,8 @@ class ConnectionGuard:
         return True
 
     def release(self, conn: _GuardedConnection) -> None:
+        if conn.serving_on is not None:
+            self._by_transport.pop(conn.serving_on, None)
         if conn not in self._all:
             return
         del self._all[conn]
@@ -132,15 +173,15 @@ class _GuardedConnection(asyncio.Protocol):
         self._counted = False
         self._upgraded = False
         self.client = ""
+        self.serving_on: asyncio.BaseTransport | None = None
+        """The transport aiohttp's handler serves requests on (plain text under TLS)."""
+        self.requests = 0
+        """Requests in progress, counted by the guard's middleware."""
 
     @property
     def idle(self) -> bool:
         """No request in progress: waiting for a handshake, headers, or the next request."""
-        if self._handler is None:
-            return True
-        # aiohttp's RequestHandler has no public flag for this; when it lacks the
-        # attribute the connection counts as busy, so nothing is ever closed mid-request.
-        return not getattr(self._handler, "_request_in_progress", True)
+        return self.requests == 0
 
     def close(self) -> None:
         if self._transport is not None:
@@ -170,6 +211,9 @@ class _GuardedConnection(asyncio.Protocol):
             )
 
     def _start_handler(self, transport: asyncio.BaseTransport) -> None:
+        self.serving_on = transport
+        if self._counted:
+            self._guard.serving(transport, self)
         self._handler = self._make_handler()
         self._handler.connection_made(transport)
 
@@ -188,7 +232,8 @@ class _GuardedConnection(asyncio.Protocol):
         assert self._transport is not None
         loop = asyncio.get_running_loop()
         # start_tls swaps the protocol now and starts the handshake a turn later (it reads
-        # nothing before): this runs in between and gives the TLS protocol `first`.
+        # nothing before): this runs in between and gives the TLS protocol `first`. No public
+        # API promises that order: tests/unit/test_library_internals.py checks it per version.
         loop.call_soon(self._feed_loop_tls, first)
         try:
             plain = await loop.start_tls(
@@ -336,9 +381,20 @@ def _feed(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
 
 class _TlsProtocol(sslproto.SSLProtocol):
     """asyncio's TLS protocol with a 16 KiB read buffer instead of 256 KiB: a TLS record
-    holds at most 16 KiB, and the buffer is allocated for every connection."""
+    holds at most 16 KiB, and the buffer is allocated for every connection. asyncio has no
+    public knob for it; tests/unit/test_library_internals.py checks `max_size` per version."""
 
     max_size = 16 * 1024
+
+
+async def _write(response: web.StreamResponse, request: web.Request) -> None:
+    """Send `response` whole, as aiohttp would once the handler returns; a client gone
+    meanwhile is aiohttp's to handle then (its write raises again, and it ends quietly)."""
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        pass
 
 
 def handler_options(server: ServerSettings) -> dict[str, Any]:
@@ -347,9 +403,10 @@ def handler_options(server: ServerSettings) -> dict[str, Any]:
 
 
 class GuardedSite(web.BaseSite):
-    """A TCP (or TLS) site whose connections go through a ConnectionGuard."""
+    """A TCP (or TLS) site whose connections go through a ConnectionGuard: aiohttp's
+    runner starts and stops it with its other sites, and the listener is the site's own."""
 
-    __slots__ = ("_guard", "_host", "_port")
+    __slots__ = ("_app_runner", "_guard", "_host", "_listening", "_port", "_tls")
 
     def __init__(
         self,
@@ -359,24 +416,34 @@ class GuardedSite(web.BaseSite):
         guard: ConnectionGuard,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(runner, ssl_context=ssl_context, backlog=1024)
-        self._host, self._port, self._guard = host, port, guard
+        super().__init__(runner, ssl_context=ssl_context)
+        self._app_runner, self._host, self._port, self._guard = runner, host, port, guard
+        self._tls = ssl_context
+        self._listening: asyncio.Server | None = None
 
     @property
     def name(self) -> str:
-        scheme = "https" if self._ssl_context else "http"
+        scheme = "https" if self._tls else "http"
         return f"{scheme}://{self._host}:{self._port}"
 
     async def start(self) -> None:
-        await super().start()
-        server = self._runner.server
+        server = self._app_runner.server
         assert server is not None  # runner.setup() made it
+        if not self._guard.installed_in(self._app_runner):
+            # Else every connection would look idle, and one could be closed mid-request.
+            raise RuntimeError("the connection guard's middleware is not in the app it guards")
+        await super().start()
         # No ssl= here: the guard counts a connection at accept and starts TLS itself.
-        self._server = await asyncio.get_running_loop().create_server(
-            self._guard.factory(server, self._ssl_context),
+        self._listening = await asyncio.get_running_loop().create_server(
+            self._guard.factory(server, self._tls),
             self._host,
             self._port,
-            backlog=self._backlog,
+            backlog=LISTEN_BACKLOG,
             reuse_address=True,
             family=socket.AF_INET6 if ":" in self._host else socket.AF_INET,
         )
+
+    async def stop(self) -> None:
+        if self._listening is not None:
+            self._listening.close()
+        await super().stop()

@@ -361,10 +361,11 @@ def _on_a_guarded_tls_site(
     async def serve() -> tuple[Any, int, str]:
         app = web.Application()
         app.router.add_get("/", transport_module)
-        runner = web.AppRunner(app)
-        await runner.setup()
         metrics = Metrics()
         guard = ConnectionGuard(server, metrics, OncePerCause())
+        guard.install(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
         port = free_port()
         await GuardedSite(runner, "127.0.0.1", port, guard, context).start()
         try:
@@ -455,3 +456,73 @@ def _whole(answer: bytes) -> bool:
         if found and line.startswith(b"content-length:"):
             return len(body) >= int(line.split(b":")[1])
     return False
+
+
+BIG_BODY = 16 << 20
+"""A response far larger than loopback's socket buffers: its write waits on the client."""
+
+
+def _on_a_guarded_site(
+    loop: str, server: ServerSettings, client: Callable[[int], Any], *, install: bool = True
+) -> Any:
+    """Run `client(port)` in a thread against a guarded plain site of an app whose GET /big
+    answers BIG_BODY bytes, on `loop`; what it returned."""
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=b"x" * BIG_BODY)
+
+    async def serve() -> Any:
+        app = web.Application()
+        app.router.add_get("/big", big)
+        guard = ConnectionGuard(server, Metrics(), OncePerCause())
+        if install:
+            guard.install(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        try:
+            await GuardedSite(runner, "127.0.0.1", port, guard).start()
+            return await asyncio.to_thread(client, port)
+        finally:
+            await runner.cleanup()
+
+    _, new_loop = loop_factory(loop)  # type: ignore[arg-type]  # a param of the fixture
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(serve())
+
+
+def _another_while_a_response_is_written(port: int) -> tuple[bool, int]:
+    """Ask for /big and read its first bytes only, then open a second connection: whether
+    that one was closed, and how many body bytes the first then read."""
+    with socket.socket() as first:
+        first.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        first.settimeout(10)
+        first.connect(("127.0.0.1", port))
+        first.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+        answer = first.recv(1 << 10)  # the head has come: the response is being written
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as second:
+            second_closed = is_closed(second, seconds=3)
+        while (size := len(answer.partition(b"\r\n\r\n")[2])) < BIG_BODY:
+            received = first.recv(1 << 20)
+            if not received:
+                break
+            answer += received
+    return second_closed, size
+
+
+def test_a_connection_whose_response_is_still_being_written_is_not_closed_to_make_room(
+    serving_loop: str,
+):
+    """maxConnections 1, its response to a slow reader still being written: a second
+    connection is closed at once, and the first still gets its whole response."""
+    server = ServerSettings(max_connections=1)
+    answered = _on_a_guarded_site(serving_loop, server, _another_while_a_response_is_written)
+    assert (True, BIG_BODY) == answered
+
+
+def test_a_guarded_site_does_not_start_for_an_app_whose_requests_its_guard_does_not_count(
+    serving_loop: str,
+):
+    """Without the guard's middleware every connection would look idle: start refuses."""
+    with pytest.raises(RuntimeError, match="middleware"):
+        _on_a_guarded_site(serving_loop, ServerSettings(), lambda port: None, install=False)
