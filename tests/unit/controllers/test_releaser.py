@@ -21,7 +21,7 @@ from extender.controllers.releaser import Releaser
 from extender.core.gates import PodChanged, ReleaseRefused, gate_operations, is_gated
 from extender.core.mutation import MutationRules
 from extender.core.platforms import Platform, parse
-from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef
+from extender.core.pods import PREFER_ARCH_ANNOTATION, PullSecretsRef, read_pod
 from extender.core.steering import CHOICE_LABEL, SHARE_ANNOTATION
 from extender.metrics import Metrics
 from extender.resolution.within_deadline import Resolution
@@ -40,7 +40,7 @@ RULES = MutationRules(
 
 def held_pod(*images: str) -> dict[str, Any]:
     obj = pod(*images)
-    obj = jsonpatch.apply_patch(obj, gate_operations(obj, "unknown at admission"))
+    obj = jsonpatch.apply_patch(obj, gate_operations(read_pod(obj), "unknown at admission"))
     obj["metadata"]["resourceVersion"] = "7"
     return obj
 
@@ -139,6 +139,21 @@ async def test_at_the_cap_a_fallback_architecture_is_required():
     subject = releaser(pods, {}, waited=500, fallback="amd64")
     await run_until_released(subject, pods)
     assert [ARCH_AMD] == required(pods.pod)
+
+
+async def test_a_held_pod_whose_images_cannot_be_read_goes_at_once_without_constraints():
+    """Nothing will ever resolve an image that is no string: the pod is released, and no
+    constraint is made up from images archfit could not read."""
+    obj = held_pod("acme/amd:1")
+    obj["spec"]["containers"][0]["image"] = 7
+    pods = ScriptedPods(obj, [])
+    subject = releaser(pods, {}, waited=3, fallback="known")
+    await run_until_released(subject, pods)
+    released = pods.pod["metadata"]["annotations"]["archfit.io/released"]
+    assert (None, "without constraints: the pod's images are unreadable") == (
+        pods.pod["spec"].get("affinity"),
+        released,
+    )
 
 
 MULTI = AMD | {parse("linux/arm64")}

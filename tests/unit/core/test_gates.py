@@ -20,12 +20,14 @@ from extender.core.gates import (
     never_held,
     release_operations,
 )
-from extender.core.pods import RELEASED_ANNOTATION
+from extender.core.pods import RELEASED_ANNOTATION, read_pod
 from tests.objects import pod
 
 
 def held(obj: dict[str, Any]) -> dict[str, Any]:
-    gated = jsonpatch.apply_patch(copy.deepcopy(obj), gate_operations(obj, "acme/x:1 unknown"))
+    gated = jsonpatch.apply_patch(
+        copy.deepcopy(obj), gate_operations(read_pod(obj), "acme/x:1 unknown")
+    )
     gated["metadata"]["resourceVersion"] = "41"
     return gated
 
@@ -55,7 +57,7 @@ def test_another_gate_is_kept_and_ours_is_appended() -> None:
 
 def test_holding_a_held_pod_again_adds_nothing() -> None:
     """reinvocationPolicy: IfNeeded may call the webhook twice for one pod."""
-    assert [] == gate_operations(held(pod("acme/x:1")), "again")
+    assert [] == gate_operations(read_pod(held(pod("acme/x:1"))), "again")
 
 
 def test_the_release_removes_only_our_gate_label_and_reason_and_says_how() -> None:

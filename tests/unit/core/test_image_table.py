@@ -20,7 +20,7 @@ from extender.core.image_uses import ImageUses, PodUse
 from extender.core.mutation import MutationRules, TaintRule, decide_mutation, fits_of
 from extender.core.parameter import TIME_EPOCH, PublishedTable, read_spec
 from extender.core.platforms import Platform, Rule, parse
-from extender.core.pods import PullSecretsRef
+from extender.core.pods import PullSecretsRef, read_pod
 from tests.support.clock import FakeClock
 
 AMD = frozenset({parse("linux/amd64")})
@@ -112,7 +112,9 @@ def test_the_preferred_terms_weigh_what_the_webhook_writes() -> None:
     """The policy's preferred terms are the webhook's (extender.core.mutation), best first."""
     preference = {"arm64": 10, "amd64": 5, "s390x": 0}
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "m:1"}]}}
-    written = decide_mutation(pod, ["m:1"], {"m:1": CLUSTER}, rules(arch_preference=preference))
+    written = decide_mutation(
+        read_pod(pod), ["m:1"], {"m:1": CLUSTER}, rules(arch_preference=preference)
+    )
     affinity = next(op["value"] for op in written.patch if op["path"] == "/spec/affinity")
     expected = [
         (t["preference"]["matchExpressions"][0]["values"][0], t["weight"])

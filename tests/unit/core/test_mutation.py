@@ -16,13 +16,12 @@ import pytest
 
 from extender.core.mutation import (
     MutationRules,
-    ShapeError,
     TaintRule,
     decide_mutation,
     fits_of,
 )
 from extender.core.platforms import Platform, Resolved, Rule, Unknown, parse
-from extender.core.pods import PLATFORMS_ANNOTATION
+from extender.core.pods import PLATFORMS_ANNOTATION, ShapeError, read_pod
 from tests.objects import pod
 from tests.support import affinity
 
@@ -46,7 +45,7 @@ def admit(
     obj: dict[str, Any], resolved: dict[str, Resolved], how: MutationRules | None = None
 ) -> tuple[dict[str, Any], Any]:
     """Decide for the pod and return (the pod after the patch, the decision)."""
-    mutation = decide_mutation(obj, tuple(resolved), resolved, how or rules())
+    mutation = decide_mutation(read_pod(obj), tuple(resolved), resolved, how or rules())
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), mutation.operations(dry_run=False))
     return patched, mutation
 
@@ -244,7 +243,7 @@ def test_a_second_call_on_the_patched_pod_adds_nothing() -> None:
 def test_dry_run_writes_only_the_platforms_annotation() -> None:
     """Dry-run decides and explains, but the answer constrains nothing."""
     obj = pod("acme/amd:1")
-    mutation = decide_mutation(obj, ("acme/amd:1",), {"acme/amd:1": AMD}, rules())
+    mutation = decide_mutation(read_pod(obj), ("acme/amd:1",), {"acme/amd:1": AMD}, rules())
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), mutation.operations(dry_run=True))
     assert ["required_affinity"] == mutation.changes
     assert obj["spec"] == patched["spec"]
@@ -291,7 +290,7 @@ def test_an_affinity_that_is_not_an_object_is_a_shape_error() -> None:
     obj = pod("acme/amd:1")
     obj["spec"]["affinity"] = "arm64 please"
     with pytest.raises(ShapeError, match=r"spec.affinity must be an object"):
-        decide_mutation(obj, ("acme/amd:1",), {"acme/amd:1": AMD}, rules())
+        decide_mutation(read_pod(obj), ("acme/amd:1",), {"acme/amd:1": AMD}, rules())
 
 
 def test_platforms_only_variants_tell_apart_add_no_empty_term() -> None:
@@ -309,7 +308,7 @@ def test_under_auto_matching_an_arm_v7_image_is_not_kept_off_arm64_nodes_that_ru
     patched, _ = admit(pod("acme/v7:1"), {"acme/v7:1": v7}, rules(rule=Rule.LOOSE, aarch32=True))
     assert [{"matchExpressions": [ARCH_IN_ARM]}] == required_terms(patched)
     strict = decide_mutation(
-        pod("acme/v7:1"), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
+        read_pod(pod("acme/v7:1")), ("acme/v7:1",), {"acme/v7:1": v7}, rules(rule=Rule.STRICT)
     )
     assert ("conflict", []) == (strict.outcome, strict.patch)
 
@@ -468,10 +467,16 @@ def test_pods_whose_images_share_platform_sets_share_one_match_and_a_new_rule_ma
     # s390x: a set no other test names, so the first strict match is a miss here.
     v7_and_amd = frozenset({parse("linux/arm/v7"), parse("linux/amd64"), parse("linux/s390x")})
     loose = rules(rule=Rule.LOOSE, aarch32=True)
-    first = decide_mutation(pod("acme/a:1"), ("acme/a:1",), {"acme/a:1": v7_and_amd}, loose)
+    first = decide_mutation(
+        read_pod(pod("acme/a:1")), ("acme/a:1",), {"acme/a:1": v7_and_amd}, loose
+    )
     before = fits_of.cache_info()
-    again = decide_mutation(pod("acme/b:2"), ("acme/b:2",), {"acme/b:2": v7_and_amd}, loose)
-    strict = decide_mutation(pod("acme/b:2"), ("acme/b:2",), {"acme/b:2": v7_and_amd}, rules())
+    again = decide_mutation(
+        read_pod(pod("acme/b:2")), ("acme/b:2",), {"acme/b:2": v7_and_amd}, loose
+    )
+    strict = decide_mutation(
+        read_pod(pod("acme/b:2")), ("acme/b:2",), {"acme/b:2": v7_and_amd}, rules()
+    )
     after = fits_of.cache_info()
     assert (1, 1) == (after.hits - before.hits, after.misses - before.misses)
     assert (("linux/amd64", "linux/arm64"), ("linux/amd64", "linux/arm64"), ("linux/amd64",)) == (

@@ -4,7 +4,16 @@ from types import MappingProxyType
 
 import pytest
 
-from extender.core.pods import PodError, PullSecretsRef, facts, read_mapping, read_mapping_at
+from extender.core.pods import (
+    REQUIRED_TERMS,
+    PodError,
+    PullSecretsRef,
+    ShapeError,
+    facts,
+    read_mapping,
+    read_mapping_at,
+    read_pod,
+)
 from tests.objects import pod
 
 
@@ -54,6 +63,73 @@ def test_wrongly_typed_pods_raise_an_error_naming_the_field(mutate, message):
     mutate(p)
     with pytest.raises(PodError, match=message):
         facts(p)
+
+
+def test_a_pods_view_holds_the_parts_a_decision_reads_as_the_pod_has_them():
+    """read_pod reads each part once; the view's mappings are the pod's own, not copies."""
+    p = pod("app:1", annotations={"archfit.io/prefer-arch": "arm64"})
+    p["metadata"]["labels"] = {"app": "web"}
+    p["spec"]["nodeSelector"] = {"kubernetes.io/os": "linux"}
+    p["spec"]["affinity"] = AFFINITY
+    view = read_pod(p)
+    assert (
+        p["metadata"],
+        p["metadata"]["labels"],
+        p["metadata"]["annotations"],
+        p["spec"],
+        p["spec"]["nodeSelector"],
+        AFFINITY["nodeAffinity"],
+        facts(p),
+    ) == (
+        view.metadata,
+        view.labels,
+        view.annotations,
+        view.spec,
+        view.placement.node_selector,
+        view.placement.node_affinity,
+        view.facts,
+    )
+    assert view.spec is p["spec"]
+
+
+def test_a_view_of_a_pod_without_labels_selector_or_affinity_reads_them_empty():
+    """Absent or null parts are empty mappings, as read_mapping reads them."""
+    p = pod("app:1")
+    p["metadata"]["labels"] = None
+    view = read_pod(p)
+    assert ({}, {}, {}) == (
+        view.labels,
+        view.placement.node_selector,
+        view.placement.node_affinity,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda p: p["metadata"].update(labels=["a"]), "metadata.labels must be an object"),
+        (lambda p: p["spec"].update(nodeSelector="x"), "spec.nodeSelector must be an object"),
+        (lambda p: p["spec"].update(affinity=[]), "spec.affinity must be an object"),
+        (
+            lambda p: p["spec"].update(
+                affinity={"nodeAffinity": {REQUIRED_TERMS: {"nodeSelectorTerms": {}}}}
+            ),
+            "nodeSelectorTerms must be a list",
+        ),
+        (
+            lambda p: p["spec"].update(
+                affinity={"nodeAffinity": {REQUIRED_TERMS: {"nodeSelectorTerms": [1]}}}
+            ),
+            r"nodeSelectorTerms\[0\] must be an object",
+        ),
+    ],
+)
+def test_a_view_of_a_pod_the_api_would_refuse_names_the_field(mutate, message):
+    """A placement or labels shaped as no API pod is a ShapeError that says where."""
+    p = pod("app:1")
+    mutate(p)
+    with pytest.raises(ShapeError, match=message):
+        read_pod(p)
 
 
 class _Refused(Exception):

@@ -13,7 +13,7 @@ import pytest
 from extender.core.mutation import MutationRules, decide_mutation
 from extender.core.platforms import Resolved, parse
 from extender.core.pod_rules import steered_facts
-from extender.core.pods import annotation_preference, facts
+from extender.core.pods import annotation_preference, facts, read_pod
 from extender.core.steering import (
     CHOICE_LABEL,
     SHARE_ANNOTATION,
@@ -234,7 +234,7 @@ def rules(steering: Steering) -> MutationRules:
 
 
 def admit(obj: dict[str, Any], resolved: dict[str, Resolved], steering: Steering) -> Any:
-    mutation = decide_mutation(obj, tuple(resolved), resolved, rules(steering))
+    mutation = decide_mutation(read_pod(obj), tuple(resolved), resolved, rules(steering))
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), mutation.operations(dry_run=False))
     return patched, mutation
 
