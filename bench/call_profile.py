@@ -189,8 +189,7 @@ def archfit_app(nodes: int, platforms: str) -> Any:
     from extender.config.loading import from_mapping
     from extender.core.platforms import parse
     from extender.server import create_app
-    from tests.support.function_resolver import FunctionResolver
-    from tests.support.static_nodes import StaticNodes
+    from tests.support.fakes import FunctionResolver, StaticNodes
 
     answer = frozenset(parse(p) for p in platforms.split(","))
 

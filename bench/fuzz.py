@@ -44,6 +44,7 @@ import orjson
 
 from extender.core.mutation import MutationRules, decide_mutation
 from extender.core.platforms import Rule
+from extender.core.pods import read_pod
 from tests.objects import args_full, args_names, node, pod
 from tests.support import affinity
 from tests.support.archfit_process import Archfit, post, running
@@ -350,7 +351,9 @@ def loosening(count: int, seed: int) -> tuple[int, int]:
             arch_preference={"arm64": 10, "amd64": 0},
             rule=rng.choice(list(Rule)),
         )
-        operations = decide_mutation(obj, tuple(images), dict(images), rules).operations(False)
+        operations = decide_mutation(read_pod(obj), tuple(images), dict(images), rules).operations(
+            False
+        )
         patched_pods += bool(operations)
         patched = jsonpatch.apply_patch(obj, operations)
         loosened += any(affinity.admits(patched, n) and not affinity.admits(obj, n) for n in nodes)

@@ -41,7 +41,7 @@ from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
 from extender.resolution.evidence_book import EvidenceBook
 from extender.resolution.learned_resolver import LearnedResolver
-from tests.support.function_resolver import AnsweringRegistry
+from tests.support.fakes import AnsweringRegistry
 
 NOW = 1_780_000_000.0
 PODS_PER_IMAGE = 2

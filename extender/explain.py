@@ -143,7 +143,7 @@ def admitted(
         "pod_admitted",
         outcome=mutation.outcome,
         changes=mutation.changes,
-        runs_on=[str(p) for p in mutation.runs_on],
+        runs_on=list(mutation.runs_on),
         warnings=mutation.warnings or None,
         unknown_images=list(mutation.unknown) or None,
         images=len(resolved),

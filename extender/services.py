@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -153,9 +154,6 @@ async def open_services(
             check = asyncio.ensure_future(check_registries_served(api, settings.registry))
             stack.callback(check.cancel)
 
-        def recent_hits(count: int) -> None:
-            metrics.cache_lookup("answer", "hit", count)
-
         shared = None
         if settings.admission_policy.enabled and api is not None and learned is not None:
             # Watched once the policy's API is known to be there (controllers.publisher).
@@ -167,7 +165,7 @@ async def open_services(
         resolution = Resolution(
             shared or resolver,
             max_recent=settings.cache.max_entries,
-            on_recent=recent_hits,
+            on_recent=functools.partial(metrics.cache_lookup, "answer", "hit"),
             evidence=shared or learned,
         )
         stack.push_async_callback(resolution.aclose)

@@ -25,7 +25,7 @@ from extender.core.gates import gate_operations, lift_operations, never_held
 from extender.core.mutation import decide_mutation
 from extender.core.platforms import Resolved
 from extender.core.pod_rules import steered_rules, with_cluster_platforms
-from extender.core.pods import PodFacts, facts, skip_reason
+from extender.core.pods import PodView, read_pod, skip_reason
 from extender.metrics import Metrics, tally_request_lookups
 from extender.once import OncePerCause
 from extender.services import Services
@@ -83,13 +83,13 @@ class PodMutation:
 
     async def decide(self, review: AdmissionRequest, started: float) -> Admission:
         """skip or resolve → decide → explain, and count what only pods have."""
-        if not review.is_pod_create:
+        if not review.pod_create:
             return SKIPPED
         settings, metrics, dry_run = self.settings, self.metrics, self.dry_run
-        pod = _with_namespace(review.object, review.namespace)
-        pod_facts = facts(pod)
+        pod = read_pod(_with_namespace(review.object, review.namespace))
+        pod_facts = pod.facts
         logs.bind(pod=pod_facts.name, namespace=pod_facts.namespace)
-        skip = _skip_reason(settings, pod, pod_facts)
+        skip = _skip_reason(settings, pod)
         if skip is not None:
             metrics.child(metrics.skipped_pods, skip).inc()
             explain.admission_skipped(skip, started)
@@ -103,7 +103,7 @@ class PodMutation:
         )
         services = self.services
         rules = steered_rules(
-            with_cluster_platforms(self.rules, services.nodes), pod, services.steering
+            with_cluster_platforms(self.rules, services.nodes), pod.obj, services.steering
         )
         hold = self.hold
         holding = hold is not None and not dry_run and pod_facts.namespace not in hold.never
@@ -169,18 +169,15 @@ def _with_namespace(pod: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     return {**pod, "metadata": {**metadata, "namespace": namespace}}
 
 
-def _skip_reason(settings: Settings, pod: Mapping[str, Any], pod_facts: PodFacts) -> str | None:
-    shared = skip_reason(pod_facts, settings.policy.excluded_namespaces)
+def _skip_reason(settings: Settings, pod: PodView) -> str | None:
+    shared = skip_reason(pod.facts, settings.policy.excluded_namespaces)
     if shared is not None:
         return shared
-    spec = pod.get("spec") or {}
-    if isinstance(spec, Mapping) and spec.get("nodeName"):
+    if pod.spec.get("nodeName"):
         return "bound"  # no scheduler will look at it
-    metadata = pod.get("metadata") or {}
-    annotations = metadata.get("annotations") or {}
-    if isinstance(annotations, Mapping) and _MIRROR_ANNOTATION in annotations:
+    if _MIRROR_ANNOTATION in pod.annotations:
         return "mirror_pod"
-    owners = metadata.get("ownerReferences")
+    owners = pod.metadata.get("ownerReferences")
     if isinstance(owners, list) and any(
         isinstance(o, Mapping) and o.get("kind") == "DaemonSet" and o.get("controller") is True
         for o in owners

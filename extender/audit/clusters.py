@@ -43,13 +43,6 @@ _READERS = 8
 """Clusters read at once (each read is a few paged lists, on its own thread)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterPull(PullSecretsRef):
-    """A workload's pull secrets, and the cluster they live in."""
-
-    cluster: str = ""
-
-
 class ClusterSecrets:
     """A SecretSource that reads each workload's pull secrets from its own cluster."""
 
@@ -57,8 +50,7 @@ class ClusterSecrets:
         self._sources = sources
 
     async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
-        cluster = pull.cluster if isinstance(pull, ClusterPull) else ""
-        source = self._sources.get(cluster)
+        source = self._sources.get(pull.cluster)
         return [] if source is None else await source.pull_secrets(pull)
 
 
@@ -83,10 +75,7 @@ def cluster(name: str, objects: Mapping[str, Any], *, only_audited: bool = False
     workloads, skipped = parse_workloads(objects["workloads"])
     return Cluster(
         name=name,
-        workloads=[
-            dataclasses.replace(w, pull=ClusterPull(**_fields(w.pull), cluster=name))
-            for w in workloads
-        ],
+        workloads=[dataclasses.replace(w, pull=w.pull._replace(cluster=name)) for w in workloads],
         skipped=skipped,
         intermediates=objects["intermediates"],
         pods=objects["pods"],
@@ -96,10 +85,6 @@ def cluster(name: str, objects: Mapping[str, Any], *, only_audited: bool = False
         only_audited=only_audited,
         node_pools=objects.get("node_pools") or [],
     )
-
-
-def _fields(pull: PullSecretsRef) -> dict[str, Any]:
-    return {f.name: getattr(pull, f.name) for f in dataclasses.fields(PullSecretsRef)}
 
 
 def judge_clusters(

@@ -30,10 +30,10 @@ from extender.config.settings import Settings, WebhookGateSettings
 from extender.controllers.leading import contender, leading
 from extender.controllers.rate_limit import RateLimit
 from extender.core.gates import PodChanged, ReleaseRefused, is_gated, release_operations
-from extender.core.mutation import Mutation, MutationRules, ShapeError, decide_mutation
+from extender.core.mutation import Mutation, MutationRules, decide_mutation
 from extender.core.platforms import Resolved, Unknown
 from extender.core.pod_rules import steered_rules, with_cluster_platforms
-from extender.core.pods import Pod, PodError, PullSecretsRef, facts
+from extender.core.pods import Pod, PodError, PullSecretsRef, ShapeError, facts, read_pod
 from extender.core.steering import SteeringSource
 from extender.core.text import MAX_API_MESSAGE, error_text
 from extender.metrics import Metrics
@@ -297,20 +297,23 @@ class Releaser:
         rules = steered_rules(rules, pod, self._steering)
         images = tuple(resolved)
         try:
+            view = read_pod(pod)
             if not at_cap:
-                return decide_mutation(pod, images, resolved, rules), "resolved"
+                return decide_mutation(view, images, resolved, rules), "resolved"
             fallback = self._settings.fallback
             if fallback == "admit":
                 return None, "at the cap, fallback admit: unconstrained"
             if fallback == "known":
-                mutation = decide_mutation(pod, images, resolved, rules, known_only=True)
+                mutation = decide_mutation(view, images, resolved, rules, known_only=True)
                 return mutation, "at the cap, fallback known: constrained by the known images"
             on_arch = frozenset(p for p in rules.platforms if p.architecture == fallback)
             assumed = {i: r if isinstance(r, frozenset) else on_arch for i, r in resolved.items()}
-            mutation = decide_mutation(pod, images, assumed, rules)
+            mutation = decide_mutation(view, images, assumed, rules)
             return mutation, f"at the cap, fallback {fallback}"
         except ShapeError:
             return None, "without constraints: the pod's affinity is unreadable"
+        except PodError:
+            return None, "without constraints: the pod's images are unreadable"
 
     def _released(
         self,
@@ -332,7 +335,7 @@ class Releaser:
             outcome=outcome,
             released=released,
             changes=changes,
-            runs_on=[str(p) for p in mutation.runs_on] if mutation else None,
+            runs_on=list(mutation.runs_on) if mutation else None,
             unknown_images=unknown or None,
             held_s=round(waited, 3),
             **_names(pod),
@@ -345,7 +348,7 @@ class Releaser:
                 f"learning every image's platforms ({reasons}); released {released} ({done})"
             )
         else:
-            runs_on = ",".join(str(p) for p in mutation.runs_on) if mutation else ""
+            runs_on = ",".join(mutation.runs_on) if mutation else ""
             message = (
                 f"archfit held this pod {waited:.1f}s until its images' platforms were known "
                 f"({runs_on or 'none of the cluster'}); released with {done}"

@@ -24,7 +24,7 @@ from extender.core.platforms import (
     node_platform,
     normalize,
 )
-from extender.core.pods import read_mapping_at
+from extender.core.pods import read_mapping_at, read_placement
 from extender.core.text import short_image
 
 KARPENTER_ARCHITECTURES = ("amd64", "arm64")
@@ -211,11 +211,12 @@ def shortfall(
         return all(any_accepts(platform, ps, rule=rule, aarch32=aarch32) for _, ps in known)
 
     offered = capacity.platforms
-    if any(runs(p) for p in allowed_by_pod(spec, offered)):
+    placement = read_placement(spec)
+    if any(runs(p) for p in allowed_by_pod(placement, offered)):
         return None
     # Where it could run, were there capacity: the images' own platforms, as nodes name them.
     candidates = {normalize(p.os, p.architecture) for _, ps in known for p in ps}
-    needs = tuple(sorted(p for p in allowed_by_pod(spec, candidates) if runs(p)))
+    needs = tuple(sorted(p for p in allowed_by_pod(placement, candidates) if runs(p)))
     if not needs:
         return None
     lacking = tuple(

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from extender.core.json_patch import pointer, set_in_metadata
-from extender.core.pods import RELEASED_ANNOTATION
+from extender.core.pods import RELEASED_ANNOTATION, PodView
 from extender.errors import ConflictError
 
 GATE = "archfit.io/platforms-unknown"
@@ -52,32 +52,32 @@ def never_held(excluded_namespaces: Collection[str], own_namespace: str) -> froz
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
     """Whether archfit's gate is among the pod's scheduling gates."""
-    return _gate_index(pod) is not None
+    return _gate_index(pod.get("spec")) is not None
 
 
-def gate_operations(pod: Mapping[str, Any], reason: str) -> list[dict[str, Any]]:
+def gate_operations(pod: PodView, reason: str) -> list[dict[str, Any]]:
     """Hold a pod at CREATE: the gate, the label and the reason. Nothing if already held,
     so a reinvocation of the webhook adds nothing."""
-    if is_gated(pod):
+    spec = pod.spec
+    if _gate_index(spec) is not None:
         return []
-    spec = pod.get("spec") or {}
     gate = {"name": GATE}
     ops: list[dict[str, Any]] = []
     if spec.get("schedulingGates"):
         ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
     else:
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
-    metadata = pod.get("metadata") or {}
+    metadata = pod.metadata
     ops += _set_in(metadata, "labels", GATED_LABEL, "true")
     ops += _set_in(metadata, "annotations", GATED_REASON_ANNOTATION, reason[:_MAX_REASON])
     return ops
 
 
-def lift_operations(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+def lift_operations(pod: PodView) -> list[dict[str, Any]]:
     """At CREATE, take back a hold the admission policy put on a pod whose images the
     webhook has now decided (kube-apiserver runs policies before webhooks): the gate, the
     label and the reason. Nothing if the pod is not held."""
-    index = _gate_index(pod)
+    index = _gate_index(pod.spec)
     if index is None:
         return []
     where = f"/spec/schedulingGates/{index}"
@@ -85,10 +85,9 @@ def lift_operations(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"op": "test", "path": f"{where}/name", "value": GATE},
         {"op": "remove", "path": where},
     ]
-    metadata = pod.get("metadata") or {}
-    if GATED_LABEL in (metadata.get("labels") or {}):
+    if GATED_LABEL in pod.labels:
         ops.append({"op": "remove", "path": pointer("metadata", "labels", GATED_LABEL)})
-    if GATED_REASON_ANNOTATION in (metadata.get("annotations") or {}):
+    if GATED_REASON_ANNOTATION in pod.annotations:
         path = pointer("metadata", "annotations", GATED_REASON_ANNOTATION)
         ops.append({"op": "remove", "path": path})
     return ops
@@ -117,7 +116,7 @@ def release_operations(
         {"op": "test", "path": "/metadata/uid", "value": str(metadata.get("uid") or "")},
         *(dict(op) for op in constraints),
     ]
-    index = _gate_index(pod)
+    index = _gate_index(pod.get("spec"))
     if index is not None:
         where = f"/spec/schedulingGates/{index}"
         ops += [
@@ -142,8 +141,8 @@ def release_operations(
     return ops
 
 
-def _gate_index(pod: Mapping[str, Any]) -> int | None:
-    spec = pod.get("spec") or {}
+def _gate_index(spec: object) -> int | None:
+    """Where archfit's gate is among the scheduling gates of `spec` (a pod's, read or not)."""
     gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
     for index, gate in enumerate(gates if isinstance(gates, list) else ()):
         if isinstance(gate, Mapping) and gate.get("name") == GATE:

@@ -26,22 +26,21 @@ from extender.core.platforms import (
 )
 from extender.core.pods import (
     PLATFORMS_ANNOTATION,
-    PREFER_ARCH_ANNOTATION,
+    REQUIRED_TERMS,
+    Placement,
+    PodView,
+    ShapeError,
     annotation_preference,
-    prefer_arch,
     read_mapping,
-    read_mapping_at,
 )
 from extender.core.steering import CHOICE_LABEL, SIDES, Steering
 from extender.core.text import short_image
-from extender.errors import InputError
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
 # The API documents about 120 characters as what a warning should stay under.
 _MAX_WARNING = 120
 _MAX_ANNOTATED_PLATFORMS = 16
-REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 # Distinct (image platform sets, cluster platforms, matching) combinations remembered: a
 # cluster's pods name a few hundred images of far fewer platform sets.
 _FITS_CACHED = 256
@@ -105,8 +104,8 @@ class Mutation:
     warnings: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
     """What the patch does, one short label each (`required_affinity`, `toleration`, ...)."""
-    runs_on: tuple[Platform, ...] = ()
-    """The cluster platforms every image runs on."""
+    runs_on: tuple[str, ...] = ()
+    """The cluster platforms every image runs on, as the log lines name them."""
     unknown: tuple[str, ...] = ()
     """Images whose platforms are unknown: the webhook fails open for the whole pod."""
     outcome: str = "unchanged"
@@ -121,12 +120,8 @@ class Mutation:
         return self.annotation if dry_run else [*self.annotation, *self.patch]
 
 
-class ShapeError(InputError):
-    """The pod's affinity or tolerations are not shaped as the API defines them."""
-
-
 def decide_mutation(
-    pod: Mapping[str, Any],
+    pod: PodView,
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     rules: MutationRules,
@@ -142,13 +137,13 @@ def decide_mutation(
     platform its images run on is left alone, with a warning, because adding a constraint
     could only make it unschedulable.
     """
-    spec = read_mapping_at(pod, "spec", ShapeError)
+    spec = pod.spec
     mutation = Mutation(steering=rules.steering)
     unknown = tuple(image for image in images if not isinstance(resolved.get(image), frozenset))
     if unknown:
         mutation.unknown, mutation.outcome = unknown, "unknown"
         if known_only:
-            _require_known(spec, images, resolved, rules, mutation)
+            _require_known(pod, images, resolved, rules, mutation)
         _route(spec, rules, mutation)
         return mutation
     known = [(image, r) for image in images if isinstance(r := resolved[image], frozenset)]
@@ -156,7 +151,7 @@ def decide_mutation(
     supported = fits.supported
     mutation.runs_on = fits.runs_on
     _annotate(pod, fits.annotation, mutation)
-    allowed = allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(pod.placement, rules.platforms)
     if not supported:
         mutation.outcome = "conflict"
         mutation.warnings.append(_none_fits(known, rules.platforms, rules))
@@ -170,7 +165,7 @@ def decide_mutation(
         if _takes_choice(pod, native & allowed, choice):
             supported = native = frozenset(p for p in native if p.architecture == choice)
             _label_choice(pod, choice, mutation)
-        node_affinity = _node_affinity(spec)
+        node_affinity = _node_affinity(pod)
         changed = _require(node_affinity, supported, allowed, mutation)
         changed |= _prefer(node_affinity, native & allowed, pod, rules, mutation)
         if changed:
@@ -183,7 +178,7 @@ def decide_mutation(
 
 
 def _require_known(
-    spec: Mapping[str, Any],
+    pod: PodView,
     images: Sequence[str],
     resolved: Mapping[str, Resolved],
     rules: MutationRules,
@@ -193,21 +188,21 @@ def _require_known(
     if not known:
         return
     supported = frozenset(_runs_on(known, rules.platforms, rules))
-    allowed = allowed_by_pod(spec, rules.platforms)
+    allowed = allowed_by_pod(pod.placement, rules.platforms)
     if not supported & allowed:
         return  # a conflict: no constraint could help, and the unknown image may explain it
-    node_affinity = _node_affinity(spec)
+    node_affinity = _node_affinity(pod)
     if _require(node_affinity, supported, allowed, mutation):
-        _set_node_affinity(spec, node_affinity, mutation)
+        _set_node_affinity(pod.spec, node_affinity, mutation)
 
 
 # --- what the pod already says -------------------------------------------------------
 
 
-def allowed_by_pod(spec: Mapping[str, Any], platforms: Iterable[Platform]) -> frozenset[Platform]:
+def allowed_by_pod(placement: Placement, platforms: Iterable[Platform]) -> frozenset[Platform]:
     """The platforms the pod's nodeSelector and required node affinity already admit."""
-    selector = read_mapping(spec.get("nodeSelector"), "spec.nodeSelector", ShapeError)
-    terms = _required_terms(_read_node_affinity(spec))
+    selector = placement.node_selector
+    terms = _required_terms(placement.node_affinity)
     if not selector and terms is None:
         return frozenset(platforms)  # most pods: they admit every platform
     return frozenset(
@@ -304,7 +299,7 @@ def _is_empty_term(term: Mapping[str, Any]) -> bool:
 # --- the arm64 share's choice ----------------------------------------------------------
 
 
-def _takes_choice(pod: Mapping[str, Any], possible: frozenset[Platform], choice: str) -> bool:
+def _takes_choice(pod: PodView, possible: frozenset[Platform], choice: str) -> bool:
     """Whether the share's side applies: the pod may run natively on both arm64 and amd64
     (or it carries this choice already, a reinvocation). A single-arch pod is never split."""
     if not choice:
@@ -312,20 +307,15 @@ def _takes_choice(pod: Mapping[str, Any], possible: frozenset[Platform], choice:
     arches = {p.architecture for p in possible}
     if choice not in arches:
         return False
-    return set(SIDES) <= arches or _labels(pod).get(CHOICE_LABEL) == choice
+    return set(SIDES) <= arches or pod.labels.get(CHOICE_LABEL) == choice
 
 
-def _label_choice(pod: Mapping[str, Any], choice: str, mutation: Mutation) -> None:
+def _label_choice(pod: PodView, choice: str, mutation: Mutation) -> None:
     mutation.arch_choice = choice
-    if _labels(pod).get(CHOICE_LABEL) == choice:
+    if pod.labels.get(CHOICE_LABEL) == choice:
         return  # a reinvocation: written already
-    metadata = read_mapping_at(pod, "metadata", ShapeError)
-    mutation.patch.append(set_in_metadata(metadata, "labels", CHOICE_LABEL, choice))
+    mutation.patch.append(set_in_metadata(pod.metadata, "labels", CHOICE_LABEL, choice))
     mutation.changes.append("arch_choice")
-
-
-def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return read_mapping_at(pod, "metadata.labels", ShapeError)
 
 
 # --- preferred node affinity ----------------------------------------------------------
@@ -334,7 +324,7 @@ def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 def _prefer(
     node_affinity: dict[str, Any],
     possible: frozenset[Platform],
-    pod: Mapping[str, Any],
+    pod: PodView,
     rules: MutationRules,
     mutation: Mutation,
 ) -> bool:
@@ -342,7 +332,7 @@ def _prefer(
     arches = {p.architecture for p in possible}
     if len(arches) < 2:
         return False
-    order = _prefer_arch_annotation(pod)
+    order = pod.facts.prefer_arch
     preference: Mapping[str, int] = rules.arch_preference
     if order:
         preference = annotation_preference(order)
@@ -392,14 +382,9 @@ def _mentions_arch(term: Any) -> bool:
     return any(isinstance(e, Mapping) and e.get("key") == ARCH_LABEL for e in expressions or ())
 
 
-def _prefer_arch_annotation(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    annotations = read_mapping_at(pod, "metadata.annotations", ShapeError)
-    return prefer_arch(annotations.get(PREFER_ARCH_ANNOTATION))
-
-
-def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
+def _node_affinity(pod: PodView) -> dict[str, Any]:
     """A deep copy of spec.affinity.nodeAffinity (empty when absent), safe to edit."""
-    node_affinity = _read_node_affinity(spec)
+    node_affinity = pod.placement.node_affinity
     if not node_affinity:
         return {}  # most pods: nothing to copy
     try:
@@ -414,20 +399,9 @@ def _node_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _read_node_affinity(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    """spec.affinity.nodeAffinity as the pod has it ({} when absent), its required terms'
-    shape checked: what reading it needs, without the copy editing it needs."""
-    node_affinity = read_mapping_at(spec, "affinity.nodeAffinity", ShapeError, within="spec")
-    if node_affinity:
-        required = node_affinity.get(REQUIRED_TERMS)
-        required = read_mapping(required, "requiredDuringScheduling", ShapeError)
-        for index, term in enumerate(_list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
-            read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError)
-    return node_affinity
-
-
 def _required_terms(node_affinity: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
-    """The required terms, or None when the pod requires nothing.
+    """The required terms, or None when the pod requires nothing (`node_affinity` as
+    PodView reads it: its terms' shape checked).
 
     A required node selector with no terms admits no node (the apiserver refuses it as
     `nodeSelectorTerms: Required value`); it is an empty list, not None.
@@ -523,13 +497,11 @@ def _annotation_value(platforms: Sequence[Platform]) -> str:
     return ",".join(shown) or "none"
 
 
-def _annotate(pod: Mapping[str, Any], value: str, mutation: Mutation) -> None:
-    metadata = read_mapping_at(pod, "metadata", ShapeError)
-    annotations = read_mapping_at(pod, "metadata.annotations", ShapeError)
-    if annotations.get(PLATFORMS_ANNOTATION) == value:
+def _annotate(pod: PodView, value: str, mutation: Mutation) -> None:
+    if pod.annotations.get(PLATFORMS_ANNOTATION) == value:
         return
     mutation.annotation.append(
-        set_in_metadata(metadata, "annotations", PLATFORMS_ANNOTATION, value)
+        set_in_metadata(pod.metadata, "annotations", PLATFORMS_ANNOTATION, value)
     )
 
 
@@ -539,8 +511,9 @@ class Fits(NamedTuple):
 
     supported: frozenset[Platform]
     """The cluster platforms every image runs on, by the rules' matching."""
-    runs_on: tuple[Platform, ...]
-    """`supported`, sorted."""
+    runs_on: tuple[str, ...]
+    """`supported`, sorted, as text (`linux/arm64`): made once per platform set, not per
+    pod's log line."""
     annotated: tuple[Platform, ...]
     """Every platform of the images' or the cluster's that every image runs on, sorted: the
     `archfit.io/platforms` annotation."""
@@ -572,9 +545,8 @@ def fits_of(
     entries = {p for ps in image_platforms for p in ps} | platforms
     native = frozenset(_runs_on(known, supported, replace(rules, aarch32=False)))
     annotated = tuple(sorted(_runs_on(known, entries, rules)))
-    return Fits(
-        supported, tuple(sorted(supported)), annotated, native, _annotation_value(annotated)
-    )
+    runs_on = tuple(str(p) for p in sorted(supported))
+    return Fits(supported, runs_on, annotated, native, _annotation_value(annotated))
 
 
 def _runs_on(

@@ -1,4 +1,5 @@
-"""What archfit needs to know about a pod: its images, pull secrets and annotations.
+"""What archfit needs to know about a pod: its images, pull secrets and annotations, and
+the read-only view of the parts a decision reads (`PodView`).
 
 Pure functions over the pod's JSON (a `v1.Pod` as kube-scheduler sends it).
 """
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping, Sequence, Sized
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from extender.core.platforms import MAX_SCORE, normalize
@@ -31,17 +31,21 @@ MAX_POD_CONTAINERS = 1_000
 MAX_PULL_SECRETS = 1_000
 MAX_ANNOTATIONS = 10_000
 """The API server caps a pod's annotations at 256 KiB in all, so 10,000 is already absurd."""
+REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-@dataclass(frozen=True, slots=True)
-class PullSecretsRef:
-    """Where a pod's registry credentials come from, as kubelet looks them up."""
+class PullSecretsRef(NamedTuple):
+    """Where a pod's registry credentials come from, as kubelet looks them up (a NamedTuple:
+    it keys every lookup of a request's images, and a tuple hashes and compares in C)."""
 
     namespace: str
     names: tuple[str, ...] = ()
     """`spec.imagePullSecrets[*].name`, in the pod's order."""
     service_account: str = "default"
     """`spec.serviceAccountName`; its own imagePullSecrets come next."""
+    cluster: str = ""
+    """The cluster the secrets live in, for `archfit audit` of a fleet; "" for the one
+    archfit reads."""
 
 
 class WorkloadId(NamedTuple):
@@ -96,6 +100,36 @@ class PodError(InputError):
     """The pod JSON lacks something archfit needs, or has the wrong type."""
 
 
+class ShapeError(InputError):
+    """A part of the pod a decision reads (its labels, nodeSelector, affinity or
+    tolerations) is not shaped as the API defines it."""
+
+
+class Placement(NamedTuple):
+    """What of a pod spec says where it may run, its shape checked (`read_placement`)."""
+
+    node_selector: Mapping[str, Any]
+    node_affinity: Mapping[str, Any]
+    """`spec.affinity.nodeAffinity` ({} when absent), its required terms checked to be
+    objects (a null term is left as it is: the apiserver reads it as an empty term)."""
+
+
+class PodView(NamedTuple):
+    """The parts of a pod a decision reads, each read and its shape checked once
+    (`read_pod`), so the webhook's mutation, the gate and the releaser read fields, not
+    paths. Read-only: the mappings are the pod's own, never edited (a NamedTuple, as
+    PodFacts, for its cost)."""
+
+    obj: Mapping[str, Any]
+    """The pod's JSON as it came."""
+    facts: PodFacts
+    metadata: Mapping[str, Any]
+    labels: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    placement: Placement
+
+
 def facts(pod: Mapping[str, Any]) -> PodFacts:
     """Extract PodFacts from a v1.Pod. Raises PodError naming the bad field."""
     metadata = read_mapping(pod.get("metadata"), "Pod.metadata")
@@ -124,6 +158,42 @@ def facts(pod: Mapping[str, Any]) -> PodFacts:
         workload=workload_of(namespace, name, controller_of(metadata.get("ownerReferences"))),
         decided=PLATFORMS_ANNOTATION in annotations or RELEASED_ANNOTATION in annotations,
     )
+
+
+def read_pod(pod: Mapping[str, Any]) -> PodView:
+    """The PodView of a v1.Pod. Raises PodError (as `facts`) or ShapeError naming the bad
+    field."""
+    pod_facts = facts(pod)
+    # `facts` checked these are objects or null.
+    metadata: Mapping[str, Any] = pod.get("metadata") or {}
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    placement = read_placement(spec)
+    return PodView(
+        obj=pod,
+        facts=pod_facts,
+        metadata=metadata,
+        labels=read_mapping(metadata.get("labels"), "metadata.labels", ShapeError),
+        annotations=metadata.get("annotations") or {},
+        spec=spec,
+        placement=placement,
+    )
+
+
+def read_placement(spec: Mapping[str, Any]) -> Placement:
+    """The Placement of a pod spec (a pod's or a template's). Raises ShapeError naming the
+    field that is not shaped as the API defines it."""
+    node_selector = read_mapping(spec.get("nodeSelector"), "spec.nodeSelector", ShapeError)
+    node_affinity = read_mapping_at(spec, "affinity.nodeAffinity", ShapeError, within="spec")
+    if node_affinity:
+        required = read_mapping(
+            node_affinity.get(REQUIRED_TERMS), "requiredDuringScheduling", ShapeError
+        )
+        terms = required.get("nodeSelectorTerms")
+        if terms is not None and not isinstance(terms, list):
+            raise ShapeError("nodeSelectorTerms must be a list")
+        for index, term in enumerate(terms or ()):
+            read_mapping(term, f"nodeSelectorTerms[{index}]", ShapeError)
+    return Placement(node_selector, node_affinity)
 
 
 def skip_reason(pod: PodFacts, excluded_namespaces: Collection[str]) -> str | None:

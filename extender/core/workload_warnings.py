@@ -13,14 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.core.mutation import REQUIRED_TERMS, MutationRules, allowed_by_pod, image_runs_on
+from extender.core.mutation import MutationRules, allowed_by_pod, image_runs_on
 from extender.core.platforms import ARCH_LABEL, OS_LABEL, Platform, Resolved
 from extender.core.pods import (
+    REQUIRED_TERMS,
     SKIP_ANNOTATION,
     PodError,
+    PodView,
     PullSecretsRef,
-    facts,
     pod_template,
+    read_pod,
     template_spec,
 )
 from extender.core.text import short_image
@@ -57,8 +59,8 @@ class Template:
     """What each image is to the pod: `image` (the first container), `sidecar` or
     `init container`; a warning names it so."""
     pull: PullSecretsRef
-    spec: Mapping[str, Any]
-    """The pod template's spec (for its nodeSelector and affinity)."""
+    pod: PodView
+    """The pod template read as one of its pods (for its nodeSelector and affinity)."""
     skip: bool
     """`archfit.io/skip: "true"` on the workload or its pod template."""
     owned: bool
@@ -74,7 +76,7 @@ def template(kind: str, obj: Mapping[str, Any], namespace: str) -> Template:
     annotated = made_metadata.get("annotations") if isinstance(made_metadata, Mapping) else None
     # As one of its pods: the template's annotations (archfit.io/skip) and spec.
     meta = {"namespace": namespace or "default", "name": "-", "annotations": annotated}
-    pod = facts({"metadata": meta, "spec": spec})
+    pod = read_pod({"metadata": meta, "spec": spec})
     # The workload's own metadata, read leniently: the API server validates it.
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
@@ -83,11 +85,11 @@ def template(kind: str, obj: Mapping[str, Any], namespace: str) -> Template:
     owners = metadata.get("ownerReferences")
     return Template(
         kind=kind,
-        images=pod.images,
+        images=pod.facts.images,
         roles=_roles(spec),
-        pull=pod.pull,
-        spec=spec,
-        skip=pod.skip or str(annotations.get(SKIP_ANNOTATION, "")).strip().lower() == "true",
+        pull=pod.facts.pull,
+        pod=pod,
+        skip=pod.facts.skip or str(annotations.get(SKIP_ANNOTATION, "")).strip().lower() == "true",
         owned=isinstance(owners, list)
         and any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
     )
@@ -134,7 +136,7 @@ def warnings(
     if not known:
         return []
     possible = rules.platforms | frozenset(nodes or ())
-    allowed = allowed_by_pod(workload.spec, possible)
+    allowed = allowed_by_pod(workload.pod.placement, possible)
     if not allowed:
         return []  # its own constraints admit no platform at all: not archfit's to say
     fits = frozenset(p for p in allowed if all(image_runs_on(p, ps, rules) for _, ps in known))
@@ -146,7 +148,7 @@ def warnings(
             continue
         role = workload.roles.get(image, "image")
         if workload.kind == "DaemonSet":
-            bound = _selects_more(workload.spec)
+            bound = _selects_more(workload.pod)
             found += _daemonset(role, image, missing, nodes, fix, bound)
         else:
             found.append(_cannot_use(workload.kind, role, image, image_platforms, missing, fix))
@@ -196,15 +198,13 @@ def _cannot_use(
     return _warning(role, image, f"{has}, so this {kind} cannot use {arches} nodes")
 
 
-def _selects_more(spec: Mapping[str, Any]) -> bool:
+def _selects_more(pod: PodView) -> bool:
     """Whether the template's nodeSelector or required node affinity names a label (or a
     field) other than the platform's: the node index knows only nodes' platforms."""
-    selector = spec.get("nodeSelector")
-    if isinstance(selector, Mapping) and set(selector) - _PLATFORM_LABELS:
+    placement = pod.placement
+    if set(placement.node_selector) - _PLATFORM_LABELS:
         return True
-    affinity = spec.get("affinity")
-    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = node.get(REQUIRED_TERMS) if isinstance(node, Mapping) else None
+    required = placement.node_affinity.get(REQUIRED_TERMS)
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     for term in terms if isinstance(terms, list) else ():
         if not isinstance(term, Mapping) or term.get("matchFields"):

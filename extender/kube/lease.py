@@ -4,7 +4,7 @@ controller: the releaser of held pods, the mismatch watcher, the policy's publis
 
 The protocol is client-go's tools/leaderelection, written for asyncio over `LeaseRecords`:
 the API's (`ApiLeases`, the synchronous API client, each call in a thread) or a test's memory
-(extender.testing.MemoryLeases).
+(tests.support.fakes.MemoryLeases).
 - The record is the Lease's spec: holderIdentity, leaseDurationSeconds, acquireTime,
   renewTime and leaseTransitions (+1 each time the holder changes).
 - Every write is guarded by the resourceVersion last read or written, so of two

@@ -30,15 +30,8 @@ class AdmissionRequest(NamedTuple):
     object: Mapping[str, Any]
     old_object: Mapping[str, Any] | None = None
     """The object before an UPDATE; None on CREATE."""
-
-    @property
-    def is_pod_create(self) -> bool:
-        return (
-            self.operation == "CREATE"
-            and not self.sub_resource
-            and self.kind.get("group", "") == ""
-            and self.kind.get("kind") == "Pod"
-        )
+    pod_create: bool = False
+    """A pod's CREATE (no subresource): what the pod webhook decides."""
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
@@ -70,15 +63,22 @@ def parse_review(body: bytes) -> AdmissionRequest:
     old = request.get("oldObject")
     if old is not None and not isinstance(old, dict):
         raise WireError("request.oldObject must be an object")
+    kinds = {str(k): v for k, v in kind.items() if isinstance(v, str)}
+    operation = _string(request, "operation")
+    sub_resource = _string(request, "subResource")
     return AdmissionRequest(
         uid=uid,
-        kind={str(k): v for k, v in kind.items() if isinstance(v, str)},
-        operation=_string(request, "operation"),
+        kind=kinds,
+        operation=operation,
         namespace=_string(request, "namespace"),
-        sub_resource=_string(request, "subResource"),
+        sub_resource=sub_resource,
         dry_run=request.get("dryRun") is True,
         object=obj or {},
         old_object=old,
+        pod_create=operation == "CREATE"
+        and not sub_resource
+        and kinds.get("group", "") == ""
+        and kinds.get("kind") == "Pod",
     )
 
 

@@ -14,8 +14,7 @@ from extender.config.settings import Settings
 from extender.core.platforms import Platform, parse
 from extender.core.pods import PullSecretsRef
 from extender.server import create_app
-from tests.support.function_resolver import FunctionResolver
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import FunctionResolver, StaticNodes
 
 TABLE: dict[str, frozenset[Platform] | Exception] = {
     "acme/multi:1": frozenset({parse("linux/amd64"), parse("linux/arm64")}),

@@ -8,30 +8,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from extender.admission.skeleton import Admission, Admissions
-from extender.errors import InputError
+from extender.admission.skeleton import Admissions
 from extender.metrics import Metrics
 from extender.once import OncePerCause
-from extender.wire.admission_api import AdmissionRequest
-
-
-class WarnOnDeployments:
-    """A warnings-only policy, as workload admission would be: no patch, ever."""
-
-    verb = "warn"
-    unreadable = "admission_unreadable_workload"
-    failed = "warn_internal_error"
-
-    def __init__(self) -> None:
-        self.counted: list[tuple[str, bool]] = []
-
-    async def decide(self, review: AdmissionRequest, started: float) -> Admission:
-        if review.object.get("spec") == "unreadable":
-            raise InputError("spec must be an object")
-        return Admission("warned", warnings=[f"{review.kind.get('kind')}: no arm64 build"])
-
-    def count(self, outcome: str, seconds: float | None) -> None:
-        self.counted.append((outcome, seconds is not None))
+from tests.support.fakes import WarnOnDeployments
 
 
 def _review(spec: Any) -> bytes:

@@ -5,8 +5,7 @@ from extender.core.platforms import Platform
 from extender.core.pods import PullSecretsRef
 from tests.app.conftest import TABLE, post
 from tests.objects import args_names, node, pod
-from tests.support.function_resolver import FunctionResolver
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import FunctionResolver, StaticNodes
 
 NODES = (node("ip-10-0-1-17", "amd64"), node("ip-10-0-2-17", "arm64"))
 NAMES = [n["metadata"]["name"] for n in NODES]

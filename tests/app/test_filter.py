@@ -4,7 +4,7 @@ from structlog.testing import capture_logs
 
 from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 
 AMD1, AMD2 = node("ip-10-0-1-17", "amd64"), node("ip-10-0-1-18", "amd64")
 ARM1, ARM2 = node("ip-10-0-2-17", "arm64"), node("ip-10-0-2-18", "arm64")
@@ -213,7 +213,7 @@ async def test_a_skipped_pod_passes_node_names_even_without_a_node_index(make_cl
 async def test_a_rejection_line_shows_a_huge_images_platforms_as_a_sample_and_a_count(make_client):
     """An index with 5,000 platforms logs 8 of them and `+4992 more`, not all 5,000."""
     from extender.core.platforms import Platform
-    from tests.support.function_resolver import FunctionResolver
+    from tests.support.fakes import FunctionResolver
 
     huge = frozenset(Platform("linux", "s390x", f"v{i}") for i in range(5000))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.app.conftest import MakeClient
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 
 
 async def test_healthz_and_readyz_answer_in_one_json_encoding(make_client: MakeClient) -> None:

@@ -10,7 +10,7 @@ import orjson
 from structlog.testing import capture_logs
 
 from tests.objects import args_full, node, pod
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 
 WRONG: list[Any] = [None, 0, -1, 1.5, True, "", "\x00\u202e" * 50, [], [None], {}, {"": None}]
 

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from tests.app.conftest import settings
 from tests.objects import args_full, args_names, node, pod
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 from tests.support.waiting import wait_for_async
 
 

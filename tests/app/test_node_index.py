@@ -17,7 +17,7 @@ from extender.kube.client.rest_config import RestConfig
 from extender.kube.nodes import NodeIndex
 from tests.app.conftest import post, settings
 from tests.objects import args_names, node, pod
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, StaticNodes
 from tests.support.waiting import wait_for_async
 
 # What the API server takes as true (Go strconv.ParseBool): kubernetes 29 sends "True".
@@ -246,22 +246,6 @@ async def wait_for_status(request, status: int, seconds: float = 10.0) -> None:
     raise AssertionError(f"never answered {status}")
 
 
-class NeverSynced:
-    """A node index whose first list never arrives."""
-
-    synced = False
-
-    def snapshot(self):
-        return {}
-
-    def known_platforms(self):
-        return frozenset()
-
-    async def wait_synced(self, seconds):
-        await asyncio.sleep(seconds)
-        return False
-
-
 async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_client):
     """An unsynced index and a hung registry together still answer within the budget."""
 
@@ -270,7 +254,7 @@ async def test_waiting_for_the_index_and_the_registry_share_one_deadline(make_cl
 
     client = await make_client(
         settings(policy={"resolveDeadlineSeconds": 1.0}),
-        nodes=NeverSynced(),
+        nodes=StaticNodes(synced=False),
         resolver=FunctionResolver(hung),
     )
     with capture_logs() as logs:

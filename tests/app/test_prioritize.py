@@ -6,7 +6,7 @@ the hosts it returns (schedule_one.go prioritizeNodes), so an absent host counts
 
 from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 
 ALL = (node("amd-a", "amd64"), node("amd-b", "amd64"), node("arm-a", "arm64"))
 NAMES = ["amd-a", "amd-b", "arm-a"]

@@ -2,7 +2,7 @@
 
 from tests.app.conftest import post, settings
 from tests.objects import args_full, args_names, node, pod
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import StaticNodes
 
 # arm64 nodes that differ only in status.nodeInfo.containerRuntimeVersion, and one labelled
 # archfit.io/aarch32 by the operator (its CPUs run 32-bit Arm code).

@@ -24,9 +24,8 @@ from extender.core.pods import PullSecretsRef
 from extender.server import create_app
 from tests.app.conftest import TABLE, settings, table_resolver
 from tests.objects import node, pod
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver, StaticNodes
 from tests.support.process import free_port
-from tests.support.static_nodes import StaticNodes
 from tests.support.tls import ServingCert, make_serving_cert
 
 Review = dict[str, Any]
@@ -230,12 +229,7 @@ async def test_malformed_reviews_get_a_400_that_names_the_problem(start: Start) 
 
 async def test_archfits_own_failure_allows_the_pod_unchanged(start: Start) -> None:
     """An internal error never denies a pod: allowed, no patch, logged at error."""
-
-    class BrokenNodes(StaticNodes):
-        def known_platforms(self) -> frozenset[Platform]:
-            raise RuntimeError("node index broke")
-
-    hook = await start(nodes=BrokenNodes(node("amd64-a", "amd64")))
+    hook = await start(nodes=StaticNodes(node("amd64-a", "amd64"), broken="node index broke"))
     _, answer = await hook.admit(pod("acme/amd:1"))
     assert {"uid": "u-1", "allowed": True} == answer
 

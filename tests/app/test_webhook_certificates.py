@@ -20,7 +20,7 @@ from extender.server import create_app
 from tests.app.conftest import settings, table_resolver
 from tests.app.test_webhook import review
 from tests.objects import pod
-from tests.support.function_resolver import FunctionResolver
+from tests.support.fakes import FunctionResolver
 from tests.support.process import free_port
 
 SERVICE = "archfit-webhook.archfit-system.svc"

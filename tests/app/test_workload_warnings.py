@@ -13,8 +13,7 @@ from tests.app import test_webhook
 from tests.app.conftest import table_resolver
 from tests.app.test_webhook import Start, Webhook
 from tests.objects import node
-from tests.support.function_resolver import FunctionResolver
-from tests.support.static_nodes import StaticNodes
+from tests.support.fakes import FunctionResolver, StaticNodes
 
 start = test_webhook.start  # the pod webhook's fixture: the app with its TLS listener
 MIXED = StaticNodes(node("a1"), node("a2"), node("r1", "arm64"), node("r2", "arm64"))

@@ -8,8 +8,11 @@ The autoscaled cluster has its own control plane and starts only when a test ask
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +25,8 @@ from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.karpenter import KarpenterBuild
 from tests.e2e.stack import Stack
-from tests.e2e.topology import NODES
+from tests.e2e.topology import control_plane_with_nodes
+from tests.e2e.webhook import WebhookArchfit, serving_webhook
 from tests.support.prerequisites import built
 
 
@@ -44,14 +48,42 @@ def control_plane(
     e2e_binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     """etcd and kube-apiserver on loopback, with the four test nodes registered."""
-    plane = ControlPlane(e2e_binaries, tmp_path_factory.mktemp("controlplane")).start()
-    try:
-        core = cluster.core_api(plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
+    with control_plane_with_nodes(e2e_binaries, tmp_path_factory.mktemp("controlplane")) as plane:
         yield plane
-    finally:
-        plane.stop()
+
+
+OwnControlPlane = Callable[[Path], contextlib.AbstractContextManager[ControlPlane]]
+"""Starts a control plane in a directory, for one `with` block."""
+
+
+@pytest.fixture(scope="session")
+def own_control_plane(e2e_binaries: Binaries) -> OwnControlPlane:
+    """For a module whose scenario needs a control plane of its own (a webhook registered,
+    a policy installed, nodes relabelled): etcd and kube-apiserver in the directory given,
+    the four test nodes registered, stopped when the block ends."""
+    return functools.partial(control_plane_with_nodes, e2e_binaries)
+
+
+HookedArchfit = Callable[
+    [ControlPlane, Mapping[str, Any], Path], contextlib.AbstractContextManager[WebhookArchfit]
+]
+"""Starts archfit with these settings in a directory, its webhook registered with the control
+plane, for one `with` block."""
+
+
+@pytest.fixture(scope="session")
+def hooked_archfit(images: Images) -> HookedArchfit:
+    """archfit serving with the settings given, its webhook registered with the control plane
+    and seen called for a pod of the multi-arch image; stopped and unregistered when the
+    block ends."""
+
+    def start(
+        control_plane: ControlPlane, settings: Mapping[str, Any], workdir: Path
+    ) -> contextlib.AbstractContextManager[WebhookArchfit]:
+        kubeconfig = control_plane.admin_kubeconfig
+        return serving_webhook(kubeconfig, settings, workdir, images.multi.reference)
+
+    return start
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.catalog import Images
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import AdmissionPolicy, refused
-from tests.e2e.topology import NODES
+from tests.e2e.topology import control_plane_with_nodes
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.waiting import wait_for
 
@@ -90,12 +90,9 @@ def two_replicas(
     error shows as a refused CREATE), replica A leading the publisher and replica B started
     after it, both with `replica_settings(..., policy, **more)`; everything stopped on exit.
     `front` is a balancer's port the webhook configurations name instead of a replica's."""
-    control_plane = ControlPlane(binaries, workdir / "control-plane").start()
     started: list[WebhookArchfit] = []
-    try:
+    with control_plane_with_nodes(binaries, workdir / "control-plane") as control_plane:
         core = cluster.core_api(control_plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
         installed = AdmissionPolicy(control_plane.admin_kubeconfig).install(failure_policy="Fail")
         kubeconfig = control_plane.admin_kubeconfig
         chosen = replica_settings(kubeconfig, images, policy or {}, **(more or {}))
@@ -104,11 +101,11 @@ def two_replicas(
         b = WebhookArchfit(kubeconfig, chosen, workdir, name="replica-b", front=front)
         started.append(b)
         found = kind(control_plane, installed, a, b, core, images)
-        a.start()
-        found.wait_leads(a, "replica A to lead the publisher")
-        b.start()
-        yield found
-    finally:
-        for replica in started:
-            replica.stop()
-        control_plane.stop()
+        try:
+            a.start()
+            found.wait_leads(a, "replica A to lead the publisher")
+            b.start()
+            yield found
+        finally:
+            for replica in started:
+                replica.stop()

@@ -39,6 +39,7 @@ from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings, merge
 from tests.e2e.autoscaler import AutoscaledCluster
 from tests.e2e.catalog import Images
+from tests.e2e.conftest import HookedArchfit, OwnControlPlane
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.policy import (
     POLICY_REASON,
@@ -98,24 +99,17 @@ class Plane:
     def start_archfit(self) -> None:
         self.hook.archfit.start()
 
-    def stop(self) -> None:
-        self.scheduler.stop()
-        self.hook.stop()
-        self.control_plane.stop()
-
 
 @pytest.fixture(scope="module")
 def plane(
-    e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
+    e2e_binaries: Binaries,
+    own_control_plane: OwnControlPlane,
+    hooked_archfit: HookedArchfit,
+    images: Images,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Plane]:
     workdir = tmp_path_factory.mktemp("policy-plane")
-    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
-    hook: WebhookArchfit | None = None
-    scheduler: Scheduler | None = None
-    try:
-        core = cluster.core_api(control_plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
+    with own_control_plane(workdir / "control-plane") as control_plane:
         # failurePolicy Fail here: a CEL error must show as a failed create, not pass
         # unseen (test_a_malformed_parameter_never_blocks_a_pod installs it as shipped).
         policy = AdmissionPolicy(control_plane.admin_kubeconfig).install(failure_policy="Fail")
@@ -127,22 +121,14 @@ def plane(
                 "watcher": {"evidenceSyncSeconds": 0.5},
             },
         )
-        hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
-        cluster.create_namespace(core, "probe")
-        hook.wait_called("probe", images.multi.reference)
-        scheduler = Scheduler(
-            e2e_binaries, workdir, control_plane.scheduler_kubeconfig, None, name="scheduler"
-        ).start()
-    except BaseException:
-        if hook is not None:
-            hook.stop()
-        control_plane.stop()
-        raise
-    shared = Plane(control_plane, hook, policy, scheduler)
-    try:
-        yield shared
-    finally:
-        shared.stop()
+        with hooked_archfit(control_plane, settings, workdir) as hook:
+            scheduler = Scheduler(
+                e2e_binaries, workdir, control_plane.scheduler_kubeconfig, None, name="scheduler"
+            ).start()
+            try:
+                yield Plane(control_plane, hook, policy, scheduler)
+            finally:
+                scheduler.stop()
 
 
 @pytest.fixture

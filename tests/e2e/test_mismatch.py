@@ -26,7 +26,7 @@ from kubernetes.client.rest import ApiException
 from tests.e2e import cluster
 from tests.e2e.archfit import Archfit, archfit_command, archfit_settings, merge
 from tests.e2e.catalog import Images
-from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.conftest import HookedArchfit, OwnControlPlane
 from tests.e2e.runtime_kubelet import (
     CONTAINERD_PULL,
     CRIO_PULL,
@@ -95,55 +95,50 @@ def _push_lying_image(registry_url: str) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def plane(
-    e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
+    own_control_plane: OwnControlPlane,
+    hooked_archfit: HookedArchfit,
+    images: Images,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Plane]:
     """Control plane, nodes with the stand-in kubelet, Redis, archfit with webhook and watcher."""
     workdir = tmp_path_factory.mktemp("mismatch-plane")
-    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
-    redis = RedisProcess.start(workdir / "redis")
-    hook: WebhookArchfit | None = None
-    kubelet: RuntimeKubelet | None = None
-    try:
-        core = cluster.core_api(control_plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
-        kubelet = RuntimeKubelet(core, workdir / "kubelet").start([n.name for n in NODES])
-        lying, lying_digest = _push_lying_image(images.public.url)
-        settings = merge(
-            archfit_settings(control_plane.admin_kubeconfig, images),
-            {
-                "cache": {"url": redis.url},
-                "watcher": {
-                    "remediate": True,
-                    "evictionsPerMinute": 600,
-                    "evidenceSyncSeconds": 0.5,
+    with own_control_plane(workdir / "control-plane") as control_plane:
+        redis = RedisProcess.start(workdir / "redis")
+        kubelet: RuntimeKubelet | None = None
+        try:
+            core = cluster.core_api(control_plane.admin_kubeconfig)
+            kubelet = RuntimeKubelet(core, workdir / "kubelet").start([n.name for n in NODES])
+            lying, lying_digest = _push_lying_image(images.public.url)
+            settings = merge(
+                archfit_settings(control_plane.admin_kubeconfig, images),
+                {
+                    "cache": {"url": redis.url},
+                    "watcher": {
+                        "remediate": True,
+                        "evictionsPerMinute": 600,
+                        "evidenceSyncSeconds": 0.5,
+                    },
+                    "webhook": {"unknownImages": "admit"},
                 },
-                "webhook": {"unknownImages": "admit"},
-            },
-        )
-        hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
-        cluster.create_namespace(core, "probe")
-        hook.wait_called("probe", images.multi.reference)
-        api = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
-        yield Plane(
-            core,
-            client.AppsV1Api(api),
-            client.PolicyV1Api(api),
-            hook,
-            kubelet,
-            lying,
-            lying_digest,
-            settings,
-            workdir,
-            control_plane.admin_kubeconfig,
-        )
-    finally:
-        if hook is not None:
-            hook.stop()
-        if kubelet is not None:
-            kubelet.stop()
-        redis.stop()
-        control_plane.stop()
+            )
+            with hooked_archfit(control_plane, settings, workdir) as hook:
+                api = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+                yield Plane(
+                    core,
+                    client.AppsV1Api(api),
+                    client.PolicyV1Api(api),
+                    hook,
+                    kubelet,
+                    lying,
+                    lying_digest,
+                    settings,
+                    workdir,
+                    control_plane.admin_kubeconfig,
+                )
+        finally:
+            if kubelet is not None:
+                kubelet.stop()
+            redis.stop()
 
 
 @pytest.fixture

@@ -35,14 +35,13 @@ from tests.e2e.policy import (
 )
 from tests.e2e.replicas import Replicas, two_replicas
 from tests.e2e.topology import ARCH_OF, NODES
-from tests.e2e.webhook import WebhookArchfit
+from tests.e2e.webhook import PROBES, WebhookArchfit
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 UNUSED_SECONDS = 3.0
 """admissionPolicy.unusedSeconds here: short, so an image's leaving is seen in a test."""
-PROBES = "probe"
 """The namespace of the dry-run pods that find out which replica kube-apiserver calls."""
 MAX_BYTES = 100_000
 """admissionPolicy.maxBytes here: what 23 pods of 100 long spellings each would overflow."""

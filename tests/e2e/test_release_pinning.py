@@ -24,9 +24,9 @@ from extender.kube.gated_pods import GatedPods
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings
 from tests.e2e.catalog import Images
-from tests.e2e.controlplane import Binaries, ControlPlane
+from tests.e2e.conftest import OwnControlPlane
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.gating import fresh_amd64_image, gate_settings, logged, logged_at
-from tests.e2e.topology import NODES
 from tests.e2e.webhook import WebhookArchfit
 from tests.support.delaying_proxy import DelayingProxy
 from tests.support.images import Pusher
@@ -53,21 +53,16 @@ class Plane:
 
 @pytest.fixture(scope="module")
 def plane(
-    e2e_binaries: Binaries, images: Images, tmp_path_factory: pytest.TempPathFactory
+    own_control_plane: OwnControlPlane, images: Images, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Plane]:
     """A control plane of its own with the four nodes, and the two registry fronts."""
-    control_plane = ControlPlane(e2e_binaries, tmp_path_factory.mktemp("pinning")).start()
-    try:
+    with (
+        own_control_plane(tmp_path_factory.mktemp("pinning")) as control_plane,
+        DelayingProxy(images.public.url) as amd64_front,
+        DelayingProxy(images.public.url) as arm64_front,
+    ):
         core = cluster.core_api(control_plane.admin_kubeconfig)
-        for node in NODES:
-            cluster.create_node(core, node)
-        with (
-            DelayingProxy(images.public.url) as amd64_front,
-            DelayingProxy(images.public.url) as arm64_front,
-        ):
-            yield Plane(control_plane, core, amd64_front, arm64_front, images)
-    finally:
-        control_plane.stop()
+        yield Plane(control_plane, core, amd64_front, arm64_front, images)
 
 
 @pytest.fixture

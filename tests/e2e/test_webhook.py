@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 from tests.e2e import cluster
 from tests.e2e.archfit import archfit_settings
 from tests.e2e.catalog import Images
+from tests.e2e.conftest import HookedArchfit, OwnControlPlane
 from tests.e2e.controlplane import Binaries, ControlPlane
 from tests.e2e.scheduler import Scheduler
 from tests.e2e.topology import ARCH_OF, NODES, REPLICAS, replicas, schedule
@@ -73,11 +74,9 @@ class Plane:
             if node.arch == "arm64":
                 self.core.patch_node(node.name, {"spec": {"taints": [ARM64_TAINT] if on else None}})
 
-    def stop(self) -> None:
+    def stop_scheduler(self) -> None:
         if self.scheduler is not None:
             self.scheduler.stop()
-        self.hook.stop()
-        self.control_plane.stop()
 
 
 @pytest.fixture(scope="module")
@@ -93,36 +92,28 @@ def hung_registry() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def plane(
     e2e_binaries: Binaries,
+    own_control_plane: OwnControlPlane,
+    hooked_archfit: HookedArchfit,
     images: Images,
     hung_registry: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Plane]:
     """Control plane, zoned nodes, archfit with its webhook registered and called."""
     workdir = tmp_path_factory.mktemp("webhook-plane")
-    control_plane = ControlPlane(e2e_binaries, workdir / "control-plane").start()
-    hook: WebhookArchfit | None = None
-    try:
+    with own_control_plane(workdir / "control-plane") as control_plane:
         core = cluster.core_api(control_plane.admin_kubeconfig)
         for node in NODES:
-            cluster.create_node(core, node)
             zone = "zone-a" if node.name.endswith("-a") else "zone-b"
             core.patch_node(node.name, {"metadata": {"labels": {ZONE: zone}}})
         settings = archfit_settings(
             control_plane.admin_kubeconfig, images, extra_hosts=(hung_registry,)
         )
-        hook = WebhookArchfit(control_plane.admin_kubeconfig, settings, workdir).start()
-        cluster.create_namespace(core, "probe")
-        hook.wait_called("probe", images.multi.reference)
-    except BaseException:
-        if hook is not None:
-            hook.stop()
-        control_plane.stop()
-        raise
-    shared = Plane(e2e_binaries, control_plane, hook, workdir)
-    try:
-        yield shared
-    finally:
-        shared.stop()
+        with hooked_archfit(control_plane, settings, workdir) as hook:
+            shared = Plane(e2e_binaries, control_plane, hook, workdir)
+            try:
+                yield shared
+            finally:
+                shared.stop_scheduler()
 
 
 @pytest.fixture

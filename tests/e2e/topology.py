@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from tests.e2e import cluster
+from tests.e2e.controlplane import Binaries, ControlPlane
 
 #: Two nodes per architecture, so grouped reasons read "2 node(s) ...".
 NODES = (
@@ -44,3 +47,17 @@ def no_platform_message(ref: str) -> str:
         f"2 node(s) didn't match image platform: {ref} has no linux/amd64, "
         f"2 node(s) didn't match image platform: {ref} has no linux/arm64."
     )
+
+
+@contextlib.contextmanager
+def control_plane_with_nodes(binaries: Binaries, workdir: Path) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver of their own on loopback, in `workdir`, with NODES registered;
+    stopped on leaving the block, or at once when the start fails."""
+    plane = ControlPlane(binaries, workdir).start()
+    try:
+        core = cluster.core_api(plane.admin_kubeconfig)
+        for node in NODES:
+            cluster.create_node(core, node)
+        yield plane
+    finally:
+        plane.stop()

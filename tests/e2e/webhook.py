@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +160,24 @@ class WebhookArchfit:
         with contextlib.suppress(ApiException):  # 404: not there
             self._admission.delete_mutating_webhook_configuration("archfit")
         self.unregister_warnings()
+
+
+PROBES = "probe"
+"""The namespace `serving_webhook` creates its probe pods in (dry-run, never stored)."""
+
+
+@contextlib.contextmanager
+def serving_webhook(
+    kubeconfig: Path, settings: Mapping[str, Any], workdir: Path, probe_image: str
+) -> Iterator[WebhookArchfit]:
+    """archfit started with `settings`, its webhook registered and seen called by
+    kube-apiserver for a pod of `probe_image`; stopped and unregistered on leaving the block,
+    or at once when the start fails."""
+    hook = WebhookArchfit(kubeconfig, settings, workdir)
+    try:
+        hook.start()
+        cluster.create_namespace(cluster.core_api(kubeconfig), PROBES)
+        hook.wait_called(PROBES, probe_image)
+        yield hook
+    finally:
+        hook.stop()

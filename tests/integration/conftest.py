@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,8 +18,8 @@ from aiohttp.test_utils import TestServer
 from extender.config.registry_settings import CacheSettings, HostSettings, RegistrySettings
 from extender.core.pods import PullSecretsRef
 from extender.metrics import Metrics
-from extender.registry.pure.credentials import PullSecret
 from extender.registry.resolver import RegistryResolver, build_resolver
+from tests.support.fakes import Secrets
 from tests.support.faults import FaultRegistry
 
 POD = PullSecretsRef(namespace="team-a", names=("regcred",), service_account="default")
@@ -35,18 +35,6 @@ def local_settings(*hosts: str, **overrides: Any) -> RegistrySettings:
     }
     options.update(overrides)
     return RegistrySettings(**options)
-
-
-@dataclass
-class Secrets:
-    """A SecretSource made of plain data: secrets by name, per namespace."""
-
-    secrets: dict[str, PullSecret] = field(default_factory=dict)
-    calls: int = 0
-
-    async def pull_secrets(self, pull: PullSecretsRef) -> Sequence[PullSecret]:
-        self.calls += 1
-        return [self.secrets[name] for name in pull.names if name in self.secrets]
 
 
 def pod(*names: str) -> PullSecretsRef:

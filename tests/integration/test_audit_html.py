@@ -18,8 +18,8 @@ from extender.audit.pure.report import build
 from extender.audit.pure.workloads import WorkloadKey
 from extender.core.platforms import Unknown, parse
 from extender.core.pods import PullSecretsRef
+from tests.support.audit_objects import workload
 from tests.support.browser import load
-from tests.unit.audit_objects import workload
 
 pytestmark = pytest.mark.integration
 AMD64 = frozenset({parse("linux/amd64")})

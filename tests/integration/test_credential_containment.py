@@ -8,7 +8,8 @@ from aiohttp import web
 from extender.config.registry_settings import HostSettings, MirrorSettings
 from extender.registry.errors import RegistryError
 from extender.registry.pure.reference import parse
-from tests.integration.conftest import ResolverFactory, RunningFaults, Secrets, local_settings, pod
+from tests.integration.conftest import ResolverFactory, RunningFaults, local_settings, pod
+from tests.support.fakes import Secrets
 from tests.support.faults import Handler
 from tests.support.fixtures import PublishedRegistry
 from tests.support.pull_secrets import auth_field, pull_secret

@@ -11,15 +11,16 @@ from extender.config.registry_settings import CacheSettings
 from extender.core.mismatch import Evidence
 from extender.core.platforms import normalize
 from extender.core.pods import PullSecretsRef
-from extender.registry.pure.reference import parse
-from extender.registry.resolver import ImageResolution
 from extender.resolution.evidence_book import EvidenceBook
 from extender.resolution.learned_resolver import LearnedResolver
 from tests.support.clock import FakeClock
+from tests.support.fakes import AnsweringRegistry
 
 DIGEST = "sha256:" + "cd" * 32
 ARM64 = normalize("linux", "arm64")
 AMD64 = normalize("linux", "amd64")
+CLAIMED = frozenset({AMD64, normalize("linux", "arm64", "v8")})
+"""What the index claims for DIGEST: amd64 and arm64."""
 
 
 def _evidence(now: float, ttl: float = 3600) -> Evidence:
@@ -85,27 +86,11 @@ async def test_evidence_expires() -> None:
     assert (frozenset({ARM64}), frozenset()) == (before, book.failing(DIGEST))
 
 
-class _Lying:
-    """A resolver whose index claims amd64 and arm64 for DIGEST."""
-
-    async def resolve(self, image: str, pull: PullSecretsRef | None = None) -> ImageResolution:
-        return ImageResolution(
-            parse(image),
-            DIGEST,
-            "application/vnd.oci.image.index.v1+json",
-            frozenset({AMD64, normalize("linux", "arm64", "v8")}),
-            False,
-        )
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def test_the_resolver_believes_learned_evidence_over_the_index() -> None:
     """A digest seen failing on arm64 resolves to amd64 only, however the index claims arm64."""
     clock = FakeClock(5000.0)
     book = EvidenceBook(CacheSettings(), wall=clock)
-    resolver = LearnedResolver(_Lying(), book)
+    resolver = LearnedResolver(AnsweringRegistry({}, default=(DIGEST, CLAIMED)), book)
     pull = PullSecretsRef("default")
     claimed = await resolver.platforms("127.0.0.1:5000/lies:1", pull)
     await book.learn(_evidence(5000.0))

@@ -36,12 +36,12 @@ from tests.integration.conftest import (
     POD,
     ResolverFactory,
     RunningFaults,
-    Secrets,
     local_settings,
     pod,
     serve_faults,
 )
 from tests.support.clock import FakeClock
+from tests.support.fakes import Secrets
 from tests.support.faults import OCI_INDEX, OCI_MANIFEST, canonical, sha256
 from tests.support.pull_secrets import auth_field, pull_secret
 

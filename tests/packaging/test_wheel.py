@@ -23,6 +23,8 @@ class Built(NamedTuple):
     """The lines of the wheel's METADATA."""
     licence: str
     """The wheel's .dist-info/licenses/LICENSE, or "" if it has none."""
+    names: list[str]
+    """Every file the wheel holds."""
 
 
 def build_wheel(tmp_path: Path) -> tuple[Path, str]:
@@ -59,6 +61,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             output=output,
             metadata=archive.read(metadata).decode().splitlines(),
             licence=archive.read(licences[0]).decode() if licences else "",
+            names=names,
         )
 
 
@@ -97,3 +100,15 @@ def test_the_long_description_links_only_to_absolute_addresses(built: Built) -> 
     description = "\n".join(built.metadata[built.metadata.index("") + 1 :])
     targets = re.findall(r"\]\(([^)\s]+)\)", description)
     assert [] == [target for target in targets if not target.startswith("https://")]
+
+
+def test_the_wheel_ships_no_test_support(built: Built) -> None:
+    """The tests' fakes and helpers live in tests/ (tests/support/fakes.py): a module the
+    production code never imports has no place in what users install."""
+    support = {"testing", "fakes", "conftest"}
+    shipped = [
+        name
+        for name in built.names
+        if name.startswith("tests/") or (name.endswith(".py") and Path(name).stem in support)
+    ]
+    assert [] == shipped

@@ -21,7 +21,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.core.mutation import ShapeError, TaintRule, allowed_by_pod, tolerates
+from extender.core.mutation import TaintRule, allowed_by_pod, tolerates
 from extender.core.platforms import (
     LINUX_ARM64,
     Platform,
@@ -31,6 +31,7 @@ from extender.core.platforms import (
     any_accepts,
     normalize,
 )
+from extender.core.pods import ShapeError, read_placement
 from extender.lint.pure.manifests import Container, WrittenWorkload
 
 IGNORE_ANNOTATION = "archfit.io/lint-ignore"
@@ -177,7 +178,8 @@ def _allowed(workload: WrittenWorkload, judging: Judging) -> frozenset[Platform]
     """The platforms the template lets its pods run on: its nodeSelector and required node
     affinity, less those whose architecture's taint it does not tolerate."""
     try:
-        allowed = allowed_by_pod(workload.spec, judging.platforms | _named(workload.spec))
+        placement = read_placement(workload.spec)
+        allowed = allowed_by_pod(placement, judging.platforms | _named(workload.spec))
     except ShapeError:
         return frozenset()
     tolerations = workload.spec.get("tolerations")
@@ -207,7 +209,7 @@ def _unneeded_pin(
     if not images or not allowed:
         return []
     try:
-        pinned = allowed_by_pod(workload.spec, judging.platforms)
+        pinned = allowed_by_pod(read_placement(workload.spec), judging.platforms)
     except ShapeError:
         return []
     excluded = sorted(
