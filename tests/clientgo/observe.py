@@ -26,7 +26,7 @@ def digest(data: bytes) -> str:
 def observe(case: dict[str, Any]) -> dict[str, Any]:
     """What archfit would send for one case: its settings' client, built as `archfit serve`
     builds it (extender.kube.connect), then the two requests' URL and headers."""
-    from extender.kube import access
+    from extender.kube import connect
     from extender.kube.client.tls import certificates
 
     os.chdir(case["cwd"])
@@ -37,11 +37,11 @@ def observe(case: dict[str, Any]) -> dict[str, Any]:
         mode=case["mode"], kubeconfig=case["kubeconfig"], context=case["context"]
     )
     try:
-        out["namespace"] = access.namespace(settings, environ, account)
+        out["namespace"] = connect.namespace(settings, environ, account)
     except Exception as error:
         out["namespace_error"] = f"{type(error).__name__}: {error}"
     try:
-        api = access.build_api_client(settings, environ=environ, account=account)
+        api = connect.build_api_client(settings, environ=environ, account=account)
     except Exception as error:
         return {**out, "stage": "config", "error": f"{type(error).__name__}: {error}"}
     assert api is not None
