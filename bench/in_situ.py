@@ -66,7 +66,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "pod watches (decode, the policy's pod index, watcher, capacity)",
         (
             "extender/kube/pod_watch.py",
-            "extender/kube/indexed_pods.py",
+            "extender/kube/pod_feed.py",
             "extender/kube/pending_pods.py",
             "extender/kube/gated_pods.py",
             "extender/core/image_uses.py",

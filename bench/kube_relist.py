@@ -4,7 +4,7 @@ the node index's list of N Nodes and the pod watch's list of M Pods, and RSS aft
 A real kube-apiserver and etcd (tests/e2e/controlplane.py) get N Nodes and M Pods (bound to
 them, one container each) created through the API by a pool of threads; then, in one process,
 archfit's client lists them as `archfit serve` does (extender.kube.nodes.NodeIndex pages of
-100, extender.kube.pod_watch.PodWatch pages of 500, each in its thread) while a coroutine on
+100, extender.kube.pod_watch.pod_list_watch pages of 500, each in its thread) while a coroutine on
 the event loop sleeps 1 ms at a time and records how late it wakes. Printed: the lists' wall
 time, the ticker's worst and 99th-percentile lateness during each, and VmRSS before and after.
 
@@ -110,7 +110,7 @@ async def _ticked(done: threading.Event) -> list[float]:
 
 async def _measure(api: Any) -> dict[str, Any]:
     from extender.kube.nodes import NodeIndex
-    from extender.kube.pod_watch import PodWatch
+    from extender.kube.pod_watch import BOUND, pod_list_watch
 
     results: dict[str, Any] = {"rss_before_mb": round(_rss_mb(), 1)}
     index = NodeIndex(api)
@@ -124,7 +124,7 @@ async def _measure(api: Any) -> dict[str, Any]:
     results["nodes"] = len(index)
     results.update(_lateness("nodes", await ticker))
 
-    watch = PodWatch(api)
+    watch = pod_list_watch(api, BOUND)
     seen = threading.Event()
     synced = asyncio.Event()
     told = [0]

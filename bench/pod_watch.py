@@ -331,7 +331,7 @@ async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
     from extender.core.platforms import Rule, normalize
     from extender.kube.client.api import connect
     from extender.kube.client.rest_config import RestConfig
-    from extender.kube.pod_watch import PodWatch
+    from extender.kube.pod_watch import BOUND, Handoff, pod_list_watch
     from extender.metrics import Metrics
     from extender.resolution.within_deadline import Resolution
 
@@ -347,7 +347,7 @@ async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
         _Nodes(view),
         None,
     )
-    watch = PodWatch(api, PAGE)
+    watch = pod_list_watch(api, BOUND, PAGE)
     loop = asyncio.get_running_loop()
     told = 0
     all_told = asyncio.Event()
@@ -359,7 +359,7 @@ async def measure(port: int, pods: int, nodes: int) -> dict[str, float]:
         if told >= expected:
             all_told.set()
 
-    watch._on_pod, watch._loop = on_pod, loop  # as start() sets them, without the thread
+    watch._handoff = Handoff(loop, on_pod)  # as start() sets it, without the thread
     rss_before = _proc("VmRSS")
     expected = pods + 1  # every pod, then SYNCED
     cpu, wall = time.process_time(), time.perf_counter()

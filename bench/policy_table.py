@@ -5,8 +5,8 @@ pod index at 10,000 and 100,000 pods.
 A publish costs the leader one round (extender.controllers.publisher.Publisher.render: the
 fairness order over every image's namespaces, evidence believed, each value packed, the spec
 within maxBytes) and the JSON it writes; it costs every replica one decode of the object it
-watches (extender.core.parameter). The pods are made in process, named as
-extender.kube.indexed_pods hands them over (a new tuple per pod, as decoding makes); nothing
+watches (extender.core.parameter). The pods are made in process, named as the shared pod
+feed (extender.kube.pod_feed) hands them over (a new tuple per pod, as decoding makes); nothing
 talks to a registry or an API server. The size cost of the resolved-at times is the spec's
 size with and without them (the same entries, the same bound).
 

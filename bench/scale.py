@@ -28,7 +28,8 @@ its own TLS listener), and the bench measures:
   during the relist, against `webhook_quiet_p99_ms` in WEBHOOK_QUIET_CALLS calls while
   nothing happens; the probes' own CPU (`idle_cpu_ms_per_s`) is taken off the relist's
   and the events' CPU;
-- `relist_profile` (JSON only): the relist sampled by bench/in_situ.py;
+- `relist_profile`, `events_profile` (JSON only): the relist and the patches sampled by
+  bench/in_situ.py;
 - `param_kib` and `param_images`: the ImagePlatforms parameter's size and entries; `publish_s`:
   exec to its first publish that holds every image.
 
@@ -440,9 +441,11 @@ class Bench:
                     row["stall_relist_ms"] = longest(health.between(relist_at, settled))
                     row["peak_mib"] = round(harness.proc_memory(pid)[1] / 2**20, 1)
                     # With both probes still running: the idle rate taken off is theirs too.
+                    samplers = self.samplers(pid, f"{name}/events")
                     events_at, events_cpu = time.monotonic(), cpu_seconds(pid)
                     self.patch_labels(patches, pods)
                     done = settle(pid, idle_rate)
+                    row["events_profile"] = self.profile(samplers, cpu_seconds(pid) - events_cpu)
                     spent = cpu_seconds(pid) - events_cpu - idle_rate * (done - events_at)
                     row["event_cpu_us"] = round(spent * 1e6 / patches, 1)
                     row["stall_events_ms"] = longest(health.between(events_at, done))
@@ -452,15 +455,17 @@ class Bench:
         return row
 
     def samplers(self, pid: int, name: str) -> tuple[Any, Any] | None:
-        """py-spy and perf on archfit through the relist (bench/in_situ.py), when here."""
+        """py-spy and perf on archfit (bench/in_situ.py), when here, into `name`'s folder."""
         if not in_situ.available():
             return None
-        stacks = in_situ.Sampler(pid, self.workdir / name / "relist.py-spy").start()
-        perf = in_situ.PerfSampler(pid, self.workdir / name / "relist.perf")
+        (self.workdir / name).mkdir(parents=True, exist_ok=True)
+        stacks = in_situ.Sampler(pid, self.workdir / name / "py-spy").start()
+        perf = in_situ.PerfSampler(pid, self.workdir / name / "perf")
         return stacks, perf.start() if in_situ.perf_available() else None
 
     def profile(self, samplers: tuple[Any, Any] | None, cpu: float) -> dict[str, Any] | None:
-        """The relist's CPU by library and its GIL time by what archfit did, in ms (whole)."""
+        """The CPU by library and the GIL time by what archfit did, in ms (whole), since
+        `samplers` started."""
         if samplers is None:
             return None
         stacks = samplers[0].stop()

@@ -25,6 +25,7 @@ from extender.resolution.within_deadline import PlatformResolver, Resolution
 
 if TYPE_CHECKING:
     from extender.kube.client.api import KubeApi
+    from extender.kube.pod_feed import PodFeed
     from extender.registry.resolver import RegistryResolver
 
 log = structlog.get_logger("archfit")
@@ -71,6 +72,9 @@ class Services:
     shared: SharedTier | None = None
     """The published ImagePlatforms object as a cache tier (admissionPolicy.enabled, with API
     access): what any replica's leader resolved, this one answers at once."""
+    pods: PodFeed | None = None
+    """The one list-watch of pods the mismatch watcher and the policy's publisher read
+    (extender.kube.pod_feed), with API access when either is on; it lists once one joins."""
 
 
 @asynccontextmanager
@@ -154,6 +158,12 @@ async def open_services(
             check = asyncio.ensure_future(check_registries_served(api, settings.registry))
             stack.callback(check.cancel)
 
+        pods = None
+        if api is not None and (settings.watcher.enabled or settings.admission_policy.enabled):
+            from extender.kube.pod_feed import PodFeed
+
+            pods = PodFeed(api, settings.watcher.page_size)
+            stack.push_async_callback(pods.stop)
         shared = None
         if settings.admission_policy.enabled and api is not None and learned is not None:
             # Watched once the policy's API is known to be there (controllers.publisher).
@@ -193,6 +203,7 @@ async def open_services(
             steering=steering,
             learned=learned,
             shared=shared,
+            pods=pods,
         )
 
 

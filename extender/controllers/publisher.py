@@ -101,7 +101,7 @@ class EvidenceScopes(Protocol):
 
 
 class SeenPod(Protocol):
-    """A pod as the list-watch tells it (extender.kube.indexed_pods.IndexedPod)."""
+    """A pod as the shared pod feed tells it (extender.kube.pod_watch.WatchedPod)."""
 
     @property
     def uid(self) -> str: ...
@@ -568,8 +568,8 @@ async def publishing(
     tier, `services.shared`); contend for the publisher's Lease, and while holding it follow
     every pod and publish. Without API access, or on a cluster without the v1 policy API or
     archfit's CRD, says so in one line and does nothing."""
-    api, learned = services.kube, services.learned
-    if api is None or learned is None:
+    api, learned, feed = services.kube, services.learned, services.pods
+    if api is None or learned is None or feed is None:
         log.warning("admission_policy_off", reason="no API access (kubernetes.mode)")
         yield
         return
@@ -579,7 +579,6 @@ async def publishing(
         ParameterWatch,
         check_policy_api,
     )
-    from extender.kube.indexed_pods import every_pod
 
     namespace = current_namespace(settings.kubernetes)
     identity = holder_identity()
@@ -597,12 +596,11 @@ async def publishing(
             metrics,
             identity=identity,
         )
-        pods = every_pod(api, settings.watcher.page_size)
-        pods.start(publisher.on_pod)
+        reader = await feed.join(publisher.on_pod, bound_only=False)
         try:
             await publisher.run()
         finally:
-            await pods.stop()
+            await feed.leave(reader)
 
     async def policy_api_present() -> bool:
         missing = await check_policy_api(api)

@@ -390,19 +390,19 @@ class Watcher:
 
 @asynccontextmanager
 async def watching(settings: Settings, metrics: Metrics, services: Services) -> AsyncIterator[None]:
-    """While the block runs: contend for `watcher.leaseName`, and list-watch pods while
-    holding it."""
+    """While the block runs: contend for `watcher.leaseName`, and read the pods bound to a node
+    from the shared pod feed (extender.kube.pod_feed) while holding it."""
     api: Any = services.kube
-    if api is None:
+    feed = services.pods
+    if api is None or feed is None:
         log.info("watcher_off", reason="no API access (kubernetes.mode)")
         yield
         return
-    from extender.kube.pod_watch import PodCalls, PodWatch
+    from extender.kube.pod_watch import PodCalls
 
     watch_settings = settings.watcher
 
     async def work() -> None:
-        watch = PodWatch(api, watch_settings.page_size)
         watcher = Watcher(
             watch_settings,
             metrics,
@@ -412,11 +412,11 @@ async def watching(settings: Settings, metrics: Metrics, services: Services) -> 
             services.evidence,
             services.learned,
         )
-        watch.start(watcher.on_pod)
+        reader = await feed.join(watcher.on_pod, bound_only=True)
         try:
             await asyncio.Event().wait()
         finally:
-            await watch.stop()
+            await feed.leave(reader)
             await watcher.aclose()
 
     lease = contender(

@@ -1,7 +1,7 @@
 """Which images the cluster's pods name, by namespace: what the admission policy's parameter
 lists (docs/webhook.md, "When archfit is down").
 
-Pure. The publisher's leader feeds it every pod it list-watches (extender.kube.indexed_pods):
+Pure. The publisher's leader feeds it every pod the shared pod feed tells (extender.kube.pod_feed):
 an image is in use while some pod names it; when the last one goes, its unused clock starts.
 A pod is kept as one small tuple, shared by every pod of a workload (`PodUse`, interned), so
 100,000 pods cost a dict entry each (bench/policy_table.py measures it).

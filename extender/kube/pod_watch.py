@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import structlog
 
+from extender.core.image_uses import PodUse
 from extender.core.mismatch import ContainerState, Launch
 from extender.core.pods import PullSecretsRef, WorkloadId, workload_of
 from extender.core.text import error_text
@@ -41,6 +45,7 @@ be sent, decoded and handed to the event loop for nothing (bench/webhook_latency
 pods are never bound: a sixth of archfit's CPU per admitted pod)."""
 
 _TOO_MANY_REQUESTS = 429
+_FINISHED = ("Succeeded", "Failed")
 
 
 class _Owner(msgspec.Struct, frozen=True):
@@ -124,13 +129,14 @@ class _Condition(msgspec.Struct, frozen=True):
 
 
 class _Status(msgspec.Struct, rename="camel", frozen=True):
+    phase: str = ""
     conditions: list[_Condition] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     init_container_statuses: list[_ContainerStatus] | None = None
 
 
 class WatchedPod(msgspec.Struct, frozen=True):
-    """What the watcher reads of a v1.Pod."""
+    """What the watcher and the policy's publisher read of a v1.Pod."""
 
     metadata: PodMeta = PodMeta()
     spec: PodSpec = PodSpec()
@@ -177,6 +183,22 @@ class WatchedPod(msgspec.Struct, frozen=True):
         found = [c.image for c in (*(spec.init_containers or ()), *(spec.containers or ()))]
         return tuple(dict.fromkeys(i for i in found if i))
 
+    def use(self) -> PodUse | None:
+        """What the pod names for the admission policy's table, or None when it names
+        nothing the policy would read again: it has finished, or a DaemonSet controls it
+        (the policy leaves such pods alone)."""
+        if self.status.phase in _FINISHED:
+            return None
+        controller = self.controller()
+        if controller is not None and controller[0] == "DaemonSet":
+            return None
+        images = self.images()
+        if not images:
+            return None
+        namespace = self.metadata.namespace
+        workload = workload_of(namespace, self.metadata.name, controller).name
+        return PodUse(namespace, images, self.pull(), workload)
+
     def pull(self) -> PullSecretsRef:
         """Where the pod's registry credentials come from."""
         names = tuple(s.name for s in self.spec.image_pull_secrets or () if s.name)
@@ -220,6 +242,93 @@ relist says "LISTING" (with the empty pod), tells every pod again, then "SYNCED"
 empty pod, so the reader can drop the ones not told."""
 
 
+HANDOFF_SLICE_SECONDS = 0.002
+"""How long the event loop spends on queued pods before it serves anything else: a relist's
+page of 500 pods, told at once, held up every request behind it (bench/scale's stalls)."""
+HANDOFF_QUEUE = 1000
+"""Pods queued for the loop at most: the thread waits while more are, so a relist is decoded
+no faster than the loop takes it (the peak memory of a relist is two pages, not the list)."""
+_HANDOFF_CHECK = 32
+"""Pods told between two looks at the clock."""
+
+
+class Handoff(Generic[P]):
+    """Pods from a list-watch's thread to the event loop, in batches.
+
+    The thread `put`s each pod in a queue and wakes the loop only when no drain is already
+    due: one wake-up (a write to the loop's self-pipe, a GIL hand-over) per batch, where one
+    per pod cost more than the pod's own handling. The loop tells the queued pods in order,
+    for at most HANDOFF_SLICE_SECONDS at a time, then lets the rest wait its next turn.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_pod: OnPod[P],
+        *,
+        slice_seconds: float = HANDOFF_SLICE_SECONDS,
+        limit: int = HANDOFF_QUEUE,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._loop = loop
+        self._on_pod = on_pod
+        self._slice = slice_seconds
+        self._limit = limit
+        self._clock = clock
+        self._queue: deque[tuple[str, P]] = deque()
+        self._due = False
+        """A drain is scheduled and has not started emptying the queue: no wake-up needed."""
+        self._room = threading.Event()
+        self._closed = False
+
+    def put(self, kind: str, pod: P, stop: threading.Event) -> None:
+        """From the thread: queue one pod; wait while the queue is full (until `stop`)."""
+        if self._closed:
+            return
+        queue = self._queue
+        queue.append((kind, pod))
+        if not self._due:
+            self._due = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop is closed: nobody reads any more
+                self._closed = True
+                return
+        while len(queue) >= self._limit and not (self._closed or stop.is_set()):
+            self._room.clear()
+            if len(queue) >= self._limit:  # the loop may have taken some since
+                self._room.wait(0.5)
+
+    def close(self) -> None:
+        """Tell nothing more (the watch stops, or its reader left)."""
+        self._closed = True
+        self._queue.clear()
+        self._room.set()
+
+    def _drain(self) -> None:
+        """In the loop: tell queued pods for one slice; schedule the rest for the next turn."""
+        self._due = False
+        queue, on_pod, clock = self._queue, self._on_pod, self._clock
+        ends = clock() + self._slice
+        told = 0
+        while queue and not self._closed:
+            kind, pod = queue.popleft()
+            try:
+                on_pod(kind, pod)
+            except Exception:  # one pod's trouble is not the next one's
+                log.exception("pod_handler_failed", kind=kind, pod=pod.metadata.name)
+            told += 1
+            if told % _HANDOFF_CHECK == 0:
+                if len(queue) < self._limit:
+                    self._room.set()
+                if clock() >= ends:
+                    break
+        self._room.set()
+        if queue and not self._closed and not self._due:
+            self._due = True
+            self._loop.call_soon(self._drain)
+
+
 class PodListWatch(Generic[P]):
     """List-watch of the pods a field selector names, a page at a time, each decoded to what
     its reader needs (`decode_page`, `decode`; `empty` is the SYNCED event's pod)."""
@@ -237,16 +346,22 @@ class PodListWatch(Generic[P]):
         self._selector = selector
         self._decode_page, self._decode, self._empty = decoders
         self._page_size = page_size
-        self._on_pod: OnPod[P] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handoff: Handoff[P] | None = None
         self._watch = ListWatch(thread, self.list_all, self.watch_from, log, events)
 
+    @property
+    def lists(self) -> int:
+        """Lists started so far (tests and benchmarks read it)."""
+        return self._watch.lists
+
     def start(self, on_pod: OnPod[P]) -> None:
-        self._on_pod = on_pod
-        self._loop = asyncio.get_running_loop()
+        self._handoff = Handoff(asyncio.get_running_loop(), on_pod)
         self._watch.start()
 
     async def stop(self) -> None:
+        """Stop the thread; a pod it reads after this is never told."""
+        if self._handoff is not None:
+            self._handoff.close()
         await self._watch.stop()
 
     def list_all(self) -> str:
@@ -288,23 +403,22 @@ class PodListWatch(Generic[P]):
         return pod.metadata.resource_version or version
 
     def _tell(self, kind: str, pod: P) -> None:
-        loop, on_pod = self._loop, self._on_pod
-        if loop is not None and on_pod is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(on_pod, kind, pod)
+        handoff = self._handoff
+        if handoff is not None:
+            handoff.put(kind, pod, self._watch.stop_event)
 
 
-class PodWatch(PodListWatch[WatchedPod]):
-    """List-watch of every pod bound to a node, decoded into WatchedPods (the watcher's)."""
-
-    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
-        super().__init__(
-            api,
-            BOUND,
-            (decode_pod_page, decode_pod, WatchedPod()),
-            page_size,
-            "archfit-pod-watch",
-            ("pod_watch_expired", "pod_watch_error"),
-        )
+def pod_list_watch(api: KubeApi, selector: str, page_size: int = 500) -> PodListWatch[WatchedPod]:
+    """The list-watch of the pods `selector` names (BOUND, or "" for every pod), decoded into
+    WatchedPods: what the shared pod feed runs (extender.kube.pod_feed)."""
+    return PodListWatch(
+        api,
+        selector,
+        (decode_pod_page, decode_pod, WatchedPod()),
+        page_size,
+        "archfit-pod-feed",
+        ("pod_watch_expired", "pod_watch_error"),
+    )
 
 
 class PodCalls:

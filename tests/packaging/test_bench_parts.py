@@ -13,7 +13,7 @@ from bench import in_situ, peers, report, scale
 LOOP = "_run_once (asyncio/base_events.py:1900)"
 VERB = "filter (extender/scheduler/verbs.py:40)"
 LOG = "info (structlog/_native.py:10)"
-WATCH = "apply (extender/kube/indexed_pods.py:80)"
+WATCH = "_apply (extender/kube/pod_watch.py:80)"
 
 
 def test_a_log_line_written_inside_a_verb_is_counted_as_logging_not_as_the_verb() -> None:

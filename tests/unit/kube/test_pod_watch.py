@@ -14,7 +14,7 @@ from extender.core.mismatch import ContainerState
 from extender.core.pods import PullSecretsRef
 from extender.kube.client.api import connect
 from extender.kube.client.rest_config import RestConfig
-from extender.kube.pod_watch import BOUND, PodWatch, decode_pod, decode_pod_page
+from extender.kube.pod_watch import BOUND, decode_pod, decode_pod_page, pod_list_watch
 from tests.support.json_server import json_server
 
 
@@ -73,7 +73,7 @@ def test_the_list_and_the_watch_ask_only_for_pods_bound_to_a_node() -> None:
         return {"metadata": {"resourceVersion": "1"}, "items": []}
 
     with json_server(answer) as url:
-        watch = PodWatch(connect(RestConfig(host=url)))
+        watch = pod_list_watch(connect(RestConfig(host=url)), BOUND)
         watch.watch_from(watch.list_all())
     assert [[BOUND], [BOUND]] == [query.get("fieldSelector") for query in asked]
     assert "spec.nodeName!=" == BOUND
