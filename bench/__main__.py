@@ -8,12 +8,14 @@
 `extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
 puts its figures beside this run's in the goals table. `--before DIR` runs another
 checkout's archfit beside this one in the same run, in the benchmarks that can (scheduler
-throughput's archfit-before rows, the webhook's `--before` rows). `--peer NAME=BINARY` (with
-`--peer-arg`, `--peer-env`: bench/peers.py) measures another admission webhook beside archfit in
-bench/webhook_latency's run; bench/build-peers.sh builds noe and k8smultiarcher from their
-sources. `--quick` shrinks every benchmark to prove the pipeline in a few minutes; its figures
-are not the ones to quote. The scale benchmark (bench/scale.py) takes the longest: about half
-an hour for its three sizes on 2 shared cores, a few minutes with `--quick`.
+throughput's archfit-before rows, the webhook's `--before` rows, scale's before rows).
+`--peer NAME=BINARY` (with `--peer-arg`, `--peer-env`: bench/peers.py) measures another
+admission webhook beside archfit in bench/webhook_latency's run; bench/build-peers.sh builds
+noe and k8smultiarcher from their sources. `--quick` shrinks every benchmark to prove the
+pipeline in a few minutes; its figures are not the ones to quote. The scale benchmark
+(bench/scale.py) takes the longest: about half an hour for its three sizes on 2 shared
+cores (more with `--before`, which measures two archfits at each), a few minutes with
+`--quick`.
 """
 
 from __future__ import annotations
@@ -185,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes=scale.QUICK_SIZES if quick else scale.SIZES,
             patches=scale.QUICK_PATCHES if quick else scale.PATCHES,
             progress=say,
+            before=before,
         ),
         "others": lambda: others(source, quick, before, peer_args),
     }

@@ -656,18 +656,22 @@ def scale_section(result: Mapping[str, Any] | None) -> list[str]:
         return []
     from bench import scale
 
+    rows, columns = scale.with_before(result)
     out = [
         "",
         "## Scale (issue 43)",
         "",
         "bench/scale.py: Nodes and bound Pods (realistic, with statuses) created in a real "
         "kube-apiserver, 100 namespaces; a fresh archfit per size, leading every watch. "
-        "`relist`: kube-apiserver restarted, every watch lists again. Stalls are the longest "
-        "/healthz round trip, one every 10 ms on a kept connection; the webhook's p99 is of "
-        "POST /mutate every 20 ms. Statuses are written, so the watches decode container "
-        "statuses as in a cluster with kubelets.",
+        "`relist`: kube-apiserver restarted, every watch lists again. The CPU per pod event "
+        "and per relisted pod are taken with nothing else asking archfit for anything; the "
+        "stalls (the longest /healthz round trip, one every 10 ms on a kept connection) and "
+        "the webhook's p99 (POST /mutate every 20 ms) in a second relist and round of "
+        "patches. Statuses are written, so the watches decode container statuses as in a "
+        "cluster with kubelets. With `--before DIR`, DIR's archfit is measured at each size "
+        "too, just before this one's, on the same cluster.",
         "",
-        table(result["rows"], scale.COLUMNS),
+        table(rows, columns),
     ]
     profiled = [r for r in result["rows"] if r.get("relist_profile")]
     if profiled:

@@ -40,7 +40,10 @@ Full run, the three sizes: creating 100,000 pods and their statuses dominates (a
 25-40 minutes on 2 shared cores); `--quick`: two small sizes, a few minutes. Not part of CI.
 
     .venv/bin/python -m bench.scale [--quick] [--sizes 1000x10000 5000x50000 ...]
-        [--patches 5000] [--no-statuses] [--output table|json]
+        [--patches 5000] [--no-statuses] [--output table|json] [--before DIR]
+
+`--before DIR` measures DIR's archfit too (DIR first on PYTHONPATH), at each size, on the same
+cluster, just before this one's: a ratio read off one run.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -394,15 +397,23 @@ class Bench:
             "logging": {"level": "info", "format": "json"},
         }
 
-    def measure(self, nodes: int, pods: int, patches: int) -> dict[str, Any]:
-        """One size: a fresh archfit, its start, relist and pod events."""
-        name = f"archfit-{nodes}x{pods}"
+    def measure(
+        self, nodes: int, pods: int, patches: int, source: Path | None = None
+    ) -> dict[str, Any]:
+        """One size: a fresh archfit (of the checkout `source`, else this one), its start,
+        relist and pod events."""
+        name = f"archfit-{nodes}x{pods}" + ("-before" if source is not None else "")
         cert = make_serving_cert(self.workdir / name / "tls")
         webhook_port = free_port()
-        archfit = Archfit(self.workdir / name, self.settings(webhook_port, cert), name=name)
+        env = harness.source_env(source) if source is not None else None
+        archfit = Archfit(
+            self.workdir / name, self.settings(webhook_port, cert), name=name, env=env
+        )
         context = ssl.create_default_context(cafile=str(cert.ca_bundle))
         body = review(self.registry.host)
         row: dict[str, Any] = {"nodes": nodes, "pods": pods}
+        if source is not None:
+            row["archfit"] = "before"
         health = Prober(keep_alive_get(archfit.port, "/healthz"), HEALTH_PACE_SECONDS)
         hook = Prober(keep_alive_post(webhook_port, context, body), WEBHOOK_PACE_SECONDS)
         exec_at = time.monotonic()
@@ -444,18 +455,22 @@ class Bench:
             row["event_cpu_us"] = round(spent * 1e6 / patches, 1)
             # Then the same again with the probes: how late archfit answers meanwhile.
             with probing(health), probing(hook):
+                probed_at, probed_cpu = time.monotonic(), cpu_seconds(pid)
                 while len(hook.samples) < WEBHOOK_QUIET_CALLS:
                     time.sleep(0.1)
+                # Quiet now means quiet but for the probes.
+                probed_rate = (cpu_seconds(pid) - probed_cpu) / (time.monotonic() - probed_at)
+                row["probes_cpu_ms_per_s"] = round((probed_rate - idle_rate) * 1000, 1)
                 row["webhook_quiet_p99_ms"] = p99([ms for _, ms in hook.samples])
                 relist_at = time.monotonic()
                 self.restart_apiserver()
-                settled = settle(pid, idle_rate)
+                settled = settle(pid, probed_rate)
                 row["webhook_relist_p99_ms"] = p99(hook.between(relist_at, settled))
                 row["webhook_relist_calls"] = len(hook.between(relist_at, settled))
                 row["stall_relist_ms"] = longest(health.between(relist_at, settled))
                 events_at = time.monotonic()
                 self.patch_labels(patches, pods)
-                done = settle(pid, idle_rate)
+                done = settle(pid, probed_rate)
                 row["stall_events_ms"] = longest(health.between(events_at, done))
             row["peak_mib"] = round(harness.proc_memory(pid)[1] / 2**20, 1)
         finally:
@@ -524,8 +539,11 @@ def run(
     patches: int = PATCHES,
     statuses: bool = True,
     progress: Callable[[str], None] = lambda _: None,
+    before: Path | None = None,
 ) -> dict[str, Any]:
-    """Every size measured in one control plane: {"rows": [...], "slopes": [...]}."""
+    """Every size measured in one control plane: {"rows": [...], "slopes": [...]}; with
+    `before` (a checkout), its archfit is measured at each size too, first, in "before"
+    rows (the slopes are this checkout's)."""
     with tempfile.TemporaryDirectory(prefix="archfit-scale-") as tmp:
         root = Path(tmp)
         plane = ControlPlane(Binaries(binaries.build()), root / "plane").start()
@@ -547,18 +565,21 @@ def run(
             policy = AdmissionPolicy(plane.admin_kubeconfig).install()
             cluster = Cluster(api, registry.host, statuses)
             bench = Bench(plane, root, registry, policy, cluster, progress)
-            rows = []
+            rows: list[dict[str, Any]] = []
+            before_rows: list[dict[str, Any]] = []
             for nodes, pods in sizes:
                 # Unbound while the pods are made: its CEL would run at every CREATE, on the
                 # cores the creation already saturates; archfit publishes to it all the same.
                 policy.unbind()
                 cluster.grow(nodes, pods, progress)
                 policy.bind()
+                if before is not None:
+                    before_rows.append(bench.measure(nodes, pods, min(patches, pods), before))
                 rows.append(bench.measure(nodes, pods, min(patches, pods)))
         finally:
             registry.stop()
             plane.stop()
-    return {"rows": rows, "slopes": slopes(rows)}
+    return {"rows": rows, "slopes": slopes(rows), "before_rows": before_rows}
 
 
 def slopes(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -592,9 +613,22 @@ def slopes(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def with_before(result: Mapping[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The rows and columns to show: with `--before`, each size's "before" row above this
+    checkout's, in an `archfit` column."""
+    before = result.get("before_rows") or []
+    if not before:
+        return list(result["rows"]), COLUMNS
+    rows = [
+        row
+        for pair in zip(before, result["rows"], strict=False)
+        for row in (pair[0], {"archfit": "this", **pair[1]})
+    ]
+    return rows, ("archfit", *COLUMNS)
+
+
 def render(result: dict[str, Any]) -> str:
-    rows = result["rows"]
-    header = list(COLUMNS)
+    rows, header = with_before(result)
     body = [
         [harness.format_cell(r.get(c)) if r.get(c) is not None else "-" for c in header]
         for r in rows
@@ -624,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patches", type=int)
     parser.add_argument("--no-statuses", action="store_true", help="pods without a status")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--before", type=Path, help="a checkout measured at each size too")
     args = parser.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     patches = args.patches or (QUICK_PATCHES if args.quick else PATCHES)
@@ -631,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    result = run(sizes, patches, not args.no_statuses, say)
+    before = args.before.resolve() if args.before else None
+    result = run(sizes, patches, not args.no_statuses, say, before)
     print(json.dumps(result, indent=2) if args.output == "json" else render(result))
     for row in result["rows"] if args.output == "table" else ():
         if row.get("relist_profile"):

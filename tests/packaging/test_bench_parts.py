@@ -117,6 +117,22 @@ def test_the_scale_slope_is_taken_where_only_the_pods_grow_and_flags_faster_grow
     assert "5000x50000" == found["rss_mib"]["from"]
 
 
+def test_a_before_checkout_is_shown_above_this_one_at_each_size() -> None:
+    """`bench.scale --before DIR`: each size's two rows side by side, named; the slopes and
+    the goals read this checkout's rows only."""
+    result = {
+        "rows": [{"nodes": 1, "pods": 10, "event_cpu_us": 40.0}],
+        "before_rows": [{"nodes": 1, "pods": 10, "event_cpu_us": 90.0, "archfit": "before"}],
+        "slopes": [],
+    }
+
+    rows, columns = scale.with_before(result)
+
+    assert [("before", 90.0), ("this", 40.0)] == [(r["archfit"], r["event_cpu_us"]) for r in rows]
+    assert "archfit" == columns[0]
+    assert 40.0 == report.scale_figures({"scale": result})["scale_event"]
+
+
 def test_the_goals_read_the_largest_scale_size_and_the_webhooks_peer_lines() -> None:
     """The scale goals take the most pods; the peer goals archfit less the lowest peer."""
     webhook = (
