@@ -98,8 +98,12 @@ class Archfit:
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(self.settings))
         # Another checkout's extender (PYTHONPATH, bench --source/--before) runs its own
-        # __main__: the console script names this checkout's entry point, which moves.
-        command = [sys.executable, "-m", "extender"] if env and env.get("PYTHONPATH") else None
+        # __main__: the console script names this checkout's entry point, which moves. -P:
+        # `-m` would put the working directory first on sys.path, and a bench run from this
+        # checkout's root would measure this checkout's extender instead.
+        command = (
+            [sys.executable, "-P", "-m", "extender"] if env and env.get("PYTHONPATH") else None
+        )
         self.process = Process(
             name,
             [*(command or archfit_command()), "serve", "--config", str(self.config_path)],

@@ -4,11 +4,14 @@ the scale curve's slope, and what docs/benchmarks.md's generator makes of them."
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench import in_situ, peers, report, scale
+from bench.harness import ROOT
+from tests.e2e.archfit import Archfit
 
 LOOP = "_run_once (asyncio/base_events.py:1900)"
 VERB = "filter (extender/scheduler/verbs.py:40)"
@@ -198,3 +201,24 @@ def test_the_document_shows_the_breakdown_the_scale_table_and_the_peer_table() -
     assert "| logging per call | 0.25 |" in text
     assert "## Scale (issue 43)" in text
     assert "peers, this run (added)\nnoe 1.0" in text
+
+
+def test_another_checkouts_archfit_runs_that_checkouts_code_from_this_ones_root(
+    tmp_path: Path,
+) -> None:
+    """bench --before/--source start tests.e2e.archfit.Archfit with the other checkout first on
+    PYTHONPATH; run from this checkout's root (as `python -m bench` is), `-m` alone put the
+    working directory first, so the "before" rows measured this checkout (whose `serve` runs
+    until the timeout)."""
+    other = tmp_path / "other"
+    (other / "extender").mkdir(parents=True)
+    (other / "extender" / "__init__.py").write_text("")
+    (other / "extender" / "__main__.py").write_text("print('the other checkout')\n")
+    env = {**os.environ, "PYTHONPATH": str(other)}
+    archfit = Archfit(tmp_path / "run", {}, env=env)
+
+    done = subprocess.run(
+        archfit.process.argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert "the other checkout" == done.stdout.strip()
