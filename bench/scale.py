@@ -269,6 +269,8 @@ class Prober:
 
 @contextmanager
 def probing(prober: Prober) -> Iterator[Prober]:
+    """The prober running for the block (again, after an earlier block)."""
+    prober.stop.clear()
     thread = threading.Thread(target=prober.run, daemon=True)
     thread.start()
     try:
