@@ -429,9 +429,9 @@ class Bench:
                     archfit, "archfit_policy_pods_indexed", pods, SETTLE_TIMEOUT_SECONDS
                 )
                 row["listed_s"] = round(listed - exec_at, 2)
+                row.update(self.parameter(archfit, exec_at))
                 quiet = settle(pid)
                 row["stall_start_ms"] = longest(health.between(exec_at, quiet))
-            row.update(self.parameter(archfit, exec_at))
             row["rss_mib"] = round(harness.proc_memory(pid)[0] / 2**20, 1)
             # CPU first, with nothing else asking archfit for anything: a probe every 10 ms
             # costs more than the pods do at the small sizes, and its cost under load is not
@@ -503,7 +503,10 @@ class Bench:
         }
 
     def parameter(self, archfit: Archfit, exec_at: float) -> dict[str, Any]:
-        """The ImagePlatforms parameter: when archfit first published it, its size."""
+        """The ImagePlatforms parameter: when archfit first published it with every image (the
+        timestamp moves at each publish round, so it is read as soon as the count is full),
+        its size."""
+        wait_metric(archfit, "archfit_policy_parameter_images", APPS, SETTLE_TIMEOUT_SECONDS)
         published = metric(archfit, "archfit_policy_parameter_published_timestamp_seconds")
         spec = self.policy.parameter()
         started_wall = time.time() - (time.monotonic() - exec_at)
