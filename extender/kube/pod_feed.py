@@ -9,14 +9,15 @@ once the publisher does), decodes each pod once into a WatchedPod, and tells eac
 pods it asked for, as a field-selected watch of its own would: a bound-only reader is never
 told of a pod no node has taken.
 
-A reader joins when its controller starts leading and leaves when it stops. Either changes
-what the feed lists, so the feed lists again: every reader is told LISTING, every pod, then
-SYNCED, which is what a relist tells them (and what a reader that just joined needs).
+A reader joins when its controller starts leading and leaves when it stops. A reader that
+joins needs a list, so the feed lists again once the joins settle: every reader is told
+LISTING, every pod, then SYNCED, which is what a relist tells them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from extender.kube.client.api import KubeApi
@@ -24,72 +25,107 @@ from extender.kube.pod_watch import BOUND, OnPod, PodListWatch, WatchedPod, pod_
 
 _EVERY_POD = ""
 _ALWAYS_TOLD = ("LISTING", "SYNCED")
+SETTLE_SECONDS = 0.5
+"""How long the feed waits after a reader joins or leaves before it lists again: the readers'
+Leases are taken (and lost, when kube-apiserver restarts) within moments of each other, and
+one list serves them all."""
 
 
 @dataclass(frozen=True, eq=False)
-class _Reader:
+class Reader:
+    """A reader of the feed (`join` returns it, `leave` takes it)."""
+
     on_pod: OnPod[WatchedPod]
     bound_only: bool
 
 
 class PodFeed:
     """The shared list-watch of pods: `join` to be told pods, `leave` to stop (both in the
-    event loop); `stop` ends it for every reader."""
+    event loop); `stop` ends it for every reader.
 
-    def __init__(self, api: KubeApi, page_size: int = 500) -> None:
+    A reader is told from the moment it joins; the list it needs follows within
+    SETTLE_SECONDS, as a LISTING, every pod and SYNCED that every reader is told. A reader
+    that leaves is told nothing more, and the others keep the running watch (one that
+    lists more pods than they need is narrowed at its next list).
+    """
+
+    def __init__(
+        self, api: KubeApi, page_size: int = 500, *, settle_seconds: float = SETTLE_SECONDS
+    ) -> None:
         self._api = api
         self._page_size = page_size
-        self._readers: list[_Reader] = []
+        self._settle = settle_seconds
+        self._readers: list[Reader] = []
         self._watch: PodListWatch[WatchedPod] | None = None
-        self._changing = asyncio.Lock()
+        self._unlisted = False
+        """A reader joined since the running list-watch last listed."""
+        self._due = False
+        self._reconciling: asyncio.Task[None] | None = None
         self.selector: str | None = None
         """The field selector of the list-watch running now (None: none runs)."""
 
-    async def join(self, on_pod: OnPod[WatchedPod], *, bound_only: bool) -> _Reader:
-        """Tell `on_pod` every pod from a new list on (only those bound to a node when
-        `bound_only`); returns the handle `leave` takes."""
-        reader = _Reader(on_pod, bound_only)
+    async def join(self, on_pod: OnPod[WatchedPod], *, bound_only: bool) -> Reader:
+        """Tell `on_pod` pods from now on, then every pod of a new list (only those bound to a
+        node when `bound_only`); returns the handle `leave` takes."""
+        reader = Reader(on_pod, bound_only)
         self._readers.append(reader)
-        await self._restart()
+        self._unlisted = True
+        self._schedule()
         return reader
 
-    async def leave(self, reader: _Reader) -> None:
-        """Tell `reader` nothing more; the feed lists again for the readers left, or stops."""
+    async def leave(self, reader: Reader) -> None:
+        """Tell `reader` nothing more; the list-watch stops once no reader is left."""
         if reader in self._readers:
             self._readers.remove(reader)
-            await self._restart()
+            self._schedule()
 
     async def stop(self) -> None:
         self._readers.clear()
-        await self._restart()
+        if self._reconciling is not None:
+            self._reconciling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconciling
+        await self._apply()
 
     @property
     def lists(self) -> int:
         """Lists the running list-watch started (benchmarks and tests read it)."""
         return self._watch.lists if self._watch is not None else 0
 
-    async def _restart(self) -> None:
-        async with self._changing:
-            if self._watch is not None:
-                await self._watch.stop()
-                self._watch, self.selector = None, None
-            if not self._readers:
-                return
-            selector = BOUND if all(r.bound_only for r in self._readers) else _EVERY_POD
-            watch = pod_list_watch(self._api, selector, self._page_size)
-            watch.start(self._dispatch(tuple(self._readers), selector == BOUND))
-            self._watch, self.selector = watch, selector
+    def _schedule(self) -> None:
+        self._due = True
+        if self._reconciling is None or self._reconciling.done():
+            self._reconciling = asyncio.get_running_loop().create_task(self._reconcile())
 
-    @staticmethod
-    def _dispatch(readers: tuple[_Reader, ...], all_bound: bool) -> OnPod[WatchedPod]:
-        """What the list-watch tells: each pod to each reader that asked for it."""
-        if len(readers) == 1 and (all_bound or not readers[0].bound_only):
-            return readers[0].on_pod  # the selector already is the reader's
+    async def _reconcile(self) -> None:
+        while self._due:
+            await asyncio.sleep(self._settle)
+            self._due = False
+            await self._apply()
 
-        def tell(kind: str, pod: WatchedPod) -> None:
-            bound = bool(pod.spec.node_name) or kind in _ALWAYS_TOLD
-            for reader in readers:
-                if bound or not reader.bound_only:
-                    reader.on_pod(kind, pod)
+    async def _apply(self) -> None:
+        """Start, restart or stop the list-watch for the readers there are now."""
+        if not self._readers:
+            await self._stop_watch()
+            return
+        selector = BOUND if all(r.bound_only for r in self._readers) else _EVERY_POD
+        wider = self.selector == BOUND and selector == _EVERY_POD
+        if self._watch is not None and not (self._unlisted or wider):
+            return
+        self._unlisted = False
+        await self._stop_watch()
+        watch = pod_list_watch(self._api, selector, self._page_size)
+        watch.start(self._tell)
+        self._watch, self.selector = watch, selector
 
-        return tell
+    async def _stop_watch(self) -> None:
+        if self._watch is not None:
+            watch, self._watch, self.selector = self._watch, None, None
+            await watch.stop()
+
+    def _tell(self, kind: str, pod: WatchedPod) -> None:
+        """Each pod to each reader that asked for it (in the event loop)."""
+        bound = bool(pod.spec.node_name) or kind in _ALWAYS_TOLD
+        for reader in tuple(self._readers):
+            if bound or not reader.bound_only:
+                reader.on_pod(kind, pod)

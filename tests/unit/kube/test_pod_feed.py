@@ -112,9 +112,32 @@ async def test_the_last_reader_to_leave_stops_the_list_watch() -> None:
         reader = await feed.join(lambda kind, _pod: told.append(kind), bound_only=False)
         await wait_for_async(lambda: "SYNCED" in told, "a list")
         await feed.leave(reader)
+        told.clear()
+        await wait_for_async(lambda: feed.selector is None, "the list-watch stopped")
         asked = len(server.asked)
         await asyncio.sleep(0.3)
-    assert (None, asked) == (feed.selector, len(server.asked))
+    assert (asked, []) == (len(server.asked), told)
+
+
+async def test_readers_that_join_together_share_one_list_and_one_leaving_lists_nothing() -> None:
+    """The watcher's and the publisher's Leases are taken within moments of each other (and
+    again after kube-apiserver restarts): one list for both; the publisher leaving leaves the
+    watcher its watch, without a list."""
+    server = _Server()
+    watcher: list[str] = []
+    with json_server(server.answer) as url:
+        feed = PodFeed(connect(RestConfig(host=url)), settle_seconds=0.2)
+        try:
+            await feed.join(lambda kind, _pod: watcher.append(kind), bound_only=True)
+            publisher = await feed.join(lambda _kind, _pod: None, bound_only=False)
+            await wait_for_async(lambda: "SYNCED" in watcher, "the list")
+            await feed.leave(publisher)
+            await asyncio.sleep(0.4)
+            lists = server.lists()
+        finally:
+            await feed.stop()
+    assert [None] == lists
+    assert 1 == watcher.count("LISTING")
 
 
 async def test_the_loop_is_woken_once_per_batch_and_tells_a_slice_at_a_time() -> None:
