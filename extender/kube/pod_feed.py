@@ -3,7 +3,7 @@ a node) and the admission policy's publisher (every pod).
 
 Each used to run its own list-watch, so a replica leading both had kube-apiserver encode, and
 read and decoded itself, every pod twice, in two threads contending for the GIL with the event
-loop (docs/benchmarks.md, "How cost grows with the cluster"). The feed lists with the narrowest
+loop (bench/scale.py measures it). The feed lists with the narrowest
 field selector its readers allow (pods bound to a node while only the watcher reads; every pod
 once the publisher does), decodes each pod once into a WatchedPod, and tells each reader the
 pods it asked for, as a field-selected watch of its own would: a bound-only reader is never
@@ -25,7 +25,7 @@ from extender.kube.pod_watch import BOUND, OnPod, PodListWatch, WatchedPod, pod_
 
 _EVERY_POD = ""
 _ALWAYS_TOLD = ("LISTING", "SYNCED")
-SETTLE_SECONDS = 0.5
+JOIN_SETTLE_SECONDS = 0.5
 """How long the feed waits after a reader joins or leaves before it lists again: the readers'
 Leases are taken (and lost, when kube-apiserver restarts) within moments of each other, and
 one list serves them all."""
@@ -44,13 +44,13 @@ class PodFeed:
     event loop); `stop` ends it for every reader.
 
     A reader is told from the moment it joins; the list it needs follows within
-    SETTLE_SECONDS, as a LISTING, every pod and SYNCED that every reader is told. A reader
+    JOIN_SETTLE_SECONDS, as a LISTING, every pod and SYNCED that every reader is told. A reader
     that leaves is told nothing more, and the others keep the running watch (one that
     lists more pods than they need is narrowed at its next list).
     """
 
     def __init__(
-        self, api: KubeApi, page_size: int = 500, *, settle_seconds: float = SETTLE_SECONDS
+        self, api: KubeApi, page_size: int = 500, *, settle_seconds: float = JOIN_SETTLE_SECONDS
     ) -> None:
         self._api = api
         self._page_size = page_size
