@@ -3,9 +3,9 @@ a node) and the admission policy's publisher (every pod).
 
 Each used to run its own list-watch, so a replica leading both had kube-apiserver encode, and
 read and decoded itself, every pod twice, in two threads contending for the GIL with the event
-loop (bench/scale.py measures it). The feed lists with the narrowest
-field selector its readers allow (pods bound to a node while only the watcher reads; every pod
-once the publisher does), decodes each pod once into a WatchedPod, and tells each reader the
+loop (bench/scale.py measures it). The feed lists with the narrowest field selector its
+readers allow (pods bound to a node while only the watcher reads; every pod once the
+publisher does), decodes each pod once into a WatchedPod, and tells each reader the
 pods it asked for, as a field-selected watch of its own would: a bound-only reader is never
 told of a pod no node has taken.
 
