@@ -379,7 +379,8 @@ class WatcherSettings:
     """Events the watcher writes per second at most (a finding writes one on the pod and
     one on its controller)."""
     page_size: int = 500
-    """Pods per list request."""
+    """Pods per list request of the pod list-watch the watcher shares with the admission
+    policy's publisher."""
     remediate: bool = False
     """Evict (the Eviction API, so PodDisruptionBudgets hold) pods that are not Ready, are
     owned by a controller, and sit on a node whose platform their images lack."""
