@@ -672,6 +672,7 @@ def scale_section(result: Mapping[str, Any] | None) -> list[str]:
         "too, just before this one's, on the same cluster.",
         "",
         table(rows, columns),
+        *(f"\nNot measured: {problem}" for problem in result.get("problems") or ()),
     ]
     profiled = [r for r in result["rows"] if r.get("relist_profile")]
     if profiled:

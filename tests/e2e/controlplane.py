@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from tests.e2e import pki
-from tests.e2e.processes import Process, http_ok
+from tests.e2e.processes import MAX_WAIT_SECONDS, Process, http_ok
 from tests.support.process import free_port
 
 
@@ -181,15 +181,17 @@ class ControlPlane:
         context.load_cert_chain(str(self.certs.admin.cert), str(self.certs.admin.key))
         return context
 
-    def restart_apiserver(self) -> None:
+    def restart_apiserver(self, ready_seconds: float = MAX_WAIT_SECONDS) -> None:
         """Stop kube-apiserver and start it again on the same port and etcd; wait until it
-        is ready. Its watch cache starts afresh, so a watch resumed from an older version is
-        told 410 and its client lists again (as after an apiserver upgrade)."""
+        is ready (up to `ready_seconds`: with 100,000 pods in etcd and its clients listing
+        again, 2 cores took more than a minute). Its watch cache starts afresh, so a watch
+        resumed from an older version is told 410 and its client lists again (as after an
+        apiserver upgrade)."""
         apiserver = next(p for p in self._processes if p.name == "kube-apiserver")
         apiserver.stop()
         apiserver.start()
         context = self.admin_ssl_context()
-        apiserver.wait_ready(lambda: http_ok(f"{self.server}/readyz", context))
+        apiserver.wait_ready(lambda: http_ok(f"{self.server}/readyz", context), ready_seconds)
 
     def stop(self) -> None:
         """Stop the apiserver, then etcd."""
