@@ -335,11 +335,12 @@ class Handoff(Generic[P]):
                 log.exception("pod_handler_failed", kind=kind, pod=pod.metadata.name)
             told += 1
             if told % _HANDOFF_CHECK == 0:
-                if len(queue) < self._limit:
+                if len(queue) < self._limit and not self._room.is_set():
                     self._room.set()
                 if clock() >= ends:
                     break
-        self._room.set()
+        if not self._room.is_set():  # the thread cleared it, and may wait for it
+            self._room.set()
         if self._closed:
             self._due = False
         elif queue:
