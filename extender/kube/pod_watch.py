@@ -255,6 +255,12 @@ HANDOFF_QUEUE = 1000
 no faster than the loop takes it (the peak memory of a relist is two pages, not the list)."""
 _HANDOFF_CHECK = 32
 """Pods told between two looks at the clock."""
+HANDOFF_LINGER_SECONDS = 0.005
+"""Once the loop has emptied the queue, how long the thread may go on queueing pods without
+waking it (the loop looks again then). A watch's events come one at a time, and waking the
+loop for each cost more than handling it: 28 µs of GIL time per event in
+`call_soon_threadsafe` alone (bench/scale's events profile). A pod is told at most this much
+later."""
 
 
 class Handoff(Generic[P]):
@@ -263,7 +269,9 @@ class Handoff(Generic[P]):
     The thread `put`s each pod in a queue and wakes the loop only when no drain is already
     due: one wake-up (a write to the loop's self-pipe, a GIL hand-over) per batch, where one
     per pod cost more than the pod's own handling. The loop tells the queued pods in order,
-    for at most HANDOFF_SLICE_SECONDS at a time, then lets the rest wait its next turn.
+    for at most HANDOFF_SLICE_SECONDS at a time, then lets the rest wait its next turn; once
+    the queue is empty it stays due for HANDOFF_LINGER_SECONDS and looks again, so pods that
+    trickle in are taken by the loop's own timer, not by a wake-up each.
     """
 
     def __init__(
@@ -272,17 +280,20 @@ class Handoff(Generic[P]):
         on_pod: OnPod[P],
         *,
         slice_seconds: float = HANDOFF_SLICE_SECONDS,
+        linger_seconds: float = HANDOFF_LINGER_SECONDS,
         limit: int = HANDOFF_QUEUE,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._loop = loop
         self._on_pod = on_pod
         self._slice = slice_seconds
+        self._linger = linger_seconds
         self._limit = limit
         self._clock = clock
         self._queue: deque[tuple[str, P]] = deque()
         self._due = False
-        """A drain is scheduled and has not started emptying the queue: no wake-up needed."""
+        """The loop will look at the queue again (a drain or the linger is scheduled): no
+        wake-up needed."""
         self._room = threading.Event()
         self._closed = False
 
@@ -311,8 +322,8 @@ class Handoff(Generic[P]):
         self._room.set()
 
     def _drain(self) -> None:
-        """In the loop: tell queued pods for one slice; schedule the rest for the next turn."""
-        self._due = False
+        """In the loop: tell queued pods for one slice; the rest next turn, or look again
+        after the linger once the queue is empty."""
         queue, on_pod, clock = self._queue, self._on_pod, self._clock
         ends = clock() + self._slice
         told = 0
@@ -324,14 +335,26 @@ class Handoff(Generic[P]):
                 log.exception("pod_handler_failed", kind=kind, pod=pod.metadata.name)
             told += 1
             if told % _HANDOFF_CHECK == 0:
-                if len(queue) < self._limit:
+                if len(queue) < self._limit and not self._room.is_set():
                     self._room.set()
                 if clock() >= ends:
                     break
-        self._room.set()
-        if queue and not self._closed and not self._due:
-            self._due = True
+        if not self._room.is_set():  # the thread cleared it, and may wait for it
+            self._room.set()
+        if self._closed:
+            self._due = False
+        elif queue:
             self._loop.call_soon(self._drain)
+        else:
+            self._loop.call_later(self._linger, self._lingered)
+
+    def _lingered(self) -> None:
+        """The linger is over: tell what came meanwhile, or let the next pod wake the loop (a
+        pod queued before `_due` reads False is seen below; one queued after wakes it)."""
+        self._due = False
+        if self._queue and not self._closed:
+            self._due = True
+            self._drain()
 
 
 class PodListWatch(Generic[P]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -174,6 +175,40 @@ async def test_the_loop_is_woken_once_per_batch_and_tells_a_slice_at_a_time() ->
         del loop.call_soon_threadsafe
     assert list(range(100)) == told
     assert len(slices) >= 3  # 32 pods a slice: the loop ran other work between them
+
+
+async def test_pods_that_trickle_in_within_the_linger_wake_the_loop_once() -> None:
+    """A watch's events come one at a time: after the first wake-up the loop looks again on
+    its own timer, so 19 more pods queued within the linger cost no wake-up of their own,
+    and all are told, in order."""
+    loop = asyncio.get_running_loop()
+    told: list[int] = []
+    handoff: Handoff[Any] = Handoff(loop, lambda _kind, pod: told.append(pod), linger_seconds=2)
+    wakeups = 0
+    real = loop.call_soon_threadsafe
+
+    def counted(*args: Any) -> Any:
+        nonlocal wakeups
+        wakeups += 1
+        return real(*args)
+
+    def trickle() -> None:
+        stop = threading.Event()
+        handoff.put("ADDED", 0, stop)
+        while not told:  # the loop took the first one, and lingers
+            time.sleep(0.001)
+        for i in range(1, 20):
+            time.sleep(0.001)  # time enough for the loop to take each one alone
+            handoff.put("ADDED", i, stop)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        await asyncio.to_thread(trickle)
+        await wait_for_async(lambda: len(told) == 20, "every pod told")
+    finally:
+        del loop.call_soon_threadsafe
+    assert list(range(20)) == told
+    assert 2 >= wakeups  # the first pod's, and asyncio.to_thread's own
 
 
 async def test_a_full_queue_makes_the_thread_wait_for_the_loop() -> None:
