@@ -5,8 +5,10 @@ for pods the policy never reads again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -141,6 +143,24 @@ async def test_readers_that_join_together_share_one_list_and_one_leaving_lists_n
     assert 1 == watcher.count("LISTING")
 
 
+@contextlib.contextmanager
+def counted_wakeups(loop: asyncio.AbstractEventLoop) -> Iterator[list[int]]:
+    """Counts the loop's `call_soon_threadsafe` calls (each a self-pipe write and a wake-up)
+    in the list's one item while the block runs."""
+    count = [0]
+    real = loop.call_soon_threadsafe
+
+    def counted(*args: Any) -> Any:
+        count[0] += 1
+        return real(*args)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        del loop.call_soon_threadsafe
+
+
 async def test_the_loop_is_woken_once_per_batch_and_tells_a_slice_at_a_time() -> None:
     """Pods queued by the thread while no drain is due cost one wake-up; the loop tells them in
     slices (a clock that moves 1 s per look ends each slice at its first look), in order."""
@@ -151,28 +171,17 @@ async def test_the_loop_is_woken_once_per_batch_and_tells_a_slice_at_a_time() ->
     handoff: Handoff[Any] = Handoff(
         loop, lambda _kind, pod: told.append(pod), slice_seconds=0.5, clock=lambda: next(ticks)
     )
-    wakeups = 0
-    real = loop.call_soon_threadsafe
-
-    def counted(*args: Any) -> Any:
-        nonlocal wakeups
-        wakeups += 1
-        return real(*args)
-
-    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-    try:
+    with counted_wakeups(loop) as wakeups:
         stop = threading.Event()
         thread = threading.Thread(
             target=lambda: [handoff.put("ADDED", i, stop) for i in range(100)]
         )
         thread.start()
         thread.join()
-        assert 1 == wakeups
+        assert [1] == wakeups
         while len(told) < 100:
             slices.append(len(told))
             await asyncio.sleep(0)
-    finally:
-        del loop.call_soon_threadsafe
     assert list(range(100)) == told
     assert len(slices) >= 3  # 32 pods a slice: the loop ran other work between them
 
@@ -184,13 +193,6 @@ async def test_pods_that_trickle_in_within_the_linger_wake_the_loop_once() -> No
     loop = asyncio.get_running_loop()
     told: list[int] = []
     handoff: Handoff[Any] = Handoff(loop, lambda _kind, pod: told.append(pod), linger_seconds=2)
-    wakeups = 0
-    real = loop.call_soon_threadsafe
-
-    def counted(*args: Any) -> Any:
-        nonlocal wakeups
-        wakeups += 1
-        return real(*args)
 
     def trickle() -> None:
         stop = threading.Event()
@@ -201,14 +203,11 @@ async def test_pods_that_trickle_in_within_the_linger_wake_the_loop_once() -> No
             time.sleep(0.001)  # time enough for the loop to take each one alone
             handoff.put("ADDED", i, stop)
 
-    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-    try:
+    with counted_wakeups(loop) as wakeups:
         await asyncio.to_thread(trickle)
         await wait_for_async(lambda: len(told) == 20, "every pod told")
-    finally:
-        del loop.call_soon_threadsafe
     assert list(range(20)) == told
-    assert 2 >= wakeups  # the first pod's, and asyncio.to_thread's own
+    assert 2 >= wakeups[0]  # the first pod's, and asyncio.to_thread's own
 
 
 async def test_a_full_queue_makes_the_thread_wait_for_the_loop() -> None:
