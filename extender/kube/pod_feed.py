@@ -45,8 +45,9 @@ class PodFeed:
 
     A reader is told from the moment it joins; the list it needs follows within
     JOIN_SETTLE_SECONDS, as a LISTING, every pod and SYNCED that every reader is told. A reader
-    that leaves is told nothing more, and the others keep the running watch (one that
-    lists more pods than they need is narrowed at its next list).
+    that leaves is told nothing more, and the others keep the running watch: when the
+    publisher leaves, the watcher goes on reading every pod (told only the bound ones) until a
+    reader next joins, rather than listing again at once.
     """
 
     def __init__(
@@ -86,11 +87,6 @@ class PodFeed:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconciling
         await self._apply()
-
-    @property
-    def lists(self) -> int:
-        """Lists the running list-watch started (benchmarks and tests read it)."""
-        return self._watch.lists if self._watch is not None else 0
 
     def _schedule(self) -> None:
         self._due = True

@@ -377,11 +377,6 @@ class PodListWatch(Generic[P]):
         self._handoff: Handoff[P] | None = None
         self._watch = ListWatch(thread, self.list_all, self.watch_from, log, events)
 
-    @property
-    def lists(self) -> int:
-        """Lists started so far (tests and benchmarks read it)."""
-        return self._watch.lists
-
     def start(self, on_pod: OnPod[P]) -> None:
         self._handoff = Handoff(asyncio.get_running_loop(), on_pod)
         self._watch.start()

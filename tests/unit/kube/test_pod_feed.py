@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -210,6 +210,16 @@ async def test_pods_that_trickle_in_within_the_linger_wake_the_loop_once() -> No
     assert 2 >= wakeups[0]  # the first pod's, and asyncio.to_thread's own
 
 
+def _holding_the_loop_until(done: Callable[[], bool], then: list[int]) -> int:
+    """Block the calling thread (the event loop, on purpose: nothing is told meanwhile) until
+    `done`, a moment more, then say how long `then` is."""
+    deadline = time.monotonic() + 30
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # a thread that did not wait would have gone on meanwhile
+    return len(then)
+
+
 async def test_a_full_queue_makes_the_thread_wait_for_the_loop() -> None:
     """A relist is decoded no faster than the loop takes it: with room for 10, the thread has
     queued 10 (and waits) before the loop has told any."""
@@ -226,8 +236,7 @@ async def test_a_full_queue_makes_the_thread_wait_for_the_loop() -> None:
 
     thread = threading.Thread(target=produce)
     thread.start()
-    thread.join(0.3)  # the loop is held here: nothing is told meanwhile
-    waiting = len(put)
+    waiting = _holding_the_loop_until(lambda: len(put) >= 9, then=put)
     await wait_for_async(lambda: len(told) == 50, "every pod told")
     thread.join()
     assert 9 == waiting  # the tenth is queued, and its put waits for room
