@@ -2,20 +2,21 @@
 
     .venv/bin/python -m bench [--source DIR] [--quick] [--only NAME ...]
                               [--doc docs/benchmarks.md] [--baseline results.json]
-                              [--before DIR] [--peer NAME=BINARY ...]
+                              [--before DIR [--no-scale-before]] [--peer NAME=BINARY ...]
 
 `--source DIR` measures the archfit of another checkout with these scripts (its
 `extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
 puts its figures beside this run's in the goals table. `--before DIR` runs another
 checkout's archfit beside this one in the same run, in the benchmarks that can (scheduler
-throughput's archfit-before rows, the webhook's `--before` rows, scale's before rows).
+throughput's archfit-before rows, the webhook's `--before` rows, scale's before rows);
+`--no-scale-before` keeps it out of the scale benchmark, whose before rows double its time.
 `--peer NAME=BINARY` (with `--peer-arg`, `--peer-env`: bench/peers.py) measures another
 admission webhook beside archfit in bench/webhook_latency's run; bench/build-peers.sh builds
 noe and k8smultiarcher from their sources. `--quick` shrinks every benchmark to prove the
 pipeline in a few minutes; its figures are not the ones to quote. The scale benchmark
-(bench/scale.py) takes the longest: about half an hour for its three sizes on 2 shared
-cores (more with `--before`, which measures two archfits at each), a few minutes with
-`--quick`.
+(bench/scale.py) takes the longest: about 45 minutes for its three sizes on 2 shared
+cores (creating 100,000 pods with statuses takes 10 of them), about 70 with `--before`,
+which measures two archfits at each; a few minutes with `--quick`.
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help="where to write the Markdown")
     parser.add_argument("--baseline", type=Path, help="results.json of a run to compare with")
     parser.add_argument("--before", type=Path, help="a checkout whose archfit runs beside")
+    parser.add_argument(
+        "--scale-before",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure --before's archfit in the scale benchmark too (default: yes)",
+    )
     for flag, metavar in (
         ("--peer", "NAME=BINARY"),
         ("--peer-arg", "NAME=ARG"),
@@ -187,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes=scale.QUICK_SIZES if quick else scale.SIZES,
             patches=scale.QUICK_PATCHES if quick else scale.PATCHES,
             progress=say,
-            before=before,
+            before=before if args.scale_before else None,
         ),
         "others": lambda: others(source, quick, before, peer_args),
     }
