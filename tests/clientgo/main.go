@@ -4,7 +4,7 @@
 // (trusted CAs, client certificate, server name, verification), the proxy it would choose for
 // the server, and the namespace; or the error, and where it arose.
 //
-// tests/unit/test_kubeconfig_differential.py runs it next to archfit's own loader on a
+// tests/clientgo/test_differential.py runs it next to archfit's own loader on a
 // generated corpus and compares the two, case by case.
 //
 //	clientgo-observe -mode kubeconfig [-kubeconfig FILE] [-context NAME] [-rotate SRC=DST]...
