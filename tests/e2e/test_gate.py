@@ -222,19 +222,17 @@ def test_a_tag_known_before_an_outage_is_answered_from_the_last_good_lookup_with
     # Past the tag's TTL and the 5 s in which a known answer is reused without asking.
     time.sleep(7.0)
     case.proxy.fail_for(60.0)
-    started = time.monotonic()
     second = cluster.create_pod(
         case.autoscaled.core, case.namespace, cluster.pod_manifest("during", [reference])
     )
-    created_in = time.monotonic() - started
     pod = pod_of(case.autoscaled, case.namespace, second)
     terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     assert ([], [("kubernetes.io/arch", ["amd64"])]) == (
         [g.name for g in pod.spec.scheduling_gates or []],
         [(e.key, e.values) for t in terms.node_selector_terms for e in t.match_expressions],
     )
-    # Held at the deadline (the failure) cannot take less than the deadline.
-    assert created_in < DEADLINE_SECONDS
+    # An answer that waited for the deadline would be unknown, so gated: the gate's absence
+    # and the constraint say the stale digest answered at once, with no wall clock to read.
     assert 1 <= len(logged(hook, "image_answered_stale"))
     for name in (first, second):
         case.autoscaled.wait_scheduled(case.namespace, name)
