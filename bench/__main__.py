@@ -2,14 +2,18 @@
 
     .venv/bin/python -m bench [--source DIR] [--quick] [--only NAME ...]
                               [--doc docs/benchmarks.md] [--baseline results.json]
+                              [--reuse results.json]
                               [--before DIR [--no-scale-before]] [--peer NAME=BINARY ...]
 
 `--source DIR` measures the archfit of another checkout with these scripts (its
 `extender` first on PYTHONPATH); `--baseline` takes the results.json of such a run and
-puts its figures beside this run's in the goals table. `--before DIR` runs another
-checkout's archfit beside this one in the same run, in the benchmarks that can (scheduler
-throughput's archfit-before rows, the webhook's `--before` rows, scale's before rows);
-`--no-scale-before` keeps it out of the scale benchmark, whose before rows double its time.
+puts its figures beside this run's in the goals table. `--reuse` takes the results.json
+of an earlier run for the parts `--only` leaves out, so one part that failed is measured
+again without the others (the document names the parts kept and their run). `--before DIR`
+runs another checkout's archfit beside this one in the same run, in the benchmarks that can
+(scheduler throughput's archfit-before rows, the webhook's `--before` rows, scale's before
+rows); `--no-scale-before` keeps it out of the scale benchmark, whose before rows double its
+time.
 `--peer NAME=BINARY` (with `--peer-arg`, `--peer-env`: bench/peers.py) measures another
 admission webhook beside archfit in bench/webhook_latency's run; bench/build-peers.sh builds
 noe and k8smultiarcher from their sources. `--quick` shrinks every benchmark to prove the
@@ -33,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import harness, memory, report, request_cost, scale, startup
+from bench import harness, memory, peers, report, request_cost, scale, startup
 
 DOC = harness.ROOT / "docs" / "benchmarks.md"
 THROUGHPUT_RUNS = 3
@@ -126,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these")
     parser.add_argument("--doc", type=Path, default=DOC, help="where to write the Markdown")
     parser.add_argument("--baseline", type=Path, help="results.json of a run to compare with")
+    parser.add_argument(
+        "--reuse", type=Path, help="results.json whose parts fill in those not run (--only)"
+    )
     parser.add_argument("--before", type=Path, help="a checkout whose archfit runs beside")
     parser.add_argument(
         "--scale-before",
@@ -151,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         for value in values
     ]
+    try:  # a peer that cannot start fails now, not an hour in, when its rounds begin
+        peers.parse_peers(args.peer, args.peer_arg, args.peer_env)
+    except ValueError as error:
+        parser.error(str(error))
     source = args.source.resolve() if args.source else None
     before = args.before.resolve() if args.before else None
     selected = args.only or list(NAMES)
@@ -173,6 +184,16 @@ def main(argv: list[str] | None = None) -> int:
         }
     }
     say(f"measuring archfit from {results['meta']['archfit_path']}")
+    if args.reuse is not None:
+        earlier = json.loads(args.reuse.read_text())
+        kept = [name for name in NAMES if name not in selected and name in earlier]
+        results.update({name: earlier[name] for name in kept})
+        results["meta"]["reused"] = {
+            "parts": kept,
+            "archfit": earlier["meta"]["archfit"],
+            "date": earlier["meta"]["machine"]["date"],
+            "problems": earlier["meta"].get("problems", []),
+        }
     quick = args.quick
     runners: dict[str, Callable[[], Any]] = {
         "scheduler_throughput": lambda: throughput(source, quick, before),

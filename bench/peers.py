@@ -101,8 +101,9 @@ def parse_peers(
         if not sep or not name or not binary:
             raise ValueError(f"--peer {given!r}: not NAME=BINARY")
         path = Path(binary).resolve()
-        if not os.access(path, os.X_OK):
-            raise ValueError(f"--peer {name}: {path} is not an executable")
+        # A directory passes X_OK too: a peer's source folder given for its binary.
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ValueError(f"--peer {name}: {path} is not an executable file")
         known = RECIPES.get(name)
         if known is None and name not in extra_args and name not in extra_env:
             raise ValueError(

@@ -83,6 +83,9 @@ def run(pods: int, rounds: int) -> list[str]:
                 hook = WebhookArchfit(plane.admin_kubeconfig, settings, workdir).start()
                 known = images.amd64_only.reference
                 hook.wait_called(NAMESPACE, known)
+                # The parameter lists the images pods name (the probe above is a dry-run,
+                # never stored): one pod that names it keeps it there.
+                cluster.create_pod(core, NAMESPACE, cluster.pod_manifest("names-it", [known]))
                 spec = policy.wait_published(known)
                 return _rounds(core, policy, hook, spec, known, pods, rounds)
         finally:

@@ -423,6 +423,14 @@ def render(
         "`archfit` is the checkout measured (`--source`), `bench` the one whose scripts ran; "
         "`load` is the 1, 5 and 15 minute load average when the run began.",
     ]
+    reused = meta.get("reused")
+    if reused and reused["parts"]:
+        out += [
+            "",
+            f"Kept from an earlier run (archfit {reused['archfit']}, {reused['date']}, "
+            "the same machine): " + ", ".join(f"`{part}`" for part in reused["parts"]) + ". "
+            "This run measured the other parts again (`--only ... --reuse`).",
+        ]
     if baseline is not None:
         out += [
             "",

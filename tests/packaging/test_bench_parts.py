@@ -101,6 +101,15 @@ def test_a_peer_binary_that_is_not_executable_is_refused(tmp_path: Path) -> None
     assert not os.access(tmp_path / "missing", os.X_OK)
 
 
+def test_a_peer_given_as_its_source_folder_is_refused(tmp_path: Path) -> None:
+    """A folder is executable to os.access: the peer's checkout passed for its binary
+    failed an hour into `python -m bench`, when the webhook rounds began."""
+    (tmp_path / "noe").mkdir()
+    with pytest.raises(ValueError, match="not an executable file"):
+        peers.parse_peers([f"noe={tmp_path / 'noe'}"])
+    assert os.access(tmp_path / "noe", os.X_OK)
+
+
 def test_the_scale_slope_is_taken_where_only_the_pods_grow_and_flags_faster_growth() -> None:
     """5k x 50k to 5k x 100k: +10 MiB over 50k pods is 2 per 10k; a figure that triples
     while the pods double grows faster than linear."""
