@@ -675,7 +675,9 @@ def scale_section(result: Mapping[str, Any] | None) -> list[str]:
         "and per relisted pod are taken with nothing else asking archfit for anything; the "
         "stalls (the longest /healthz round trip, one every 10 ms on a kept connection) and "
         "the webhook's p99 (POST /mutate every 20 ms) in a second relist and round of "
-        "patches. Statuses are written, so the watches decode container statuses as in a "
+        "patches; `gc_max_ms`, the archfit_gc_pause_seconds bucket the longest garbage "
+        "collection in those windows fell in, so a stall can be told from a collection. "
+        "Statuses are written, so the watches decode container statuses as in a "
         "cluster with kubelets. With `--before DIR`, DIR's archfit is measured at each size "
         "too, just before this one's, on the same cluster.",
         "",

@@ -28,7 +28,10 @@ its own TLS listener), and the bench measures:
   relist and those patches (a loop that cannot run for X ms answers up to X ms late; a
   loaded machine adds its own queue to every figure); `webhook_relist_p99_ms` of POST
   /mutate (warm pod, TLS, kept connection, every 20 ms) during that relist, against
-  `webhook_quiet_p99_ms` in WEBHOOK_QUIET_CALLS calls just before it;
+  `webhook_quiet_p99_ms` in WEBHOOK_QUIET_CALLS calls just before it; `gc_*_ms`: in the same
+  three windows, the bucket of archfit_gc_pause_seconds its longest garbage collection fell
+  in (a pause of that bound at most; `gc_max_ms` the largest of the three), so a stall can
+  be told from a collection (None for a checkout without the metric);
 - `relist_profile`, `events_profile` (JSON only): the relist and the patches sampled by
   bench/in_situ.py;
 - `param_kib` and `param_images`: the ImagePlatforms parameter's size and entries; `publish_s`:
@@ -51,6 +54,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import re
 import ssl
 import sys
 import tempfile
@@ -112,6 +116,7 @@ COLUMNS = (
     "stall_start_ms",
     "stall_relist_ms",
     "stall_events_ms",
+    "gc_max_ms",
     "webhook_quiet_p99_ms",
     "webhook_relist_p99_ms",
     "param_kib",
@@ -378,6 +383,37 @@ def longest(samples: Sequence[float]) -> float | None:
     return round(max(samples), 1) if samples else None
 
 
+GcReading = dict[float, float]
+"""archfit_gc_pause_seconds so far: collections of every generation by bucket bound (s)."""
+_GC_BUCKET = re.compile(
+    r'^archfit_gc_pause_seconds_bucket\{generation="\d",le="([^"]+)"\} (\S+)$', re.MULTILINE
+)
+
+
+def gc_reading(archfit: Archfit) -> GcReading:
+    """The collections timed so far (empty for an archfit without the metric)."""
+    try:
+        text = archfit.metrics_text()
+    except OSError:
+        return {}
+    found: GcReading = {}
+    for bound, count in _GC_BUCKET.findall(text):
+        found[float(bound)] = found.get(float(bound), 0.0) + float(count)
+    return found
+
+
+def longest_gc_ms(since: GcReading, now: GcReading) -> float | None:
+    """The smallest bucket bound (ms) that every collection between two readings fell
+    under: the longest pause was at most that. None without the metric."""
+    if not now:
+        return None
+    collections = now[float("inf")] - since.get(float("inf"), 0.0)
+    for bound in sorted(now):
+        if now[bound] - since.get(bound, 0.0) >= collections:
+            return 0.0 if collections == 0 else round(bound * 1000, 1)
+    return None
+
+
 @dataclass
 class Bench:
     plane: ControlPlane
@@ -438,6 +474,7 @@ class Bench:
                 row.update(self.parameter(archfit, exec_at))
                 quiet = settle(pid)
                 row["stall_start_ms"] = longest(health.between(exec_at, quiet))
+                row["gc_start_ms"] = longest_gc_ms({}, gc_reading(archfit))
             row["rss_mib"] = round(harness.proc_memory(pid)[0] / 2**20, 1)
             # CPU first, with nothing else asking archfit for anything: a probe every 10 ms
             # costs more than the pods do at the small sizes, and its cost under load is not
@@ -470,9 +507,11 @@ class Bench:
                 probed_rate = (cpu_seconds(pid) - probed_cpu) / (time.monotonic() - probed_at)
                 row["probes_cpu_ms_per_s"] = round((probed_rate - idle_rate) * 1000, 1)
                 row["webhook_quiet_p99_ms"] = p99([ms for _, ms in hook.samples])
-                relist_at = time.monotonic()
+                relist_at, gc_at = time.monotonic(), gc_reading(archfit)
                 self.restart_apiserver()
                 settled = settle(pid, probed_rate)
+                relisted = gc_reading(archfit)
+                row["gc_relist_ms"] = longest_gc_ms(gc_at, relisted)
                 row["webhook_relist_p99_ms"] = p99(hook.between(relist_at, settled))
                 row["webhook_relist_calls"] = len(hook.between(relist_at, settled))
                 row["stall_relist_ms"] = longest(health.between(relist_at, settled))
@@ -480,6 +519,9 @@ class Bench:
                 self.patch_labels(patches, pods)
                 done = settle(pid, probed_rate)
                 row["stall_events_ms"] = longest(health.between(events_at, done))
+                row["gc_events_ms"] = longest_gc_ms(relisted, gc_reading(archfit))
+            windows = [row.get(f"gc_{w}_ms") for w in ("start", "relist", "events")]
+            row["gc_max_ms"] = max((w for w in windows if w is not None), default=None)
             row["peak_mib"] = round(harness.proc_memory(pid)[1] / 2**20, 1)
         finally:
             archfit.stop()

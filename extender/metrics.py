@@ -131,6 +131,16 @@ class Metrics:
         "(beside the process, platform and GC collectors).",
     )
 
+    gc_pause_seconds = histogram(
+        "archfit_gc_pause_seconds",
+        "How long each garbage collection stopped the process, by generation (0, 1, 2).",
+        ("generation",),
+        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+        more="Every thread waits while a collection runs, the event loop's too: a pause is "
+        "added to each request it meets. Full collections (generation 2) run every "
+        "`server.gcIntervalSeconds`, between requests; how long they take grows with what "
+        "the process holds ([Sizing](#sizing)).",
+    )
     requests = counter(
         "archfit_requests",
         "Scheduler extender calls.",

@@ -223,6 +223,7 @@ def attach(
     app.cleanup_ctx.append(services_ctx)
     app.cleanup_ctx.append(_quiet_client_noise)
     app.cleanup_ctx.append(_periodic_gc)
+    app.cleanup_ctx.append(_timed_gc)
     if settings.server.tls:
         app[SERVER_CERTIFICATE] = _server_certificate(settings, metrics)
         app.cleanup_ctx.append(_watch_server_certificate)
@@ -409,6 +410,37 @@ async def _periodic_gc(app: web.Application) -> AsyncIterator[None]:
         return
     async with in_background(_collect_periodically(interval)):
         yield
+
+
+async def _timed_gc(app: web.Application) -> AsyncIterator[None]:
+    """Every collection's pause in archfit_gc_pause_seconds while the app runs: what tells an
+    operator whether a slow call met the collector."""
+    pauses = GcPauses(app[METRICS])
+    gc.callbacks.append(pauses)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(pauses)
+
+
+class GcPauses:
+    """A gc.callbacks entry that times each collection, in whichever thread it runs."""
+
+    __slots__ = ("_by_generation", "_started")
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._by_generation = tuple(
+            metrics.child(metrics.gc_pause_seconds, str(generation)) for generation in range(3)
+        )
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        # Collections never overlap (the interpreter runs one at a time), so one start
+        # time serves every thread.
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._by_generation[info["generation"]].observe(time.perf_counter() - self._started)
 
 
 async def _collect_periodically(interval: float) -> None:

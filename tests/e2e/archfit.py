@@ -141,11 +141,14 @@ class Archfit:
         found = self.metric("archfit_node_index_nodes")
         return None if found is None else int(found)
 
+    def metrics_text(self) -> str:
+        """The whole of /metrics."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().decode()
+
     def metric(self, series: str) -> float | None:
         """One series' value from /metrics, as written there (`name` or `name{labels}`), or
         None when it is not there."""
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=2) as response:
-            text = response.read().decode()
-        found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+        found = re.search(rf"^{re.escape(series)} (\S+)$", self.metrics_text(), re.MULTILINE)
         return float(found.group(1)) if found else None

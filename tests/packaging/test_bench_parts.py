@@ -129,6 +129,20 @@ def test_the_scale_slope_is_taken_where_only_the_pods_grow_and_flags_faster_grow
     assert "5000x50000" == found["rss_mib"]["from"]
 
 
+def test_the_longest_collection_in_a_window_is_the_first_bucket_holding_all_of_its_own() -> None:
+    """Cumulative buckets summed over generations: two collections in the window, one under
+    5 ms and one under 50 ms, give 50; none gives 0; an archfit without the metric, None."""
+    inf = float("inf")
+    since = {0.005: 10.0, 0.01: 10.0, 0.05: 11.0, inf: 11.0}
+    now = {0.005: 11.0, 0.01: 11.0, 0.05: 13.0, inf: 13.0}
+
+    assert (50.0, 0.0, None) == (
+        scale.longest_gc_ms(since, now),
+        scale.longest_gc_ms(now, now),
+        scale.longest_gc_ms({}, {}),
+    )
+
+
 def test_a_before_checkout_is_shown_above_this_one_at_each_size() -> None:
     """`bench.scale --before DIR`: each size's two rows side by side, named; the slopes and
     the goals read this checkout's rows only."""
