@@ -116,8 +116,11 @@ class PodFeed:
 
     async def _stop_watch(self) -> None:
         if self._watch is not None:
-            watch, self._watch, self.selector = self._watch, None, None
-            await watch.stop()
+            watch, self._watch = self._watch, None
+            try:
+                await watch.stop()
+            finally:  # None once its thread asks nothing more
+                self.selector = None
 
     def _tell(self, kind: str, pod: WatchedPod) -> None:
         """Each pod to each reader that asked for it (in the event loop)."""
