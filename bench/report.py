@@ -138,6 +138,8 @@ GOALS: tuple[tuple[str, str, str, bool, float | None], ...] = (
 )
 
 NO_WATCHER = "archfit-no-watcher"
+BEFORE_PROFILED = "archfit-before-profiled"
+"""The `--before` checkout's profiled throughput row: the breakdown's before column."""
 """bench/scheduler_throughput's variant without the mismatch watcher."""
 _WARM_WEBHOOK = re.compile(
     r"^(?:archfit|webhook), warm cache\s+[\d.]+\s+[\d.]+\s+(-?[\d.]+)\s*$", re.M
@@ -621,11 +623,15 @@ def breakdown_section(
     rows: Sequence[Mapping[str, Any]], baseline_rows: Sequence[Mapping[str, Any]] | None
 ) -> list[str]:
     """The profiled throughput row's CPU per pod by library (perf) and its GIL time by what
-    archfit does (py-spy), beside a baseline's when it has one (bench/in_situ.py)."""
-    mine = next((r for r in rows if r.get("cpu_breakdown")), None)
+    archfit does (py-spy), beside the `--before` checkout's profiled row of the same run, else
+    a baseline's (bench/in_situ.py)."""
+    profiled = [r for r in rows if r.get("cpu_breakdown")]
+    mine = next((r for r in profiled if r["variant"] != BEFORE_PROFILED), None)
     if mine is None:
         return []
-    theirs = next((r for r in baseline_rows or () if r.get("cpu_breakdown")), None)
+    theirs = next((r for r in profiled if r["variant"] == BEFORE_PROFILED), None) or next(
+        (r for r in baseline_rows or () if r.get("cpu_breakdown")), None
+    )
     total = mine["cpu_ms_per_pod"].get("extender")
     parts = mine["cpu_breakdown"]
     out = [
@@ -640,6 +646,13 @@ def breakdown_section(
         "waited for a core).",
         "",
     ]
+    if theirs is not None:
+        out += [
+            f"The before column is the `{theirs['variant']}` row "
+            f"({format_cell(theirs['cpu_ms_per_pod'].get('extender'))} ms of CPU per pod), "
+            "sampled the same way.",
+            "",
+        ]
     for key, label in (("cpu_by_library", "CPU ms per pod"), ("cpu_breakdown", "GIL ms per pod")):
         now = mine.get(key) or {}
         now = now.get("ms_per_unit", now) if key == "cpu_breakdown" else now

@@ -51,7 +51,8 @@ a returned host gets `Randomizer = rand.Int()`, a host left out keeps 0 and lose
 
 `--source DIR` runs archfit from another checkout (DIR/extender first on PYTHONPATH, this
 venv's Python), so one script measures two commits alike. `--before DIR` adds a variant,
-archfit-before, that runs DIR's archfit on the same control plane beside this one's.
+archfit-before, that runs DIR's archfit on the same control plane beside this one's, and
+archfit-before-profiled (once, when py-spy is here): its breakdown beside this one's.
 
 `--runs N` measures the variants N times on one control plane, each run in a rotated order;
 runs after the first measure only the rows the goal's ratio needs (the do-nothing extender
@@ -154,6 +155,7 @@ VARIANTS = (
     Variant("archfit-profiled", "archfit", profiled=True),
 )
 BEFORE = Variant("archfit-before", "archfit", before=True)
+BEFORE_PROFILED = Variant("archfit-before-profiled", "archfit", before=True, profiled=True)
 REPEATED = frozenset({"noop-extender", "archfit", "archfit-no-watcher", BEFORE.name})
 """The variants the runs after the first measure again: the goal's ratio and its reference."""
 
@@ -678,6 +680,8 @@ def run(
             ]
             if before is not None:
                 variants.append(BEFORE)
+                if in_situ.available() and (not only or BEFORE_PROFILED.name in only):
+                    variants.append(BEFORE_PROFILED)
             rows = []
             for number in range(1, runs + 1):
                 measured = variants if number == 1 else [v for v in variants if v.name in REPEATED]

@@ -226,6 +226,39 @@ def test_the_document_shows_the_breakdown_the_scale_table_and_the_peer_table() -
     assert "peers, this run (added)\nnoe 1.0" in text
 
 
+def test_the_breakdown_puts_the_before_checkouts_profiled_row_of_the_same_run_beside() -> None:
+    """`--before`: archfit-before-profiled is the before column, whichever row comes first,
+    and the kept parts of an earlier run (`--reuse`) are named."""
+
+    def profiled(variant: str, logging_ms: float) -> dict[str, object]:
+        return {
+            "variant": variant,
+            "run": 1,
+            "qps": 1000,
+            "cpu_ms_per_pod": {"extender": 2 * logging_ms},
+            "cpu_breakdown": {
+                "ms_per_unit": {"logging per call": logging_ms},
+                "samples": 9,
+                "covered": 0.9,
+            },
+        }
+
+    rows = [profiled("archfit-before-profiled", 0.5), profiled("archfit-profiled", 0.25)]
+    meta = {
+        "machine": {},
+        "archfit": "abc",
+        "bench": "abc",
+        "problems": [],
+        "reused": {"parts": ["scale"], "archfit": "def", "date": "today", "problems": []},
+    }
+
+    text = report.render({"meta": meta, "scheduler_throughput": rows}, [], "benchmarks")
+
+    assert "| logging per call | 0.50 | 0.25 |" in text
+    assert "`archfit-before-profiled` row (1.00 ms of CPU per pod)" in text
+    assert "Kept from an earlier run (archfit def, today, the same machine): `scale`." in text
+
+
 def test_another_checkouts_archfit_runs_that_checkouts_code_from_this_ones_root(
     tmp_path: Path,
 ) -> None:
