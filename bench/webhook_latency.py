@@ -320,13 +320,16 @@ def before_archfit(
         "archTaints": [{"architecture": "arm64", **ARM64_TAINT}],
         "gate": {"leaseName": "archfit-releaser-before"},
     }
-    # Leases of its own: it leads its own watcher, which watches every pod as archfit's
-    # does, rather than stand by while archfit holds the one Lease.
+    # Leases of its own: it leads its own watcher and capacity check, which read pods as
+    # archfit's do, rather than stand by while archfit holds the one Lease. With one shared
+    # capacity Lease, the first to start judged every pending pod of the rounds (each CREATE
+    # here makes one) and its CPU per 1,000 pods carried that work alone.
     watcher = {
         "leaseName": "archfit-watcher-before",
         "evidenceConfigMap": "archfit-evidence-before",
     }
-    merged = merge(settings, {"webhook": hook, "watcher": watcher})
+    capacity = {"leaseName": "archfit-capacity-before"}
+    merged = merge(settings, {"webhook": hook, "watcher": watcher, "capacity": capacity})
     archfit = Archfit(workdir, merged, name="archfit-before", env=harness.source_env(source))
     return archfit.start(), cert, port
 
