@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,8 +32,6 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.e2e
 
 ZONE = "topology.kubernetes.io/zone"
-#: The shipped MutatingWebhookConfiguration's timeoutSeconds.
-WEBHOOK_TIMEOUT_SECONDS = 3
 
 
 class Plane:
@@ -328,11 +325,11 @@ def test_a_registry_outage_holds_the_pod_unconstrained_within_the_webhook_timeou
         else f"{hung_registry}/e2e/hung:1.0"
     )
     manifest = cluster.pod_manifest("outage", [ref])
-    started = time.monotonic()
     managed.core.create_namespaced_pod(space, manifest)
-    elapsed = time.monotonic() - started
     pod = created(managed, space, "outage")
-    assert elapsed < WEBHOOK_TIMEOUT_SECONDS
+    # In time without a clock: an answer after kube-apiserver's timeout (the shipped
+    # timeoutSeconds, 3 s) would be its failure policy's (admitted as sent, no gate), not
+    # the gate below.
     assert (None, None, ["archfit.io/platforms-unknown"]) == (
         pod.spec.affinity,
         (pod.metadata.annotations or {}).get(PLATFORMS_ANNOTATION),
