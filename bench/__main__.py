@@ -123,6 +123,21 @@ def others(
     return found
 
 
+def kept_from(earlier: dict[str, Any], kept: list[str]) -> list[dict[str, Any]]:
+    """Where each kept part was measured, grouped by run: a part the earlier run had itself
+    kept (`--reuse` twice) names the run that measured it, not the one that passed it on."""
+    meta = earlier["meta"]
+    origin = {"archfit": meta["archfit"], "date": meta["machine"]["date"]}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for part in kept:
+        source = next((g for g in meta.get("reused") or () if part in g["parts"]), origin)
+        groups.setdefault((source["archfit"], source["date"]), []).append(part)
+    return [
+        {"parts": parts, "archfit": archfit, "date": date}
+        for (archfit, date), parts in groups.items()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, help="checkout whose extender/ to measure")
@@ -188,12 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads(args.reuse.read_text())
         kept = [name for name in NAMES if name not in selected and name in earlier]
         results.update({name: earlier[name] for name in kept})
-        results["meta"]["reused"] = {
-            "parts": kept,
-            "archfit": earlier["meta"]["archfit"],
-            "date": earlier["meta"]["machine"]["date"],
-            "problems": earlier["meta"].get("problems", []),
-        }
+        results["meta"]["reused"] = kept_from(earlier, kept)
     quick = args.quick
     runners: dict[str, Callable[[], Any]] = {
         "scheduler_throughput": lambda: throughput(source, quick, before),

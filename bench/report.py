@@ -425,8 +425,7 @@ def render(
         "`archfit` is the checkout measured (`--source`), `bench` the one whose scripts ran; "
         "`load` is the 1, 5 and 15 minute load average when the run began.",
     ]
-    reused = meta.get("reused")
-    if reused and reused["parts"]:
+    for reused in meta.get("reused") or ():
         out += [
             "",
             f"Kept from an earlier run (archfit {reused['archfit']}, {reused['date']}, "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import __main__ as bench_main
 from bench import in_situ, peers, report, scale
 from bench.harness import ROOT
 from tests.e2e.archfit import Archfit
@@ -249,7 +250,7 @@ def test_the_breakdown_puts_the_before_checkouts_profiled_row_of_the_same_run_be
         "archfit": "abc",
         "bench": "abc",
         "problems": [],
-        "reused": {"parts": ["scale"], "archfit": "def", "date": "today", "problems": []},
+        "reused": [{"parts": ["scale"], "archfit": "def", "date": "today"}],
     }
 
     text = report.render({"meta": meta, "scheduler_throughput": rows}, [], "benchmarks")
@@ -257,6 +258,24 @@ def test_the_breakdown_puts_the_before_checkouts_profiled_row_of_the_same_run_be
     assert "| logging per call | 0.50 | 0.25 |" in text
     assert "`archfit-before-profiled` row (1.00 ms of CPU per pod)" in text
     assert "Kept from an earlier run (archfit def, today, the same machine): `scale`." in text
+
+
+def test_a_part_kept_twice_names_the_run_that_measured_it() -> None:
+    """`--reuse` of a run that had itself kept `scale`: scale is still the first run's."""
+    earlier = {
+        "meta": {
+            "archfit": "run2",
+            "machine": {"date": "later"},
+            "reused": [{"parts": ["scale", "memory"], "archfit": "run1", "date": "first"}],
+        }
+    }
+
+    groups = bench_main.kept_from(earlier, ["scale", "others"])
+
+    assert [
+        {"parts": ["scale"], "archfit": "run1", "date": "first"},
+        {"parts": ["others"], "archfit": "run2", "date": "later"},
+    ] == groups
 
 
 def test_another_checkouts_archfit_runs_that_checkouts_code_from_this_ones_root(
