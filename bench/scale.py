@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import re
 import ssl
 import sys
 import tempfile
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import harness, in_situ, pod_watch
 from bench.webhook_latency import review_of
@@ -385,9 +385,6 @@ def longest(samples: Sequence[float]) -> float | None:
 
 GcReading = dict[float, float]
 """archfit_gc_pause_seconds so far: collections of every generation by bucket bound (s)."""
-_GC_BUCKET = re.compile(
-    r'^archfit_gc_pause_seconds_bucket\{generation="\d",le="([^"]+)"\} (\S+)$', re.MULTILINE
-)
 
 
 def gc_reading(archfit: Archfit) -> GcReading:
@@ -397,8 +394,13 @@ def gc_reading(archfit: Archfit) -> GcReading:
     except OSError:
         return {}
     found: GcReading = {}
-    for bound, count in _GC_BUCKET.findall(text):
-        found[float(bound)] = found.get(float(bound), 0.0) + float(count)
+    for family in text_string_to_metric_families(text):
+        if family.name != "archfit_gc_pause_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                found[bound] = found.get(bound, 0.0) + sample.value
     return found
 
 
